@@ -1,0 +1,89 @@
+// Annotations: what magpy needs to know about a callable that it does not
+// trace into (the MagPy paper's AsOpNode, PureClosure, ValueRead, InPlace and
+// Relation). They are data, loaded from YAML files and validated; the hash
+// of the loaded set goes into every record.
+//
+// File format (annotations/*.yaml):
+//
+//   version: 1
+//   defaults: {pure: true}              # optional, applies to this file
+//   functions:
+//     - names: [torch.relu, torch.sigmoid]   # or name: builtins.len
+//       op: true                 # AsOpNode: the ATen ops it dispatches become graph nodes
+//       pure: true               # PureClosure: same inputs give the same result, no hidden effects
+//       inputs:                  # per position; input 0 is `self` for methods
+//         - {value_read: true, in_place: false}
+//       rest: {value_read: true} # inputs past the list
+//       output: {in_place: false}
+//       relations:               # reference edges the call reads or creates
+//         - {kind: attr, from: 0, name_from: 1, to: output, mode: read}
+//       runtime: {read: grad_enabled} | {write: grad_enabled, from: 0}
+//
+// Names are qualified names of callables as Python reports them
+// ("builtins.len", "builtins.list.append", "torch.Tensor.view"); a name
+// ending in ".*" covers every callable under that prefix, and the most
+// specific entry wins.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace magpy::record {
+
+struct InputAnnotation {
+  bool value_read = true;  // the callee looks at the value (not just its reference)
+  bool in_place = false;   // the callee may modify the object
+};
+
+struct RelationAnnotation {
+  enum class Kind : uint8_t { Attr, Item };
+  enum class Mode : uint8_t { Read, Write };
+  Kind kind = Kind::Attr;
+  Mode mode = Mode::Read;
+  int from = 0;           // input index of the container/object
+  int to = -1;            // input index of the element/attribute value; -1 = the output
+  int name_from = -1;     // input index holding the attribute name or key
+  std::string name;       // a fixed attribute name (when name_from is -1)
+};
+
+struct FunctionAnnotation {
+  std::string name;
+  bool op = false;
+  bool pure = true;
+  std::vector<InputAnnotation> inputs;
+  InputAnnotation rest;
+  bool output_in_place = false;
+  std::vector<RelationAnnotation> relations;
+  std::string runtime_read;   // name of interpreter state the call reads (grad_enabled)
+  std::string runtime_write;  // name of interpreter state the call writes
+  int runtime_from = -1;      // input holding the written value
+  std::string origin;         // "annotations/torch.yaml:12", for messages
+
+  const InputAnnotation& input(size_t i) const { return i < inputs.size() ? inputs[i] : rest; }
+};
+
+class AnnotationSet {
+ public:
+  // Loads every *.yaml file in a directory, in name order, or a single file.
+  // Later entries for the same name are an error: annotations never
+  // silently override each other.
+  void load(const std::string& path);
+  void add(FunctionAnnotation a);
+
+  // The most specific annotation for a callable's qualified name, or null.
+  const FunctionAnnotation* find(const std::string& qualname) const;
+
+  size_t size() const { return exact_.size() + prefix_.size(); }
+  // Hash of the loaded content (not of the files' text): stable under
+  // reformatting, changes with any property.
+  uint64_t hash() const;
+
+ private:
+  void loadFile(const std::string& file);
+  std::map<std::string, FunctionAnnotation> exact_;
+  std::map<std::string, FunctionAnnotation> prefix_;  // key: prefix without ".*"
+};
+
+}  // namespace magpy::record

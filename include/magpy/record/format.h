@@ -1,0 +1,61 @@
+// The .mgp file format, version 1. This header is the only place that knows
+// the byte layout; everything else works on RecordFile.
+//
+// Grammar (all integers little-endian; "varint" is unsigned LEB128, "zigzag"
+// a signed LEB128 in zigzag encoding; a "string" is varint length + bytes):
+//
+//   file        := header body_frame
+//   header      := magic:"MAGPYREC" version:u32 flags:u32
+//                  frame_size:u64 body_size:u64 body_hash:u64
+//   body_frame  := zstd frame (checksummed) of `body`, frame_size bytes
+//   body        := fingerprint script:string
+//                  count:varint function*  count:varint module_state*
+//                  count:varint logged_call*  count:varint blob*
+//   fingerprint := magpy:string python:string torch:string annotations:u64
+//   function    := name:string module:string self:value count:varint record*
+//   record      := count:varint guard* graph mock count:varint break* origin:string
+//   guard       := path check
+//   check       := kind:u8 s:string i:zigzag atom keys:atoms meta path
+//   graph       := count:varint node*
+//   node        := kind:u8 name:string target:string overload:string
+//                  count:varint arg* source:path count:varint meta* where:string
+//   arg         := kind:u8 i:zigzag f:f64 s:string ints:zigzags floats:f64s
+//   mock        := result:expr count:varint effect*
+//   expr        := kind:u8 atom index:zigzag path count:varint expr* keys:atoms
+//   effect      := kind:u8 target:path name:string key:atom value:expr
+//   break       := where:string function:string opcode:string reason:string
+//   module_state:= module:string globals:value
+//   logged_call := function:varint record:zigzag monitored:u8 args:value kwargs:value result:value
+//   blob        := dtype:string shape:zigzags hash:u64 bytes:string
+//   value       := kind:u8 atom blob:varint meta type:string
+//                  count:varint value* keys:atoms names:strings
+//   path        := root:u8 index:zigzag name:string count:varint step*
+//   step        := kind:u8 name:string index:zigzag key_is_int:u8
+//   atom        := kind:u8 i:zigzag f:f64 s:string
+//   meta        := dtype:string shape:zigzags strides:zigzags device:string requires_grad:u8
+//
+// body_hash is magpy::hashBytes(body); blob hashes are checked on load.
+// Writing is deterministic: the same RecordFile always gives the same bytes.
+// Files are written to a temporary name and renamed into place.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "magpy/record/record.h"
+
+namespace magpy::record {
+
+constexpr uint32_t kFormatVersion = 1;
+
+std::string encode(const RecordFile& file);  // whole file bytes
+RecordFile decode(const std::string& bytes, const std::string& origin = "<memory>");
+
+void writeRecordFile(const RecordFile& file, const std::string& path);
+RecordFile readRecordFile(const std::string& path);
+
+// Writes bytes to path through a temporary file in the same directory and a
+// rename, so a crash never leaves a half-written file behind.
+void writeFileAtomically(const std::string& path, const std::string& bytes);
+
+}  // namespace magpy::record

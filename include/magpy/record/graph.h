@@ -1,0 +1,76 @@
+// The operator graph: torch.fx's node kinds over ATen operators.
+//
+// A graph is a list of nodes in execution order. Every node produces one
+// value, named by its index. Placeholder and GetAttr nodes read a value from
+// the state through an AccessPath; CallFunction nodes run an ATen operator
+// ("aten::add" with overload "Tensor") or, for ATen operators that return
+// several values, "getitem" picks one of them (as torch.fx does with
+// operator.getitem). The Output node lists the values the mock uses.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "magpy/record/path.h"
+#include "magpy/record/value.h"
+
+namespace magpy::record {
+
+enum class NodeKind : uint8_t {
+  Placeholder,   // a tensor read from the call's arguments
+  GetAttr,       // a tensor read from state (parameters, buffers, globals)
+  CallFunction,  // an ATen operator, or "getitem"
+  CallMethod,    // kept for torch.fx compatibility; capture does not emit it
+  CallModule,    // kept for torch.fx compatibility; capture does not emit it
+  Output,
+};
+
+const char* toString(NodeKind k);
+
+// One argument of a CallFunction node, typed as the operator schema types it.
+struct Arg {
+  enum class Kind : uint8_t {
+    None, Bool, Int, Float, Str,
+    Node,          // i = node index
+    IntList, FloatList, BoolList,
+    NodeList,      // ints = node indices; -1 marks a None entry (Tensor?[])
+    DType, Device, Layout, MemoryFormat,  // s = name
+  };
+  Kind kind = Kind::None;
+  int64_t i = 0;
+  double f = 0;
+  std::string s;
+  std::vector<int64_t> ints;
+  std::vector<double> floats;
+
+  static Arg none() { return {}; }
+  static Arg node(int64_t index) { Arg a; a.kind = Kind::Node; a.i = index; return a; }
+  static Arg integer(int64_t v) { Arg a; a.kind = Kind::Int; a.i = v; return a; }
+  static Arg floating(double v) { Arg a; a.kind = Kind::Float; a.f = v; return a; }
+  static Arg boolean(bool v) { Arg a; a.kind = Kind::Bool; a.i = v; return a; }
+  bool operator==(const Arg& o) const;
+};
+
+struct Node {
+  NodeKind kind = NodeKind::CallFunction;
+  std::string name;      // unique, torch.fx style: "x", "fc1_weight", "linear_1"
+  std::string target;    // CallFunction: "aten::linear" or "getitem"; GetAttr: "fc1.weight"
+  std::string overload;  // ATen overload name, "" for the default overload
+  std::vector<Arg> args; // CallFunction: one per schema argument; getitem: (node, index)
+  AccessPath source;     // Placeholder/GetAttr: where replay reads the value
+  std::vector<TensorMeta> outputs;  // metadata of each tensor result seen at capture
+  std::string where;     // user source location that issued the op: "mlp.py:14"
+
+  bool isOp() const { return kind == NodeKind::CallFunction && target != "getitem"; }
+  std::string opName() const { return overload.empty() ? target : target + "." + overload; }
+};
+
+struct Graph {
+  std::vector<Node> nodes;
+
+  const Node* output() const;
+  size_t numOps() const;  // CallFunction nodes that run ATen operators
+};
+
+}  // namespace magpy::record

@@ -1,0 +1,46 @@
+// Guards: the checks a call's state must pass for a record to be valid.
+// Each guard names a value by AccessPath and says what it must be.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "magpy/record/path.h"
+#include "magpy/record/value.h"
+
+namespace magpy::record {
+
+struct Check {
+  enum class Kind : uint8_t {
+    Type,      // exact type: s = qualified class name ("builtins.list", "__main__.MLP")
+    Equals,    // exact scalar: atom (type and value, floats bit for bit)
+    Length,    // len(value) == i
+    DictKeys,  // the dict's keys, in order: keys
+    Tensor,    // tensor metadata: meta
+    Identity,  // a function, class or module, named by s (qualified name), code hash in i
+    Alias,     // the value is the same object as the one at path
+  };
+  Kind kind = Kind::Type;
+  std::string s;
+  int64_t i = 0;
+  Atom atom;
+  std::vector<Atom> keys;
+  TensorMeta meta;
+  AccessPath path;
+
+  bool operator==(const Check& o) const;
+};
+
+// The expected side of a check, rendered for messages: "float32[1, 16] ...".
+std::string describe(const Check& c);
+
+struct Guard {
+  AccessPath path;
+  Check check;
+  bool operator==(const Guard& o) const { return path == o.path && check == o.check; }
+};
+
+std::string toString(const Guard& g);  // "args[0]: tensor float32[1, 16] ..."
+
+}  // namespace magpy::record

@@ -1,0 +1,59 @@
+// Mocks: how a record reproduces what the monitored run left behind. The
+// result and every write to state are expressions over graph outputs,
+// constants and values read from the state at call entry.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "magpy/record/path.h"
+#include "magpy/record/value.h"
+
+namespace magpy::record {
+
+struct ValueExpr {
+  enum class Kind : uint8_t {
+    Const,        // atom
+    GraphOutput,  // index into the graph's Output node arguments
+    Read,         // the object at path, as it was at call entry (keeps identity)
+    Tuple, List, Dict,  // items (Dict: keys parallel to items)
+  };
+  Kind kind = Kind::Const;
+  Atom atom;
+  int64_t index = 0;
+  AccessPath path;
+  std::vector<ValueExpr> items;
+  std::vector<Atom> keys;
+
+  static ValueExpr constant(Atom a) { ValueExpr e; e.atom = std::move(a); return e; }
+  static ValueExpr output(int64_t i) { ValueExpr e; e.kind = Kind::GraphOutput; e.index = i; return e; }
+  static ValueExpr read(AccessPath p) { ValueExpr e; e.kind = Kind::Read; e.path = std::move(p); return e; }
+};
+
+std::string toString(const ValueExpr& e);
+
+// A write to state. All ValueExpr reads are evaluated before any write.
+struct Effect {
+  enum class Kind : uint8_t {
+    SetAttr,   // target.name = value
+    SetItem,   // target[key] = value (dict key or list index)
+    DelAttr,   // del target.name
+    DelItem,   // del target[key]
+    Assign,    // target[:] = value (list contents) / target.clear(); update (dict)
+  };
+  Kind kind = Kind::SetAttr;
+  AccessPath target;
+  std::string name;
+  Atom key;
+  ValueExpr value;
+};
+
+std::string toString(const Effect& e);
+
+struct MockSpec {
+  ValueExpr result;
+  std::vector<Effect> effects;
+};
+
+}  // namespace magpy::record

@@ -1,0 +1,64 @@
+// AccessPath: how to reach a value from the state a compiled function sees
+// when it is called. Paths replace object identity in guards and mocks, so
+// they mean the same thing in another process and without Python.
+//
+//   path  := root step*
+//   root  := "self"                      the object given to magpy.compile
+//          | "args[" int "]"             positional argument of the call
+//          | "kwargs[" str "]"           keyword argument of the call
+//          | "G[" str "]"                global of the compiled function's module
+//          | "G(" module ")[" str "]"    global of another module
+//          | "runtime." name             interpreter state (grad_enabled)
+//   step  := "." name | "[" int "]" | "[" str "]"
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace magpy::record {
+
+struct PathStep {
+  enum class Kind : uint8_t { Attr, Index, Key };
+  Kind kind = Kind::Attr;
+  std::string name;   // Attr name or string Key
+  int64_t index = 0;  // Index, or integer Key (then name is empty and keyIsInt)
+  bool keyIsInt = false;
+
+  bool operator==(const PathStep& o) const {
+    return kind == o.kind && name == o.name && index == o.index && keyIsInt == o.keyIsInt;
+  }
+  bool operator<(const PathStep& o) const;
+};
+
+struct AccessPath {
+  enum class Root : uint8_t { Self, Arg, Kwarg, Global, Runtime };
+  Root root = Root::Self;
+  int64_t index = 0;   // Arg
+  std::string name;    // Kwarg name, Global module ("" = the compiled function's), Runtime name
+  std::vector<PathStep> steps;
+
+  static AccessPath self() { return {}; }
+  static AccessPath arg(int64_t i) { AccessPath p; p.root = Root::Arg; p.index = i; return p; }
+  static AccessPath kwarg(std::string n) { AccessPath p; p.root = Root::Kwarg; p.name = std::move(n); return p; }
+  static AccessPath global(std::string module, std::string key);
+  static AccessPath runtime(std::string n) { AccessPath p; p.root = Root::Runtime; p.name = std::move(n); return p; }
+
+  AccessPath attr(std::string n) const;
+  AccessPath item(int64_t i) const;
+  AccessPath key(std::string k) const;
+  AccessPath intKey(int64_t k) const;
+
+  bool isPrefixOf(const AccessPath& other) const;
+  bool operator==(const AccessPath& o) const {
+    return root == o.root && index == o.index && name == o.name && steps == o.steps;
+  }
+  bool operator!=(const AccessPath& o) const { return !(*this == o); }
+  bool operator<(const AccessPath& o) const;
+};
+
+std::string toString(const AccessPath& p);
+// Inverse of toString; throws Error naming the offending character.
+AccessPath parsePath(const std::string& text);
+
+}  // namespace magpy::record

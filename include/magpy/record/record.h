@@ -1,0 +1,84 @@
+// The record model: what magpy-capture writes and magpy-run replays.
+//
+// A RecordFile holds, per compiled function, its records (guard + graph +
+// mock), the initial external state those records read, a log of the calls
+// made while capturing (with their inputs and results), and the tensor
+// blobs all of these refer to. See format.h for the byte layout.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "magpy/record/graph.h"
+#include "magpy/record/guard.h"
+#include "magpy/record/mock.h"
+#include "magpy/record/value.h"
+
+namespace magpy::record {
+
+// Where and why a monitored run could not stay in the graph.
+struct GraphBreak {
+  std::string where;     // "model.py:42"
+  std::string function;  // qualified name of the Python function: "Net.forward"
+  std::string opcode;    // "CALL", "FOR_ITER", ...
+  std::string reason;    // "print is not annotated and is native code"
+  bool operator==(const GraphBreak& o) const {
+    return where == o.where && function == o.function && opcode == o.opcode && reason == o.reason;
+  }
+};
+
+std::string toString(const GraphBreak& b);
+
+struct Record {
+  std::vector<Guard> guards;       // ordered cheapest first
+  Graph graph;
+  MockSpec mock;
+  std::vector<GraphBreak> breaks;  // empty: the whole call is this record
+  std::string origin;              // why it exists: "first call", or the guard that missed
+};
+
+struct CompiledFunction {
+  std::string name;    // "__main__.MLP" for a module, "__main__.step" for a function
+  std::string module;  // the module whose globals G[...] names
+  Value self;          // the state reachable from `self` that records read, at first read
+  std::vector<Record> records;
+};
+
+// The globals of one module that records read, at first read.
+struct ModuleState {
+  std::string module;
+  Value globals;  // a Dict
+};
+
+// One call made while capturing, kept so replay can repeat the session.
+struct LoggedCall {
+  uint32_t function = 0;
+  int32_t record = -1;      // the record that ran (or was created) for it; -1 = eager
+  bool monitored = false;   // true when this call created its record
+  Value args;               // Tuple
+  Value kwargs;             // Dict
+  Value result;
+};
+
+struct Fingerprint {
+  std::string magpy_version;
+  std::string python_version;
+  std::string torch_version;
+  uint64_t annotations_hash = 0;
+  bool operator==(const Fingerprint& o) const {
+    return magpy_version == o.magpy_version && python_version == o.python_version &&
+           torch_version == o.torch_version && annotations_hash == o.annotations_hash;
+  }
+};
+
+struct RecordFile {
+  Fingerprint env;
+  std::string script;                 // the captured script, as given on the command line
+  std::vector<CompiledFunction> functions;
+  std::vector<ModuleState> globals;
+  std::vector<LoggedCall> calls;
+  std::vector<TensorBlob> blobs;
+};
+
+}  // namespace magpy::record

@@ -1,0 +1,95 @@
+// Plain data that records carry: Python scalars (atoms), tensor metadata,
+// tensor blobs, and trees of Python values (for state snapshots and the
+// inputs/outputs of logged calls).
+//
+// Nothing here depends on Python or torch: dtypes and devices are names
+// ("float32", "cpu"), tensor bytes are opaque little-endian buffers.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace magpy::record {
+
+// An immutable Python scalar. Equality is exact: the kind must match
+// (True is not 1) and floats compare bit for bit.
+struct Atom {
+  enum class Kind : uint8_t {
+    None, Bool, Int, Float, Str, Ellipsis,
+    DType,         // torch.dtype, s = "float32"
+    Device,        // torch.device, s = "cpu" / "cuda:0"
+    Layout,        // torch.layout, s = "strided"
+    MemoryFormat,  // torch.memory_format, s = "contiguous_format"
+  };
+  Kind kind = Kind::None;
+  int64_t i = 0;  // Bool and Int
+  double f = 0;   // Float
+  std::string s;  // Str and the torch enums
+
+  static Atom none() { return {}; }
+  static Atom boolean(bool b) { return {Kind::Bool, b ? 1 : 0, 0, {}}; }
+  static Atom integer(int64_t v) { return {Kind::Int, v, 0, {}}; }
+  static Atom floating(double v) { return {Kind::Float, 0, v, {}}; }
+  static Atom string(std::string v) { return {Kind::Str, 0, 0, std::move(v)}; }
+  static Atom named(Kind k, std::string v) { return {k, 0, 0, std::move(v)}; }
+
+  bool operator==(const Atom& o) const;
+  bool operator!=(const Atom& o) const { return !(*this == o); }
+  bool operator<(const Atom& o) const;  // a total order, for canonical sorting
+};
+
+// Python-style rendering: None, True, 3, 2.5, 'text', torch.float32, ...
+std::string toString(const Atom& a);
+
+struct TensorMeta {
+  std::string dtype = "float32";
+  std::vector<int64_t> shape;
+  std::vector<int64_t> strides;
+  std::string device = "cpu";
+  bool requires_grad = false;
+
+  bool operator==(const TensorMeta& o) const;
+  bool operator!=(const TensorMeta& o) const { return !(*this == o); }
+  int64_t numel() const;
+};
+
+// "float32[2, 3] strides=[3, 1] cpu" (+ " requires_grad")
+std::string toString(const TensorMeta& m);
+
+size_t dtypeSize(const std::string& dtype);  // throws Error on unknown names
+
+// Tensor contents, stored once per file and referenced by index.
+// Bytes are the dense row-major (contiguous) elements; strides of the
+// original tensor live in its TensorMeta.
+struct TensorBlob {
+  std::string dtype;
+  std::vector<int64_t> shape;
+  std::string bytes;
+  uint64_t hash = 0;  // magpy::hashBytes(bytes), checked on load
+};
+
+// A tree of Python values. Used for the initial external state that
+// replay starts from and for the arguments/results of logged calls.
+struct Value {
+  enum class Kind : uint8_t {
+    Atom,
+    Tensor,  // blob = index into RecordFile::blobs, meta = its metadata
+    Tuple, List, Dict,
+    Object,  // an instance of a user or library class: type + read attributes
+    Opaque,  // something replay cannot build (function, module, class): type names it
+  };
+  Kind kind = Kind::Atom;
+  Atom atom;
+  uint32_t blob = 0;
+  TensorMeta meta;
+  std::string type;                   // Object/Opaque: qualified class or object name
+  std::vector<Value> items;           // Tuple/List elements, Dict values, Object attributes
+  std::vector<Atom> keys;             // Dict keys (in order)
+  std::vector<std::string> names;     // Object attribute names, parallel to items
+
+  static Value ofAtom(Atom a) { Value v; v.atom = std::move(a); return v; }
+};
+
+}  // namespace magpy::record

@@ -1,0 +1,43 @@
+// An execution plan for one operator graph: ATen operator handles resolved
+// once, operands pre-boxed, values kept in numbered slots and released at
+// their last use.
+#pragma once
+
+#include <ATen/core/ivalue.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "magpy/record/graph.h"
+#include "magpy/replay/state.h"
+
+namespace magpy::replay {
+
+class Plan {
+ public:
+  // Throws Error when an operator does not exist in this libtorch or its
+  // schema cannot take the recorded arguments.
+  explicit Plan(const record::Graph& graph);
+  ~Plan();
+  Plan(Plan&&) noexcept;
+  Plan& operator=(Plan&&) noexcept;
+
+  // Runs the graph on the tensors its placeholders and get_attrs read from
+  // `state`; returns the values listed by the output node.
+  std::vector<c10::IValue> run(const CallState& state) const;
+
+  // Runs with the graph inputs given directly, in placeholder/get_attr order.
+  std::vector<c10::IValue> runWith(std::vector<c10::IValue> inputs) const;
+
+  // The paths of the graph inputs, in the order runWith() takes them.
+  const std::vector<record::AccessPath>& inputPaths() const;
+
+  size_t numSteps() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace magpy::replay

@@ -1,0 +1,76 @@
+// The replay API: load a record file, call its compiled functions natively.
+//
+//   magpy::replay::Session s = magpy::replay::Session::open("mlp.mgp");
+//   size_t fn = s.findFunction("__main__.MLP");
+//   auto out = s.call(fn, {magpy::replay::Value::ofTensor(x)});
+//   at::Tensor y = out.result.tensor;
+//
+// A call runs the first record whose guards hold against the arguments and
+// the session's state, then applies that record's mock to the state, so a
+// later call sees what earlier calls wrote. When no record's guards hold,
+// call() throws NoMatchingRecord with each record's first failing guard.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "magpy/record/record.h"
+#include "magpy/replay/guards.h"
+#include "magpy/replay/state.h"
+#include "magpy/replay/value.h"
+#include "magpy/support/error.h"
+
+namespace magpy::replay {
+
+class NoMatchingRecord : public Error {
+ public:
+  NoMatchingRecord(const std::string& function, std::vector<GuardMiss> misses);
+  const std::vector<GuardMiss>& misses() const { return misses_; }
+
+ private:
+  std::vector<GuardMiss> misses_;
+};
+
+struct CallOutcome {
+  Value result;
+  size_t record = 0;  // which record ran
+};
+
+class Session {
+ public:
+  explicit Session(record::RecordFile file);
+  ~Session();
+  Session(Session&&) noexcept;
+  Session& operator=(Session&&) noexcept;
+
+  static Session open(const std::string& path);
+
+  const record::RecordFile& file() const;
+  // Index of the function with this name (or a unique suffix of it, such as
+  // "MLP"); throws Error listing the names otherwise.
+  size_t findFunction(const std::string& name) const;
+
+  CallOutcome call(size_t function, std::vector<Value> args, Value kwargs = Value::dict({}, {}));
+
+  // The first failing guard of every record for these arguments; empty
+  // entries (no miss) for records that would run. Runs nothing.
+  std::vector<std::optional<GuardMiss>> explain(size_t function, const std::vector<Value>& args,
+                                                const Value& kwargs = Value::dict({}, {})) const;
+
+  // The state a function reads and its mocks write.
+  Value& self(size_t function);
+  Globals& globals();
+
+  // A logged call's inputs and expected result, as runtime values.
+  std::vector<Value> loggedArgs(size_t call) const;
+  Value loggedKwargs(size_t call) const;
+  Value loggedResult(size_t call) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace magpy::replay

@@ -1,0 +1,52 @@
+// The external state a compiled function sees when it is called, and how
+// access paths reach into it.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "magpy/record/path.h"
+#include "magpy/record/record.h"
+#include "magpy/replay/value.h"
+
+namespace magpy::replay {
+
+// Module globals, shared by every function of a session: a mock of one
+// function that writes a global is seen by the others.
+struct Globals {
+  std::map<std::string, Value> modules;  // module name -> Dict of its globals
+  Value& of(const std::string& module);
+};
+
+struct CallState {
+  Value self;
+  std::vector<Value> args;
+  Value kwargs = Value::dict({}, {});
+  Globals* globals = nullptr;
+  std::string module;         // what G[...] without a module name means
+  bool grad_enabled = false;  // runtime.grad_enabled
+};
+
+// The value at path. Throws Error saying which step is missing.
+Value resolve(const record::AccessPath& path, const CallState& state);
+
+// A runtime value for a recorded one; tensors are fresh copies of blobs.
+Value materialize(const record::Value& v, const record::RecordFile& file);
+
+struct Tolerance {
+  double rtol = 1e-5;
+  double atol = 1e-6;
+};
+
+struct Comparison {
+  std::string difference;  // empty when equal; else names the position: "result[1]: values differ ..."
+  double max_abs_diff = 0; // over all floating-point tensors compared
+  bool equal() const { return difference.empty(); }
+};
+
+// `actual` matches `expected` when structure, atoms, dtypes and shapes are
+// identical and tensor values agree within the tolerance.
+Comparison compare(const Value& actual, const Value& expected, const Tolerance& tol, const std::string& where);
+
+}  // namespace magpy::replay

@@ -1,0 +1,30 @@
+// Conversions between at::Tensor and the record's tensor data.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <string>
+
+#include "magpy/record/value.h"
+
+namespace magpy::replay {
+
+std::string dtypeName(c10::ScalarType t);       // "float32"
+c10::ScalarType dtypeFromName(const std::string& name);  // throws Error
+std::string deviceName(const c10::Device& d);   // "cpu", "cuda:0"
+
+record::TensorMeta metaOf(const at::Tensor& t);
+
+// Dense row-major bytes of t (copied to CPU), with their hash.
+record::TensorBlob blobOf(const at::Tensor& t);
+
+// A new CPU tensor holding blob's elements, laid out with meta's strides
+// when they describe a dense layout, and requires_grad as in meta.
+at::Tensor tensorFromBlob(const record::TensorBlob& blob, const record::TensorMeta& meta);
+
+}  // namespace magpy::replay
+
+namespace magpy::replay {
+// The version of the libtorch replay runs on, e.g. "1.13.0".
+std::string libtorchVersion();
+}  // namespace magpy::replay

@@ -1,0 +1,23 @@
+// Small text helpers shared by printers and messages.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace magpy {
+
+// Python repr of a str: 'a\'b' with \n, \t, \\ and \xNN escapes.
+std::string quote(std::string_view s);
+
+// Shortest text that reads back to the same double, Python style:
+// 2.0, 0.1, 1e-05, inf, -inf, nan.
+std::string formatDouble(double v);
+
+// "[1, 2, 3]"
+std::string formatInts(const std::vector<int64_t>& v);
+
+std::string join(const std::vector<std::string>& parts, std::string_view sep);
+
+}  // namespace magpy

@@ -1,0 +1,101 @@
+// Equality and one-line renderings of the record model's parts.
+#include <cstring>
+
+#include "magpy/record/graph.h"
+#include "magpy/record/guard.h"
+#include "magpy/record/mock.h"
+#include "magpy/record/record.h"
+#include "magpy/support/strings.h"
+
+namespace magpy::record {
+
+const char* toString(NodeKind k) {
+  switch (k) {
+    case NodeKind::Placeholder: return "placeholder";
+    case NodeKind::GetAttr: return "get_attr";
+    case NodeKind::CallFunction: return "call_function";
+    case NodeKind::CallMethod: return "call_method";
+    case NodeKind::CallModule: return "call_module";
+    case NodeKind::Output: return "output";
+  }
+  return "?";
+}
+
+bool Arg::operator==(const Arg& o) const {
+  return kind == o.kind && i == o.i && std::memcmp(&f, &o.f, sizeof f) == 0 && s == o.s && ints == o.ints &&
+         floats.size() == o.floats.size() &&
+         (floats.empty() || std::memcmp(floats.data(), o.floats.data(), floats.size() * sizeof(double)) == 0);
+}
+
+const Node* Graph::output() const {
+  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it)
+    if (it->kind == NodeKind::Output) return &*it;
+  return nullptr;
+}
+
+size_t Graph::numOps() const {
+  size_t n = 0;
+  for (auto& node : nodes) n += node.isOp();
+  return n;
+}
+
+bool Check::operator==(const Check& o) const {
+  return kind == o.kind && s == o.s && i == o.i && atom == o.atom && keys == o.keys && meta == o.meta && path == o.path;
+}
+
+std::string describe(const Check& c) {
+  switch (c.kind) {
+    case Check::Kind::Type: return "type " + c.s;
+    case Check::Kind::Equals: return "== " + toString(c.atom);
+    case Check::Kind::Length: return "len " + std::to_string(c.i);
+    case Check::Kind::DictKeys: {
+      std::vector<std::string> keys;
+      for (auto& k : c.keys) keys.push_back(toString(k));
+      return "keys [" + join(keys, ", ") + "]";
+    }
+    case Check::Kind::Tensor: return "tensor " + toString(c.meta);
+    case Check::Kind::Identity: return "is " + c.s;
+    case Check::Kind::Alias: return "is " + toString(c.path);
+  }
+  return "?";
+}
+
+std::string toString(const Guard& g) { return toString(g.path) + ": " + describe(g.check); }
+
+std::string toString(const ValueExpr& e) {
+  auto items = [&](const char* open, const char* close) {
+    std::vector<std::string> parts;
+    for (size_t i = 0; i < e.items.size(); ++i)
+      parts.push_back(e.kind == ValueExpr::Kind::Dict ? toString(e.keys[i]) + ": " + toString(e.items[i])
+                                                      : toString(e.items[i]));
+    std::string tail = (e.kind == ValueExpr::Kind::Tuple && parts.size() == 1) ? "," : "";
+    return open + join(parts, ", ") + tail + close;
+  };
+  switch (e.kind) {
+    case ValueExpr::Kind::Const: return toString(e.atom);
+    case ValueExpr::Kind::GraphOutput: return "out[" + std::to_string(e.index) + "]";
+    case ValueExpr::Kind::Read: return toString(e.path);
+    case ValueExpr::Kind::Tuple: return items("(", ")");
+    case ValueExpr::Kind::List: return items("[", "]");
+    case ValueExpr::Kind::Dict: return items("{", "}");
+  }
+  return "?";
+}
+
+std::string toString(const Effect& e) {
+  std::string target = toString(e.target);
+  switch (e.kind) {
+    case Effect::Kind::SetAttr: return target + "." + e.name + " = " + toString(e.value);
+    case Effect::Kind::SetItem: return target + "[" + toString(e.key) + "] = " + toString(e.value);
+    case Effect::Kind::DelAttr: return "del " + target + "." + e.name;
+    case Effect::Kind::DelItem: return "del " + target + "[" + toString(e.key) + "]";
+    case Effect::Kind::Assign: return target + "[:] = " + toString(e.value);
+  }
+  return "?";
+}
+
+std::string toString(const GraphBreak& b) {
+  return b.where + " in " + b.function + " (" + b.opcode + "): " + b.reason;
+}
+
+}  // namespace magpy::record

@@ -1,0 +1,191 @@
+#include "magpy/record/path.h"
+
+#include <cctype>
+#include <tuple>
+
+#include "magpy/support/error.h"
+#include "magpy/support/strings.h"
+
+namespace magpy::record {
+
+bool PathStep::operator<(const PathStep& o) const {
+  return std::tie(kind, keyIsInt, index, name) < std::tie(o.kind, o.keyIsInt, o.index, o.name);
+}
+
+AccessPath AccessPath::global(std::string module, std::string key) {
+  AccessPath p;
+  p.root = Root::Global;
+  p.name = std::move(module);
+  return p.key(std::move(key));
+}
+
+AccessPath AccessPath::attr(std::string n) const {
+  AccessPath p = *this;
+  p.steps.push_back({PathStep::Kind::Attr, std::move(n), 0, false});
+  return p;
+}
+AccessPath AccessPath::item(int64_t i) const {
+  AccessPath p = *this;
+  p.steps.push_back({PathStep::Kind::Index, {}, i, false});
+  return p;
+}
+AccessPath AccessPath::key(std::string k) const {
+  AccessPath p = *this;
+  p.steps.push_back({PathStep::Kind::Key, std::move(k), 0, false});
+  return p;
+}
+AccessPath AccessPath::intKey(int64_t k) const {
+  AccessPath p = *this;
+  p.steps.push_back({PathStep::Kind::Key, {}, k, true});
+  return p;
+}
+
+bool AccessPath::isPrefixOf(const AccessPath& other) const {
+  if (root != other.root || index != other.index || name != other.name || steps.size() > other.steps.size())
+    return false;
+  for (size_t i = 0; i < steps.size(); ++i)
+    if (!(steps[i] == other.steps[i])) return false;
+  return true;
+}
+
+bool AccessPath::operator<(const AccessPath& o) const {
+  return std::tie(root, index, name, steps) < std::tie(o.root, o.index, o.name, o.steps);
+}
+
+namespace {
+
+bool isIdentifier(const std::string& s) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  for (unsigned char c : s)
+    if (!std::isalnum(c) && c != '_') return false;
+  return true;
+}
+
+class PathParser {
+ public:
+  explicit PathParser(const std::string& text) : t_(text) {}
+
+  AccessPath parse() {
+    AccessPath p;
+    if (eat("self")) {
+      p.root = AccessPath::Root::Self;
+    } else if (eat("args[")) {
+      p.root = AccessPath::Root::Arg;
+      p.index = integer();
+      expect(']');
+    } else if (eat("kwargs[")) {
+      p.root = AccessPath::Root::Kwarg;
+      p.name = string();
+      expect(']');
+    } else if (eat("G(")) {
+      p.root = AccessPath::Root::Global;
+      size_t end = t_.find(')', pos_);
+      if (end == std::string::npos) fail("a ')' closing the module name");
+      p.name = t_.substr(pos_, end - pos_);
+      pos_ = end + 1;
+    } else if (eat("G")) {
+      p.root = AccessPath::Root::Global;
+    } else if (eat("runtime.")) {
+      p.root = AccessPath::Root::Runtime;
+      p.name = identifier();
+    } else {
+      fail("self, args[i], kwargs['k'], G['k'], G(module)['k'] or runtime.name");
+    }
+    while (pos_ < t_.size()) {
+      if (eat(".")) {
+        p.steps.push_back({PathStep::Kind::Attr, peek() == '\'' ? string() : identifier(), 0, false});
+      } else if (eat("[")) {
+        if (peek() == '\'') {
+          p.steps.push_back({PathStep::Kind::Key, string(), 0, false});
+        } else if (eat("#")) {
+          p.steps.push_back({PathStep::Kind::Key, {}, integer(), true});
+        } else {
+          p.steps.push_back({PathStep::Kind::Index, {}, integer(), false});
+        }
+        expect(']');
+      } else {
+        fail("'.' or '['");
+      }
+    }
+    return p;
+  }
+
+ private:
+  char peek() const { return pos_ < t_.size() ? t_[pos_] : '\0'; }
+  bool eat(const char* lit) {
+    size_t n = std::char_traits<char>::length(lit);
+    if (t_.compare(pos_, n, lit) != 0) return false;
+    pos_ += n;
+    return true;
+  }
+  void expect(char c) {
+    if (peek() != c) fail(std::string("'") + c + "'");
+    ++pos_;
+  }
+  int64_t integer() {
+    size_t start = pos_;
+    if (peek() == '-') ++pos_;
+    while (std::isdigit(static_cast<unsigned char>(peek()))) ++pos_;
+    if (start == pos_ || (pos_ == start + 1 && t_[start] == '-')) fail("a number");
+    return std::stoll(t_.substr(start, pos_ - start));
+  }
+  std::string identifier() {
+    size_t start = pos_;
+    while (std::isalnum(static_cast<unsigned char>(peek())) || peek() == '_') ++pos_;
+    if (start == pos_) fail("a name");
+    return t_.substr(start, pos_ - start);
+  }
+  std::string string() {
+    expect('\'');
+    std::string out;
+    while (peek() != '\'') {
+      if (pos_ >= t_.size()) fail("a closing quote");
+      char c = t_[pos_++];
+      if (c == '\\') {
+        char e = t_[pos_++];
+        if (e == 'n') out += '\n';
+        else if (e == 't') out += '\t';
+        else if (e == 'r') out += '\r';
+        else if (e == 'x') {
+          out += char(std::stoi(t_.substr(pos_, 2), nullptr, 16));
+          pos_ += 2;
+        } else out += e;
+      } else {
+        out += c;
+      }
+    }
+    ++pos_;
+    return out;
+  }
+  [[noreturn]] void fail(const std::string& wanted) const {
+    throw Error("cannot read access path '" + t_ + "': expected " + wanted + " at character " + std::to_string(pos_ + 1));
+  }
+
+  const std::string& t_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+std::string toString(const AccessPath& p) {
+  std::string out;
+  switch (p.root) {
+    case AccessPath::Root::Self: out = "self"; break;
+    case AccessPath::Root::Arg: out = "args[" + std::to_string(p.index) + "]"; break;
+    case AccessPath::Root::Kwarg: out = "kwargs[" + quote(p.name) + "]"; break;
+    case AccessPath::Root::Global: out = p.name.empty() ? "G" : "G(" + p.name + ")"; break;
+    case AccessPath::Root::Runtime: out = "runtime." + p.name; break;
+  }
+  for (auto& s : p.steps) {
+    switch (s.kind) {
+      case PathStep::Kind::Attr: out += "." + (isIdentifier(s.name) ? s.name : quote(s.name)); break;
+      case PathStep::Kind::Index: out += "[" + std::to_string(s.index) + "]"; break;
+      case PathStep::Kind::Key: out += s.keyIsInt ? "[#" + std::to_string(s.index) + "]" : "[" + quote(s.name) + "]"; break;
+    }
+  }
+  return out;
+}
+
+AccessPath parsePath(const std::string& text) { return PathParser(text).parse(); }
+
+}  // namespace magpy::record

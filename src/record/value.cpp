@@ -1,0 +1,73 @@
+#include "magpy/record/value.h"
+
+#include <cstring>
+#include <tuple>
+
+#include "magpy/support/error.h"
+#include "magpy/support/strings.h"
+
+namespace magpy::record {
+
+bool Atom::operator==(const Atom& o) const {
+  if (kind != o.kind) return false;
+  switch (kind) {
+    case Kind::None:
+    case Kind::Ellipsis: return true;
+    case Kind::Bool:
+    case Kind::Int: return i == o.i;
+    case Kind::Float: return std::memcmp(&f, &o.f, sizeof f) == 0;
+    default: return s == o.s;
+  }
+}
+
+bool Atom::operator<(const Atom& o) const {
+  uint64_t a = 0, b = 0;
+  std::memcpy(&a, &f, 8);
+  std::memcpy(&b, &o.f, 8);
+  return std::tie(kind, i, a, s) < std::tie(o.kind, o.i, b, o.s);
+}
+
+std::string toString(const Atom& a) {
+  switch (a.kind) {
+    case Atom::Kind::None: return "None";
+    case Atom::Kind::Ellipsis: return "Ellipsis";
+    case Atom::Kind::Bool: return a.i ? "True" : "False";
+    case Atom::Kind::Int: return std::to_string(a.i);
+    case Atom::Kind::Float: return formatDouble(a.f);
+    case Atom::Kind::Str: return quote(a.s);
+    case Atom::Kind::DType: return "torch." + a.s;
+    case Atom::Kind::Device: return "device(" + quote(a.s) + ")";
+    case Atom::Kind::Layout: return "torch." + a.s;
+    case Atom::Kind::MemoryFormat: return "torch." + a.s;
+  }
+  return "?";
+}
+
+bool TensorMeta::operator==(const TensorMeta& o) const {
+  return dtype == o.dtype && shape == o.shape && strides == o.strides && device == o.device &&
+         requires_grad == o.requires_grad;
+}
+
+int64_t TensorMeta::numel() const {
+  int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
+std::string toString(const TensorMeta& m) {
+  std::string s = m.dtype + formatInts(m.shape) + " strides=" + formatInts(m.strides) + " " + m.device;
+  if (m.requires_grad) s += " requires_grad";
+  return s;
+}
+
+size_t dtypeSize(const std::string& dtype) {
+  static const std::pair<const char*, size_t> kSizes[] = {
+      {"float32", 4}, {"float64", 8}, {"float16", 2}, {"bfloat16", 2}, {"int64", 8},  {"int32", 4},
+      {"int16", 2},   {"int8", 1},    {"uint8", 1},   {"bool", 1},     {"complex64", 8}, {"complex128", 16},
+  };
+  for (auto& [name, size] : kSizes)
+    if (dtype == name) return size;
+  throw Error("unknown tensor dtype '" + dtype + "'");
+}
+
+}  // namespace magpy::record

@@ -1,0 +1,59 @@
+#include "magpy/replay/guards.h"
+
+#include "magpy/replay/tensors.h"
+#include "magpy/support/error.h"
+
+namespace magpy::replay {
+namespace {
+
+// Empty when the check holds, else a description of the actual value.
+std::string violation(const record::Check& c, const Value& v, const CallState& state) {
+  using K = record::Check::Kind;
+  switch (c.kind) {
+    case K::Type:
+      return v.typeName() == c.s ? "" : "type " + v.typeName();
+    case K::Identity:
+      return v.kind == Value::Kind::Opaque && v.heap->type == c.s ? "" : describe(v);
+    case K::Equals:
+      return v.kind == Value::Kind::Atom && v.atom == c.atom ? "" : describe(v);
+    case K::Length: {
+      bool sized = v.kind == Value::Kind::List || v.kind == Value::Kind::Tuple || v.kind == Value::Kind::Dict;
+      if (!sized) return describe(v);
+      return int64_t(v.heap->items.size()) == c.i ? "" : "len " + std::to_string(v.heap->items.size());
+    }
+    case K::DictKeys: {
+      if (v.kind != Value::Kind::Dict) return describe(v);
+      if (v.heap->keys == c.keys) return "";
+      std::string keys;
+      for (auto& k : v.heap->keys) keys += (keys.empty() ? "" : ", ") + record::toString(k);
+      return "keys [" + keys + "]";
+    }
+    case K::Tensor: {
+      if (v.kind != Value::Kind::Tensor) return describe(v);
+      auto meta = metaOf(v.tensor);
+      return meta == c.meta ? "" : "tensor " + record::toString(meta);
+    }
+    case K::Alias: {
+      Value other = resolve(c.path, state);
+      return v.sameAs(other) ? "" : "a different object than " + record::toString(c.path);
+    }
+  }
+  return "an unknown check";
+}
+
+}  // namespace
+
+std::optional<GuardMiss> firstFailingGuard(const std::vector<record::Guard>& guards, const CallState& state) {
+  for (auto& g : guards) {
+    std::string actual;
+    try {
+      actual = violation(g.check, resolve(g.path, state), state);
+    } catch (const Error& e) {
+      actual = "missing (" + std::string(e.what()) + ")";
+    }
+    if (!actual.empty()) return GuardMiss{record::toString(g.path), record::describe(g.check), actual};
+  }
+  return std::nullopt;
+}
+
+}  // namespace magpy::replay

@@ -1,0 +1,235 @@
+#include "magpy/replay/plan.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include "magpy/replay/tensors.h"
+#include "magpy/support/error.h"
+
+namespace magpy::replay {
+namespace {
+
+// One operand of a step: a constant boxed at load time, a slot, or a list
+// of slots packed into a c10::List at run time.
+struct Operand {
+  enum class Kind : uint8_t { Const, Slot, TensorList, OptionalTensorList };
+  Kind kind = Kind::Const;
+  c10::IValue constant;
+  int slot = -1;
+  std::vector<int> slots;  // -1: None (optional lists only)
+};
+
+struct Step {
+  c10::OperatorHandle op;
+  std::string name;
+  std::vector<Operand> operands;
+  std::vector<int> outputs;  // slot per returned value
+  std::vector<int> release;  // slots dead after this step
+};
+
+c10::IValue constantFor(const record::Arg& a, const c10::Argument& schemaArg, const std::string& where) {
+  using K = record::Arg::Kind;
+  switch (a.kind) {
+    case K::None: return c10::IValue();
+    case K::Bool: return c10::IValue(bool(a.i));
+    case K::Int: return c10::IValue(a.i);
+    case K::Float: return c10::IValue(a.f);
+    case K::Str: return c10::IValue(a.s);
+    case K::IntList: return c10::IValue(a.ints);
+    case K::FloatList: return c10::IValue(a.floats);
+    case K::BoolList: {
+      c10::List<bool> list;
+      for (auto b : a.ints) list.push_back(b != 0);
+      return c10::IValue(list);
+    }
+    case K::DType: return c10::IValue(dtypeFromName(a.s));
+    case K::Device: return c10::IValue(c10::Device(a.s));
+    case K::Layout:
+      if (a.s == "strided") return c10::IValue(c10::kStrided);
+      throw Error(where + ": layout " + a.s + " is not supported by replay");
+    case K::MemoryFormat:
+      if (a.s == "contiguous_format") return c10::IValue(c10::MemoryFormat::Contiguous);
+      if (a.s == "channels_last") return c10::IValue(c10::MemoryFormat::ChannelsLast);
+      if (a.s == "preserve_format") return c10::IValue(c10::MemoryFormat::Preserve);
+      if (a.s == "channels_last_3d") return c10::IValue(c10::MemoryFormat::ChannelsLast3d);
+      throw Error(where + ": memory format " + a.s + " is not supported by replay");
+    default: throw Error(where + ": argument '" + schemaArg.name() + "' is not a constant");
+  }
+}
+
+bool isOptionalTensorList(const c10::Argument& a) {
+  auto list = a.type()->cast<c10::ListType>();
+  return list && list->getElementType()->kind() == c10::TypeKind::OptionalType;
+}
+
+}  // namespace
+
+struct Plan::Impl {
+  std::vector<int> inputSlots;
+  std::vector<record::AccessPath> inputPaths;
+  std::vector<Step> steps;
+  std::vector<int> outputSlots;
+  size_t numSlots = 0;
+};
+
+Plan::Plan(const record::Graph& graph) : impl_(std::make_unique<Impl>()) {
+  auto& dispatcher = c10::Dispatcher::singleton();
+  std::vector<std::vector<int>> nodeSlots(graph.nodes.size());
+  std::vector<int> lastUse;
+  auto newSlot = [&] {
+    lastUse.push_back(-1);
+    return int(impl_->numSlots++);
+  };
+  auto slotOf = [&](int64_t node, const std::string& where) {
+    if (node < 0 || size_t(node) >= nodeSlots.size() || nodeSlots[size_t(node)].size() != 1)
+      throw Error(where + ": uses a value that is not a single tensor");
+    return nodeSlots[size_t(node)][0];
+  };
+
+  for (size_t ni = 0; ni < graph.nodes.size(); ++ni) {
+    const record::Node& n = graph.nodes[ni];
+    std::string where = "node %" + n.name;
+    switch (n.kind) {
+      case record::NodeKind::Placeholder:
+      case record::NodeKind::GetAttr: {
+        int s = newSlot();
+        nodeSlots[ni] = {s};
+        impl_->inputSlots.push_back(s);
+        impl_->inputPaths.push_back(n.source);
+        break;
+      }
+      case record::NodeKind::Output:
+        for (auto& a : n.args) {
+          if (a.kind != record::Arg::Kind::Node) throw Error(where + ": outputs must be graph values");
+          impl_->outputSlots.push_back(slotOf(a.i, where));
+        }
+        break;
+      case record::NodeKind::CallMethod:
+      case record::NodeKind::CallModule:
+        throw Error(where + ": " + record::toString(n.kind) + " nodes cannot be replayed natively");
+      case record::NodeKind::CallFunction: {
+        if (n.target == "getitem") {
+          if (n.args.size() != 2 || n.args[0].kind != record::Arg::Kind::Node || n.args[1].kind != record::Arg::Kind::Int)
+            throw Error(where + ": getitem takes (node, index)");
+          auto& source = nodeSlots.at(size_t(n.args[0].i));
+          if (n.args[1].i < 0 || size_t(n.args[1].i) >= source.size()) throw Error(where + ": getitem index out of range");
+          nodeSlots[ni] = {source[size_t(n.args[1].i)]};
+          break;
+        }
+        auto handle = dispatcher.findSchema({n.target, n.overload});
+        if (!handle)
+          throw Error(where + ": operator " + n.opName() + " does not exist in this libtorch (" + libtorchVersion() +
+                      "); replay with the libtorch the record was captured with, or capture again");
+        const auto& schema = handle->schema();
+        const auto& params = schema.arguments();
+        if (n.args.size() > params.size())
+          throw Error(where + ": " + n.opName() + " takes " + std::to_string(params.size()) + " arguments in this libtorch, the record passes " +
+                      std::to_string(n.args.size()));
+        Step step{*handle, n.opName(), {}, {}, {}};
+        int stepIndex = int(impl_->steps.size());
+        for (size_t ai = 0; ai < params.size(); ++ai) {
+          Operand op;
+          if (ai >= n.args.size()) {
+            // A newer libtorch added a trailing argument: use its default.
+            if (!params[ai].default_value())
+              throw Error(where + ": " + n.opName() + " needs argument '" + params[ai].name() + "', which the record lacks");
+            op.constant = *params[ai].default_value();
+          } else {
+            const record::Arg& a = n.args[ai];
+            if (a.kind == record::Arg::Kind::Node) {
+              op.kind = Operand::Kind::Slot;
+              op.slot = slotOf(a.i, where);
+              lastUse[size_t(op.slot)] = stepIndex;
+            } else if (a.kind == record::Arg::Kind::NodeList) {
+              op.kind = isOptionalTensorList(params[ai]) ? Operand::Kind::OptionalTensorList : Operand::Kind::TensorList;
+              for (auto i : a.ints) {
+                if (i < 0 && op.kind == Operand::Kind::TensorList) throw Error(where + ": None in a Tensor[] argument");
+                int s = i < 0 ? -1 : slotOf(i, where);
+                if (s >= 0) lastUse[size_t(s)] = stepIndex;
+                op.slots.push_back(s);
+              }
+            } else {
+              op.constant = constantFor(a, params[ai], where + " (" + n.opName() + ")");
+            }
+          }
+          step.operands.push_back(std::move(op));
+        }
+        size_t returns = schema.returns().size();
+        for (size_t r = 0; r < returns; ++r) step.outputs.push_back(newSlot());
+        nodeSlots[ni] = step.outputs;
+        impl_->steps.push_back(std::move(step));
+        break;
+      }
+    }
+  }
+
+  // Release every slot after its last use, except graph outputs; slots
+  // never read again (unused results) are released right after the step
+  // that made them.
+  std::vector<bool> isOutput(impl_->numSlots, false);
+  for (int s : impl_->outputSlots) isOutput[size_t(s)] = true;
+  for (size_t si = 0; si < impl_->steps.size(); ++si)
+    for (int s : impl_->steps[si].outputs)
+      if (lastUse[size_t(s)] < 0) lastUse[size_t(s)] = int(si);
+  for (size_t s = 0; s < impl_->numSlots; ++s)
+    if (!isOutput[s] && lastUse[s] >= 0) impl_->steps[size_t(lastUse[s])].release.push_back(int(s));
+}
+
+Plan::~Plan() = default;
+Plan::Plan(Plan&&) noexcept = default;
+Plan& Plan::operator=(Plan&&) noexcept = default;
+
+const std::vector<record::AccessPath>& Plan::inputPaths() const { return impl_->inputPaths; }
+size_t Plan::numSteps() const { return impl_->steps.size(); }
+
+std::vector<c10::IValue> Plan::run(const CallState& state) const {
+  std::vector<c10::IValue> inputs;
+  inputs.reserve(impl_->inputPaths.size());
+  for (auto& path : impl_->inputPaths) {
+    Value v = resolve(path, state);
+    if (v.kind != Value::Kind::Tensor) throw Error("graph input " + record::toString(path) + " is " + describe(v) + ", not a tensor");
+    inputs.emplace_back(v.tensor);
+  }
+  return runWith(std::move(inputs));
+}
+
+std::vector<c10::IValue> Plan::runWith(std::vector<c10::IValue> inputs) const {
+  const Impl& p = *impl_;
+  if (inputs.size() != p.inputSlots.size())
+    throw Error("the graph takes " + std::to_string(p.inputSlots.size()) + " inputs, got " + std::to_string(inputs.size()));
+  std::vector<c10::IValue> slots(p.numSlots);
+  for (size_t i = 0; i < inputs.size(); ++i) slots[size_t(p.inputSlots[i])] = std::move(inputs[i]);
+
+  std::vector<c10::IValue> stack;
+  for (const Step& step : p.steps) {
+    stack.clear();
+    for (const Operand& op : step.operands) {
+      switch (op.kind) {
+        case Operand::Kind::Const: stack.push_back(op.constant); break;
+        case Operand::Kind::Slot: stack.push_back(slots[size_t(op.slot)]); break;
+        case Operand::Kind::TensorList: {
+          c10::List<at::Tensor> list;
+          list.reserve(op.slots.size());
+          for (int s : op.slots) list.push_back(slots[size_t(s)].toTensor());
+          stack.emplace_back(std::move(list));
+          break;
+        }
+        case Operand::Kind::OptionalTensorList: {
+          c10::List<c10::optional<at::Tensor>> list;
+          for (int s : op.slots)
+            list.push_back(s < 0 ? c10::optional<at::Tensor>() : c10::optional<at::Tensor>(slots[size_t(s)].toTensor()));
+          stack.emplace_back(std::move(list));
+          break;
+        }
+      }
+    }
+    step.op.callBoxed(&stack);
+    for (size_t r = 0; r < step.outputs.size(); ++r) slots[size_t(step.outputs[r])] = std::move(stack[r]);
+    for (int s : step.release) slots[size_t(s)] = c10::IValue();
+  }
+  std::vector<c10::IValue> out;
+  out.reserve(p.outputSlots.size());
+  for (int s : p.outputSlots) out.push_back(slots[size_t(s)]);
+  return out;
+}
+
+}  // namespace magpy::replay

@@ -1,0 +1,119 @@
+#include "magpy/replay/session.h"
+
+#include <c10/core/InferenceMode.h>
+
+#include "magpy/record/format.h"
+#include "magpy/replay/mock.h"
+#include "magpy/replay/plan.h"
+
+namespace magpy::replay {
+
+NoMatchingRecord::NoMatchingRecord(const std::string& function, std::vector<GuardMiss> misses)
+    : Error([&] {
+        std::string msg = "no record of " + function + " accepts this call";
+        for (size_t i = 0; i < misses.size(); ++i) msg += "\n  record " + std::to_string(i) + ": " + misses[i].text();
+        return msg;
+      }()),
+      misses_(std::move(misses)) {}
+
+struct Session::Impl {
+  record::RecordFile file;
+  std::vector<Value> selves;
+  Globals globals;
+  // plans[f][r]; null for records that cannot run natively (graph breaks)
+  std::vector<std::vector<std::unique_ptr<Plan>>> plans;
+
+  CallState stateFor(size_t f, std::vector<Value> args, Value kwargs) {
+    CallState s;
+    s.self = selves[f];
+    s.args = std::move(args);
+    s.kwargs = std::move(kwargs);
+    s.globals = &globals;
+    s.module = file.functions[f].module;
+    return s;
+  }
+
+  std::optional<GuardMiss> missFor(size_t f, size_t r, const CallState& state) const {
+    const record::Record& rec = file.functions[f].records[r];
+    if (!plans[f][r])
+      return GuardMiss{"(record)", "no graph breaks", std::to_string(rec.breaks.size()) + " graph breaks, which need Python: " +
+                                                         record::toString(rec.breaks.front())};
+    return firstFailingGuard(rec.guards, state);
+  }
+};
+
+Session::Session(record::RecordFile file) : impl_(std::make_unique<Impl>()) {
+  impl_->file = std::move(file);
+  const auto& f = impl_->file;
+  for (auto& fn : f.functions) {
+    impl_->selves.push_back(materialize(fn.self, f));
+    std::vector<std::unique_ptr<Plan>> plans;
+    for (auto& r : fn.records) plans.push_back(r.breaks.empty() ? std::make_unique<Plan>(r.graph) : nullptr);
+    impl_->plans.push_back(std::move(plans));
+  }
+  for (auto& m : f.globals) impl_->globals.modules[m.module] = materialize(m.globals, f);
+}
+
+Session::~Session() = default;
+Session::Session(Session&&) noexcept = default;
+Session& Session::operator=(Session&&) noexcept = default;
+
+Session Session::open(const std::string& path) { return Session(record::readRecordFile(path)); }
+
+const record::RecordFile& Session::file() const { return impl_->file; }
+
+size_t Session::findFunction(const std::string& name) const {
+  const auto& fns = impl_->file.functions;
+  std::vector<size_t> matches;
+  for (size_t i = 0; i < fns.size(); ++i) {
+    const std::string& full = fns[i].name;
+    if (full == name) return i;
+    if (full.size() > name.size() && full.compare(full.size() - name.size(), name.size(), name) == 0 &&
+        full[full.size() - name.size() - 1] == '.')
+      matches.push_back(i);
+  }
+  if (matches.size() == 1) return matches[0];
+  std::string names;
+  for (auto& fn : fns) names += "\n  " + fn.name;
+  throw Error((matches.empty() ? "no compiled function named '" : "several compiled functions match '") + name +
+              "'; the record has:" + names);
+}
+
+CallOutcome Session::call(size_t function, std::vector<Value> args, Value kwargs) {
+  Impl& p = *impl_;
+  CallState state = p.stateFor(function, std::move(args), std::move(kwargs));
+  std::vector<GuardMiss> misses;
+  for (size_t r = 0; r < p.plans[function].size(); ++r) {
+    if (auto miss = p.missFor(function, r, state)) {
+      misses.push_back(*miss);
+      continue;
+    }
+    // Native replay never builds autograd graphs.
+    c10::InferenceMode inference;
+    auto outputs = p.plans[function][r]->run(state);
+    Value result = applyMock(p.file.functions[function].records[r].mock, outputs, state);
+    return {std::move(result), r};
+  }
+  throw NoMatchingRecord(p.file.functions[function].name, std::move(misses));
+}
+
+std::vector<std::optional<GuardMiss>> Session::explain(size_t function, const std::vector<Value>& args,
+                                                       const Value& kwargs) const {
+  Impl& p = *impl_;
+  CallState state = p.stateFor(function, args, kwargs);
+  std::vector<std::optional<GuardMiss>> out;
+  for (size_t r = 0; r < p.plans[function].size(); ++r) out.push_back(p.missFor(function, r, state));
+  return out;
+}
+
+Value& Session::self(size_t function) { return impl_->selves.at(function); }
+Globals& Session::globals() { return impl_->globals; }
+
+std::vector<Value> Session::loggedArgs(size_t call) const {
+  Value args = materialize(impl_->file.calls.at(call).args, impl_->file);
+  return args.heap->items;
+}
+Value Session::loggedKwargs(size_t call) const { return materialize(impl_->file.calls.at(call).kwargs, impl_->file); }
+Value Session::loggedResult(size_t call) const { return materialize(impl_->file.calls.at(call).result, impl_->file); }
+
+}  // namespace magpy::replay

@@ -1,0 +1,170 @@
+#include "magpy/replay/state.h"
+
+#include <ATen/ops/abs.h>
+#include <ATen/ops/max.h>
+#include <ATen/ops/sub.h>
+#include <ATen/ops/allclose.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/isnan.h>
+
+#include "magpy/replay/tensors.h"
+#include "magpy/support/error.h"
+
+namespace magpy::replay {
+
+Value& Globals::of(const std::string& module) {
+  auto it = modules.find(module);
+  if (it == modules.end()) it = modules.emplace(module, Value::dict({}, {})).first;
+  return it->second;
+}
+
+namespace {
+
+record::Atom keyAtom(const record::PathStep& s) {
+  return s.keyIsInt ? record::Atom::integer(s.index) : record::Atom::string(s.name);
+}
+
+}  // namespace
+
+Value resolve(const record::AccessPath& path, const CallState& state) {
+  using Root = record::AccessPath::Root;
+  Value cur;
+  switch (path.root) {
+    case Root::Self:
+      cur = state.self;
+      break;
+    case Root::Arg:
+      if (path.index < 0 || size_t(path.index) >= state.args.size())
+        throw Error(record::toString(path) + " does not exist: the call has " + std::to_string(state.args.size()) +
+                    " positional arguments");
+      cur = state.args[size_t(path.index)];
+      break;
+    case Root::Kwarg: {
+      Value* v = state.kwargs.heap->item(record::Atom::string(path.name));
+      if (!v) throw Error(record::toString(path) + " does not exist: the call has no keyword argument '" + path.name + "'");
+      cur = *v;
+      break;
+    }
+    case Root::Global:
+      cur = state.globals->of(path.name.empty() ? state.module : path.name);
+      break;
+    case Root::Runtime:
+      if (path.name == "grad_enabled") return Value::ofAtom(record::Atom::boolean(state.grad_enabled));
+      throw Error(record::toString(path) + ": unknown runtime state");
+  }
+  record::AccessPath walked = path;
+  walked.steps.clear();
+  for (auto& step : path.steps) {
+    std::string here = record::toString(walked);
+    walked.steps.push_back(step);
+    auto missing = [&](const std::string& why) { return Error(record::toString(walked) + " does not exist: " + why); };
+    switch (step.kind) {
+      case record::PathStep::Kind::Attr: {
+        if (cur.kind != Value::Kind::Object && cur.kind != Value::Kind::Opaque)
+          throw missing(here + " is " + describe(cur) + ", which has no attributes");
+        Value* v = cur.heap->attr(step.name);
+        if (!v) throw missing(here + " has no attribute '" + step.name + "'");
+        cur = *v;
+        break;
+      }
+      case record::PathStep::Kind::Index: {
+        if (cur.kind != Value::Kind::List && cur.kind != Value::Kind::Tuple)
+          throw missing(here + " is " + describe(cur) + ", not a list or tuple");
+        auto& items = cur.heap->items;
+        int64_t i = step.index < 0 ? step.index + int64_t(items.size()) : step.index;
+        if (i < 0 || size_t(i) >= items.size()) throw missing(here + " has " + std::to_string(items.size()) + " elements");
+        cur = Value(items[size_t(i)]);
+        break;
+      }
+      case record::PathStep::Kind::Key: {
+        if (cur.kind != Value::Kind::Dict) throw missing(here + " is " + describe(cur) + ", not a dict");
+        Value* v = cur.heap->item(keyAtom(step));
+        if (!v) throw missing(here + " has no key " + record::toString(keyAtom(step)));
+        cur = *v;
+        break;
+      }
+    }
+  }
+  return cur;
+}
+
+Value materialize(const record::Value& v, const record::RecordFile& file) {
+  using K = record::Value::Kind;
+  auto children = [&] {
+    std::vector<Value> out;
+    out.reserve(v.items.size());
+    for (auto& item : v.items) out.push_back(materialize(item, file));
+    return out;
+  };
+  switch (v.kind) {
+    case K::Atom: return Value::ofAtom(v.atom);
+    case K::Tensor: return Value::ofTensor(tensorFromBlob(file.blobs.at(v.blob), v.meta));
+    case K::Tuple: return Value::tuple(children());
+    case K::List: return Value::list(children());
+    case K::Dict: return Value::dict(v.keys, children());
+    case K::Object: {
+      Value obj = Value::object(v.type);
+      obj.heap->names = v.names;
+      obj.heap->items = children();
+      return obj;
+    }
+    case K::Opaque: return Value::opaque(v.type);
+  }
+  throw Error("unknown value kind in record");
+}
+
+namespace {
+
+void compareInto(const Value& actual, const Value& expected, const Tolerance& tol, const std::string& where,
+                 Comparison& out) {
+  auto differ = [&](const std::string& what) {
+    if (out.difference.empty()) out.difference = where + ": " + what;
+  };
+  if (actual.kind != expected.kind) return differ("expected " + describe(expected) + ", got " + describe(actual));
+  switch (actual.kind) {
+    case Value::Kind::Atom:
+      if (actual.atom != expected.atom) differ("expected " + describe(expected) + ", got " + describe(actual));
+      return;
+    case Value::Kind::Tensor: {
+      const at::Tensor& a = actual.tensor;
+      const at::Tensor& e = expected.tensor;
+      if (a.scalar_type() != e.scalar_type() || a.sizes() != e.sizes())
+        return differ("expected " + describe(expected) + ", got " + describe(actual));
+      at::Tensor ac = a.detach().to(c10::kCPU), ec = e.detach().to(c10::kCPU);
+      if (!at::isFloatingType(ac.scalar_type()) && !at::isComplexType(ac.scalar_type())) {
+        if (!at::equal(ac, ec)) differ("values differ");
+        return;
+      }
+      double diff = ac.numel() ? at::abs(at::sub(ac, ec)).max().item<double>() : 0.0;
+      if (diff == diff) out.max_abs_diff = std::max(out.max_abs_diff, diff);
+      if (!at::allclose(ac, ec, tol.rtol, tol.atol, /*equal_nan=*/true))
+        differ("values differ (max abs diff " + std::to_string(diff) + ")");
+      return;
+    }
+    case Value::Kind::Object:
+    case Value::Kind::Opaque:
+      if (actual.heap->type != expected.heap->type) differ("expected " + describe(expected) + ", got " + describe(actual));
+      return;
+    default: {
+      auto& ai = actual.heap->items;
+      auto& ei = expected.heap->items;
+      if (ai.size() != ei.size() || actual.heap->keys != expected.heap->keys)
+        return differ("expected " + describe(expected) + ", got " + describe(actual));
+      for (size_t i = 0; i < ai.size(); ++i) {
+        std::string sub = actual.kind == Value::Kind::Dict ? where + "[" + record::toString(actual.heap->keys[i]) + "]"
+                                                           : where + "[" + std::to_string(i) + "]";
+        compareInto(ai[i], ei[i], tol, sub, out);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Comparison compare(const Value& actual, const Value& expected, const Tolerance& tol, const std::string& where) {
+  Comparison out;
+  compareInto(actual, expected, tol, where, out);
+  return out;
+}
+
+}  // namespace magpy::replay

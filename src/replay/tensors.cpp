@@ -1,0 +1,98 @@
+#include "magpy/replay/tensors.h"
+
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "magpy/support/error.h"
+#include "magpy/support/hash.h"
+
+namespace magpy::replay {
+namespace {
+
+const std::pair<c10::ScalarType, const char*> kDTypes[] = {
+    {c10::ScalarType::Float, "float32"},   {c10::ScalarType::Double, "float64"},
+    {c10::ScalarType::Half, "float16"},    {c10::ScalarType::BFloat16, "bfloat16"},
+    {c10::ScalarType::Long, "int64"},      {c10::ScalarType::Int, "int32"},
+    {c10::ScalarType::Short, "int16"},     {c10::ScalarType::Char, "int8"},
+    {c10::ScalarType::Byte, "uint8"},      {c10::ScalarType::Bool, "bool"},
+    {c10::ScalarType::ComplexFloat, "complex64"}, {c10::ScalarType::ComplexDouble, "complex128"},
+};
+
+// True when strides lay the elements out without gaps or overlap, so a
+// dense copy can fill them.
+bool isDense(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides) {
+  if (shape.size() != strides.size()) return false;
+  std::vector<std::pair<int64_t, int64_t>> dims;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 0) return true;
+    if (shape[i] != 1) dims.push_back({strides[i], shape[i]});
+  }
+  std::sort(dims.begin(), dims.end());
+  int64_t expected = 1;
+  for (auto& [stride, size] : dims) {
+    if (stride != expected) return false;
+    expected *= size;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string dtypeName(c10::ScalarType t) {
+  for (auto& [type, name] : kDTypes)
+    if (type == t) return name;
+  throw Error(std::string("tensors of dtype ") + c10::toString(t) + " are not supported in records");
+}
+
+c10::ScalarType dtypeFromName(const std::string& name) {
+  for (auto& [type, n] : kDTypes)
+    if (name == n) return type;
+  throw Error("unknown tensor dtype '" + name + "'");
+}
+
+std::string deviceName(const c10::Device& d) { return d.str(); }
+
+record::TensorMeta metaOf(const at::Tensor& t) {
+  record::TensorMeta m;
+  m.dtype = dtypeName(t.scalar_type());
+  m.shape.assign(t.sizes().begin(), t.sizes().end());
+  m.strides.assign(t.strides().begin(), t.strides().end());
+  m.device = deviceName(t.device());
+  m.requires_grad = t.requires_grad();
+  return m;
+}
+
+record::TensorBlob blobOf(const at::Tensor& t) {
+  at::Tensor dense = t.detach().to(c10::kCPU).contiguous();
+  record::TensorBlob b;
+  b.dtype = dtypeName(dense.scalar_type());
+  b.shape.assign(dense.sizes().begin(), dense.sizes().end());
+  b.bytes.assign(static_cast<const char*>(dense.data_ptr()), dense.nbytes());
+  b.hash = hashBytes(b.bytes.data(), b.bytes.size());
+  return b;
+}
+
+at::Tensor tensorFromBlob(const record::TensorBlob& blob, const record::TensorMeta& meta) {
+  auto options = at::TensorOptions().dtype(dtypeFromName(blob.dtype));
+  at::Tensor dense = at::empty(blob.shape, options);
+  if (!blob.bytes.empty()) std::memcpy(dense.data_ptr(), blob.bytes.data(), blob.bytes.size());
+  at::Tensor out = dense;
+  if (meta.shape == blob.shape && meta.strides != std::vector<int64_t>(dense.strides().begin(), dense.strides().end()) &&
+      isDense(meta.shape, meta.strides)) {
+    out = at::empty_strided(meta.shape, meta.strides, options);
+    out.copy_(dense);
+  }
+  if (meta.requires_grad && at::isFloatingType(out.scalar_type())) out.set_requires_grad(true);
+  return out;
+}
+
+}  // namespace magpy::replay
+
+#include <torch/version.h>
+
+namespace magpy::replay {
+std::string libtorchVersion() { return TORCH_VERSION; }
+}  // namespace magpy::replay
