@@ -70,7 +70,8 @@ class Loader {
     auto mode = n["mode"] ? n["mode"].as<std::string>() : "read";
     if (mode == "read") r.mode = RelationAnnotation::Mode::Read;
     else if (mode == "write") r.mode = RelationAnnotation::Mode::Write;
-    else fail(n, "a relation's mode must be 'read' or 'write'");
+    else if (mode == "exists") r.mode = RelationAnnotation::Mode::Exists;
+    else fail(n, "a relation's mode must be 'read', 'write' or 'exists'");
     if (!n["from"]) fail(n, "a relation needs 'from'");
     r.from = index(n["from"], "'from'");
     if (r.from < 0) fail(n, "a relation's 'from' must be an input");
@@ -85,7 +86,8 @@ class Loader {
   }
 
   std::vector<FunctionAnnotation> entry(const YAML::Node& n, const FunctionAnnotation& defaults) const {
-    onlyKeys(n, {"name", "names", "op", "pure", "inputs", "rest", "output", "relations", "runtime"}, "a function entry");
+    onlyKeys(n, {"name", "names", "op", "pure", "constant", "inputs", "rest", "output", "relations", "runtime"},
+             "a function entry");
     std::vector<std::string> names;
     if (n["name"]) names.push_back(n["name"].as<std::string>());
     if (n["names"]) {
@@ -98,6 +100,7 @@ class Loader {
     a.origin = file_ + ":" + std::to_string(n.Mark().line + 1);
     a.op = flag(n, "op", a.op);
     a.pure = flag(n, "pure", a.pure);
+    a.constant = flag(n, "constant", a.constant);
     if (n["rest"]) a.rest = input(n["rest"], a.rest);
     if (n["inputs"]) {
       if (!n["inputs"].IsSequence()) fail(n["inputs"], "'inputs' must be a list");
@@ -119,12 +122,6 @@ class Loader {
       if (rt["from"]) a.runtime_from = index(rt["from"], "'from'");
       if (!a.runtime_write.empty() && a.runtime_from < 0) fail(rt, "a runtime write needs 'from'");
     }
-    int inputs = int(a.inputs.size());
-    for (auto& r : a.relations)
-      for (int i : {r.from, r.to, r.name_from})
-        if (i >= 0 && i >= inputs && !n["rest"])
-          fail(n, "a relation names input " + std::to_string(i) + " but only " + std::to_string(inputs) + " inputs are described");
-
     std::vector<FunctionAnnotation> out;
     for (auto& name : names) {
       if (name.empty() || name.find(' ') != std::string::npos) fail(n, "'" + name + "' is not a qualified name");
@@ -201,18 +198,18 @@ void AnnotationSet::add(FunctionAnnotation a) {
 
 const FunctionAnnotation* AnnotationSet::find(const std::string& qualname) const {
   if (auto it = exact_.find(qualname); it != exact_.end()) return &it->second;
-  std::string prefix = qualname;
-  for (size_t dot; (dot = prefix.rfind('.')) != std::string::npos;) {
-    prefix.resize(dot);
-    if (auto it = prefix_.find(prefix); it != prefix_.end()) return &it->second;
-  }
+  // "ns.*" covers the callables directly in ns, not those of nested
+  // namespaces: torch.* covers torch.relu, not torch.nn.Module.__call__.
+  size_t dot = qualname.rfind('.');
+  if (dot == std::string::npos) return nullptr;
+  if (auto it = prefix_.find(qualname.substr(0, dot)); it != prefix_.end()) return &it->second;
   return nullptr;
 }
 
 uint64_t AnnotationSet::hash() const {
   Hasher h;
   auto one = [&](const FunctionAnnotation& a) {
-    h.text(a.name).u64(a.op).u64(a.pure).u64(a.inputs.size());
+    h.text(a.name).u64(a.op).u64(a.pure).u64(a.constant).u64(a.inputs.size());
     for (auto& i : a.inputs) h.u64(i.value_read).u64(i.in_place);
     h.u64(a.rest.value_read).u64(a.rest.in_place).u64(a.output_in_place).u64(a.relations.size());
     for (auto& r : a.relations)

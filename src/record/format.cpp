@@ -209,7 +209,7 @@ template <class Ar> void io(Ar& ar, Value& v) {
 }
 
 template <class Ar> void io(Ar& ar, Check& c) {
-  ioEnum(ar, c.kind, Check::Kind::Alias);
+  ioEnum(ar, c.kind, Check::Kind::Absent);
   ar.str(c.s);
   ar.zigzag(c.i);
   io(ar, c.atom);
@@ -219,7 +219,7 @@ template <class Ar> void io(Ar& ar, Check& c) {
 }
 
 template <class Ar> void io(Ar& ar, Arg& a) {
-  ioEnum(ar, a.kind, Arg::Kind::MemoryFormat);
+  ioEnum(ar, a.kind, Arg::Kind::WrappedScalar);
   ar.zigzag(a.i);
   ar.f64(a.f);
   ar.str(a.s);
@@ -234,6 +234,7 @@ template <class Ar> void io(Ar& ar, Node& n) {
   ar.str(n.overload);
   ioVec(ar, "args", n.args, [&](Arg& a) { io(ar, a); });
   io(ar, n.source);
+  ar.zigzag(n.blob);
   ioVec(ar, "outputs", n.outputs, [&](TensorMeta& m) { io(ar, m); });
   ar.str(n.where);
 }

@@ -56,6 +56,7 @@ std::string describe(const Check& c) {
     case Check::Kind::Tensor: return "tensor " + toString(c.meta);
     case Check::Kind::Identity: return "is " + c.s;
     case Check::Kind::Alias: return "is " + toString(c.path);
+    case Check::Kind::Absent: return "absent";
   }
   return "?";
 }

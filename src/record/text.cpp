@@ -37,6 +37,8 @@ std::string argText(const Arg& a, const Graph& g) {
     case Arg::Kind::Layout:
     case Arg::Kind::MemoryFormat: return "torch." + a.s;
     case Arg::Kind::Device: return "device(" + quote(a.s) + ")";
+    case Arg::Kind::WrappedScalar:
+      return a.s == "bool" ? (a.i ? "True" : "False") : a.s.rfind("float", 0) == 0 ? formatDouble(a.f) : std::to_string(a.i);
   }
   return "?";
 }
@@ -64,7 +66,8 @@ void flatten(const Value& v, const std::string& path, const RecordFile& file, st
         flatten(v.items[i], path + "[" + toString(v.keys[i]) + "]", file, out, indent);
       return;
     case Value::Kind::Object:
-      out << pad << path << ": " << v.type << "\n";
+    case Value::Kind::Opaque:
+      out << pad << path << (v.kind == Value::Kind::Object ? ": " + v.type : " = <" + v.type + ">") << "\n";
       for (size_t i = 0; i < v.items.size(); ++i) flatten(v.items[i], path + "." + v.names[i], file, out, indent);
       return;
     default:

@@ -37,6 +37,8 @@ std::string violation(const record::Check& c, const Value& v, const CallState& s
       Value other = resolve(c.path, state);
       return v.sameAs(other) ? "" : "a different object than " + record::toString(c.path);
     }
+    case K::Absent:
+      return describe(v);  // it resolved, so it is present
   }
   return "an unknown check";
 }
@@ -49,7 +51,7 @@ std::optional<GuardMiss> firstFailingGuard(const std::vector<record::Guard>& gua
     try {
       actual = violation(g.check, resolve(g.path, state), state);
     } catch (const Error& e) {
-      actual = "missing (" + std::string(e.what()) + ")";
+      if (g.check.kind != record::Check::Kind::Absent) actual = "missing (" + std::string(e.what()) + ")";
     }
     if (!actual.empty()) return GuardMiss{record::toString(g.path), record::describe(g.check), actual};
   }

@@ -1,6 +1,7 @@
 #include "magpy/replay/plan.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/scalar_tensor.h>
 
 #include "magpy/replay/tensors.h"
 #include "magpy/support/error.h"
@@ -23,6 +24,7 @@ struct Step {
   std::string name;
   std::vector<Operand> operands;
   std::vector<int> outputs;  // slot per returned value
+  bool unpackList = false;   // the op returns one Tensor[]: its elements go to `outputs`
   std::vector<int> release;  // slots dead after this step
 };
 
@@ -42,6 +44,15 @@ c10::IValue constantFor(const record::Arg& a, const c10::Argument& schemaArg, co
       return c10::IValue(list);
     }
     case K::DType: return c10::IValue(dtypeFromName(a.s));
+    case K::WrappedScalar: {
+      // A Python number where a Tensor is expected: the same 0-dim "wrapped
+      // number" tensor Python makes, so type promotion treats it as a scalar.
+      c10::ScalarType type = dtypeFromName(a.s);
+      at::Tensor t = c10::isFloatingType(type) ? at::scalar_tensor(a.f, at::TensorOptions().dtype(type))
+                                               : at::scalar_tensor(a.i, at::TensorOptions().dtype(type));
+      t.unsafeGetTensorImpl()->set_wrapped_number(true);
+      return c10::IValue(t);
+    }
     case K::Device: return c10::IValue(c10::Device(a.s));
     case K::Layout:
       if (a.s == "strided") return c10::IValue(c10::kStrided);
@@ -64,6 +75,7 @@ bool isOptionalTensorList(const c10::Argument& a) {
 }  // namespace
 
 struct Plan::Impl {
+  std::vector<std::pair<int, c10::IValue>> constants;  // slot, constant tensor
   std::vector<int> inputSlots;
   std::vector<record::AccessPath> inputPaths;
   std::vector<Step> steps;
@@ -71,7 +83,7 @@ struct Plan::Impl {
   size_t numSlots = 0;
 };
 
-Plan::Plan(const record::Graph& graph) : impl_(std::make_unique<Impl>()) {
+Plan::Plan(const record::Graph& graph, const std::vector<record::TensorBlob>& blobs) : impl_(std::make_unique<Impl>()) {
   auto& dispatcher = c10::Dispatcher::singleton();
   std::vector<std::vector<int>> nodeSlots(graph.nodes.size());
   std::vector<int> lastUse;
@@ -93,8 +105,13 @@ Plan::Plan(const record::Graph& graph) : impl_(std::make_unique<Impl>()) {
       case record::NodeKind::GetAttr: {
         int s = newSlot();
         nodeSlots[ni] = {s};
-        impl_->inputSlots.push_back(s);
-        impl_->inputPaths.push_back(n.source);
+        if (n.blob >= 0) {
+          if (size_t(n.blob) >= blobs.size() || n.outputs.empty()) throw Error(where + ": constant without contents");
+          impl_->constants.push_back({s, c10::IValue(tensorFromBlob(blobs[size_t(n.blob)], n.outputs[0]))});
+        } else {
+          impl_->inputSlots.push_back(s);
+          impl_->inputPaths.push_back(n.source);
+        }
         break;
       }
       case record::NodeKind::Output:
@@ -154,6 +171,10 @@ Plan::Plan(const record::Graph& graph) : impl_(std::make_unique<Impl>()) {
           step.operands.push_back(std::move(op));
         }
         size_t returns = schema.returns().size();
+        if (returns == 1 && schema.returns()[0].type()->kind() == c10::TypeKind::ListType) {
+          step.unpackList = true;  // split/unbind/chunk: one slot per element seen at capture
+          returns = n.outputs.size();
+        }
         for (size_t r = 0; r < returns; ++r) step.outputs.push_back(newSlot());
         nodeSlots[ni] = step.outputs;
         impl_->steps.push_back(std::move(step));
@@ -197,6 +218,7 @@ std::vector<c10::IValue> Plan::runWith(std::vector<c10::IValue> inputs) const {
   if (inputs.size() != p.inputSlots.size())
     throw Error("the graph takes " + std::to_string(p.inputSlots.size()) + " inputs, got " + std::to_string(inputs.size()));
   std::vector<c10::IValue> slots(p.numSlots);
+  for (auto& [slot, value] : p.constants) slots[size_t(slot)] = value;
   for (size_t i = 0; i < inputs.size(); ++i) slots[size_t(p.inputSlots[i])] = std::move(inputs[i]);
 
   std::vector<c10::IValue> stack;
@@ -223,7 +245,15 @@ std::vector<c10::IValue> Plan::runWith(std::vector<c10::IValue> inputs) const {
       }
     }
     step.op.callBoxed(&stack);
-    for (size_t r = 0; r < step.outputs.size(); ++r) slots[size_t(step.outputs[r])] = std::move(stack[r]);
+    if (step.unpackList) {
+      auto list = stack[0].toTensorVector();
+      if (list.size() != step.outputs.size())
+        throw Error(step.name + " returned " + std::to_string(list.size()) + " tensors, the record expects " +
+                    std::to_string(step.outputs.size()));
+      for (size_t r = 0; r < list.size(); ++r) slots[size_t(step.outputs[r])] = std::move(list[r]);
+    } else {
+      for (size_t r = 0; r < step.outputs.size(); ++r) slots[size_t(step.outputs[r])] = std::move(stack[r]);
+    }
     for (int s : step.release) slots[size_t(s)] = c10::IValue();
   }
   std::vector<c10::IValue> out;

@@ -48,7 +48,7 @@ Session::Session(record::RecordFile file) : impl_(std::make_unique<Impl>()) {
   for (auto& fn : f.functions) {
     impl_->selves.push_back(materialize(fn.self, f));
     std::vector<std::unique_ptr<Plan>> plans;
-    for (auto& r : fn.records) plans.push_back(r.breaks.empty() ? std::make_unique<Plan>(r.graph) : nullptr);
+    for (auto& r : fn.records) plans.push_back(r.breaks.empty() ? std::make_unique<Plan>(r.graph, f.blobs) : nullptr);
     impl_->plans.push_back(std::move(plans));
   }
   for (auto& m : f.globals) impl_->globals.modules[m.module] = materialize(m.globals, f);

@@ -99,16 +99,21 @@ Value materialize(const record::Value& v, const record::RecordFile& file) {
   switch (v.kind) {
     case K::Atom: return Value::ofAtom(v.atom);
     case K::Tensor: return Value::ofTensor(tensorFromBlob(file.blobs.at(v.blob), v.meta));
-    case K::Tuple: return Value::tuple(children());
-    case K::List: return Value::list(children());
-    case K::Dict: return Value::dict(v.keys, children());
-    case K::Object: {
-      Value obj = Value::object(v.type);
+    case K::Tuple:
+    case K::List:
+    case K::Dict: {
+      Value c = v.kind == K::Tuple ? Value::tuple(children()) : v.kind == K::List ? Value::list(children())
+                                                                              : Value::dict(v.keys, children());
+      if (!v.type.empty()) c.heap->type = v.type;  // torch.Size, OrderedDict, ...
+      return c;
+    }
+    case K::Object:
+    case K::Opaque: {
+      Value obj = v.kind == K::Object ? Value::object(v.type) : Value::opaque(v.type);
       obj.heap->names = v.names;
       obj.heap->items = children();
       return obj;
     }
-    case K::Opaque: return Value::opaque(v.type);
   }
   throw Error("unknown value kind in record");
 }

@@ -10,6 +10,7 @@
 //   functions:
 //     - names: [torch.relu, torch.sigmoid]   # or name: builtins.len
 //       op: true                 # AsOpNode: the ATen ops it dispatches become graph nodes
+//       constant: true           # makes a tensor from Python data (torch.tensor): kept by value
 //       pure: true               # PureClosure: same inputs give the same result, no hidden effects
 //       inputs:                  # per position; input 0 is `self` for methods
 //         - {value_read: true, in_place: false}
@@ -17,12 +18,14 @@
 //       output: {in_place: false}
 //       relations:               # reference edges the call reads or creates
 //         - {kind: attr, from: 0, name_from: 1, to: output, mode: read}
+//           (mode: read | write | exists; to: output | an input index)
 //       runtime: {read: grad_enabled} | {write: grad_enabled, from: 0}
 //
 // Names are qualified names of callables as Python reports them
 // ("builtins.len", "builtins.list.append", "torch.Tensor.view"); a name
-// ending in ".*" covers every callable under that prefix, and the most
-// specific entry wins.
+// ending in ".*" covers the callables directly in that namespace
+// ("torch.*" covers torch.relu but not torch.nn.functional.relu), and an
+// exact name wins over a pattern.
 #pragma once
 
 #include <cstdint>
@@ -39,7 +42,9 @@ struct InputAnnotation {
 
 struct RelationAnnotation {
   enum class Kind : uint8_t { Attr, Item };
-  enum class Mode : uint8_t { Read, Write };
+  // Read: the call reads the element; Write: it stores one; Exists: the
+  // result depends only on whether the element exists (hasattr).
+  enum class Mode : uint8_t { Read, Write, Exists };
   Kind kind = Kind::Attr;
   Mode mode = Mode::Read;
   int from = 0;           // input index of the container/object
@@ -52,6 +57,7 @@ struct FunctionAnnotation {
   std::string name;
   bool op = false;
   bool pure = true;
+  bool constant = false;   // the result is a tensor made from Python data: recorded by value
   std::vector<InputAnnotation> inputs;
   InputAnnotation rest;
   bool output_in_place = false;

@@ -18,7 +18,7 @@
 //   check       := kind:u8 s:string i:zigzag atom keys:atoms meta path
 //   graph       := count:varint node*
 //   node        := kind:u8 name:string target:string overload:string
-//                  count:varint arg* source:path count:varint meta* where:string
+//                  count:varint arg* source:path blob:zigzag count:varint meta* where:string
 //   arg         := kind:u8 i:zigzag f:f64 s:string ints:zigzags floats:f64s
 //   mock        := result:expr count:varint effect*
 //   expr        := kind:u8 atom index:zigzag path count:varint expr* keys:atoms

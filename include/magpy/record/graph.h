@@ -36,6 +36,8 @@ struct Arg {
     IntList, FloatList, BoolList,
     NodeList,      // ints = node indices; -1 marks a None entry (Tensor?[])
     DType, Device, Layout, MemoryFormat,  // s = name
+    WrappedScalar,  // a Python number passed where a Tensor is expected (x + 2.0):
+                    // s = "float64"/"int64"/"bool", value in f or i
   };
   Kind kind = Kind::None;
   int64_t i = 0;
@@ -59,6 +61,7 @@ struct Node {
   std::string overload;  // ATen overload name, "" for the default overload
   std::vector<Arg> args; // CallFunction: one per schema argument; getitem: (node, index)
   AccessPath source;     // Placeholder/GetAttr: where replay reads the value
+  int64_t blob = -1;     // GetAttr of a constant tensor made during the run: its blob
   std::vector<TensorMeta> outputs;  // metadata of each tensor result seen at capture
   std::string where;     // user source location that issued the op: "mlp.py:14"
 

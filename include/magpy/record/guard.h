@@ -20,6 +20,7 @@ struct Check {
     Tensor,    // tensor metadata: meta
     Identity,  // a function, class or module, named by s (qualified name), code hash in i
     Alias,     // the value is the same object as the one at path
+    Absent,    // the path leads nowhere (a global that would shadow a builtin, a missing attribute)
   };
   Kind kind = Kind::Type;
   std::string s;

@@ -84,7 +84,8 @@ struct Value {
   Atom atom;
   uint32_t blob = 0;
   TensorMeta meta;
-  std::string type;                   // Object/Opaque: qualified class or object name
+  std::string type;                   // Object/Opaque: qualified class or object name;
+                                      // Tuple/List/Dict: a subclass (torch.Size, OrderedDict)
   std::vector<Value> items;           // Tuple/List elements, Dict values, Object attributes
   std::vector<Atom> keys;             // Dict keys (in order)
   std::vector<std::string> names;     // Object attribute names, parallel to items

@@ -17,8 +17,9 @@ namespace magpy::replay {
 class Plan {
  public:
   // Throws Error when an operator does not exist in this libtorch or its
-  // schema cannot take the recorded arguments.
-  explicit Plan(const record::Graph& graph);
+  // schema cannot take the recorded arguments. `blobs` holds the contents of
+  // the graph's constant tensors (get_attr nodes with a blob).
+  Plan(const record::Graph& graph, const std::vector<record::TensorBlob>& blobs);
   ~Plan();
   Plan(Plan&&) noexcept;
   Plan& operator=(Plan&&) noexcept;
@@ -27,10 +28,11 @@ class Plan {
   // `state`; returns the values listed by the output node.
   std::vector<c10::IValue> run(const CallState& state) const;
 
-  // Runs with the graph inputs given directly, in placeholder/get_attr order.
+  // Runs with the graph inputs given directly, in the order of inputPaths().
   std::vector<c10::IValue> runWith(std::vector<c10::IValue> inputs) const;
 
-  // The paths of the graph inputs, in the order runWith() takes them.
+  // The paths of the graph inputs (placeholders and get_attrs that read
+  // state), in the order runWith() takes them.
   const std::vector<record::AccessPath>& inputPaths() const;
 
   size_t numSteps() const;

@@ -1,0 +1,51 @@
+// magpy-capture: run a PyTorch script, capture what it passes to
+// magpy.compile(...), write the records to a .mgp file.
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "magpy/capture/capture.h"
+#include "magpy/support/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Run a Python script and capture the functions it passes to magpy.compile(...) as operator graphs",
+               "magpy-capture"};
+  magpy::capture::Options opt;
+  opt.program = argv[0];
+  bool quiet = false;
+  app.add_option("-o,--output", opt.output, "Record file to write (default: <script stem>.mgp here)");
+  app.add_option("--annotations", opt.annotations, "Extra annotation file or directory (repeatable)");
+  app.add_flag("--explain", opt.explain, "Print each guard miss and graph break as it happens");
+  app.add_flag("--keep-partial", opt.keepPartial, "Write the records even if the script fails");
+  app.add_option("--log-calls", opt.logCalls, "Calls whose inputs and results the record keeps for replay")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("-q,--quiet", quiet, "Print nothing but errors");
+  app.prefix_command();  // everything from the script on belongs to the script
+  app.footer("Usage: magpy-capture [options] script.py [script arguments...]");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  std::vector<std::string> rest = app.remaining();
+  if (rest.empty()) {
+    std::cerr << "magpy-capture: error: no script given\n" << app.help();
+    return 2;
+  }
+  opt.script = rest.front();
+  opt.args.assign(rest.begin() + 1, rest.end());
+
+  try {
+    auto out = magpy::capture::captureScript(opt);
+    if (out.wrote && !quiet)
+      std::cerr << "magpy-capture: wrote " << out.output << "\n" << out.summary;
+    else if (!out.wrote)
+      std::cerr << "magpy-capture: " << opt.script << " exited with status " << out.exitStatus
+                << "; no record written (use --keep-partial to keep what was captured)\n";
+    return out.exitStatus;
+  } catch (const magpy::Error& e) {
+    std::cerr << "magpy-capture: error: " << e.what() << "\n";
+    return 2;
+  }
+}

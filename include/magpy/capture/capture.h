@@ -1,0 +1,37 @@
+// Capturing a script: run it in an embedded CPython, monitor every function
+// it hands to magpy.compile(...), act as a JIT while it runs, and write the
+// records to a .mgp file when it ends.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace magpy::capture {
+
+struct Options {
+  std::string program;                  // argv[0] of magpy-capture, for sys.executable
+  std::string script;                   // the script to run
+  std::vector<std::string> args;        // its own arguments
+  std::string output;                   // .mgp path; default: <script stem>.mgp in the working directory
+  std::vector<std::string> annotations; // extra annotation files or directories
+  bool explain = false;                 // print every guard miss on stderr as it happens
+  bool keepPartial = false;             // write the records even when the script fails
+  int logCalls = 16;                    // calls per session whose inputs and results are kept
+};
+
+struct Outcome {
+  int exitStatus = 0;   // the script's, as python3 would report it
+  bool wrote = false;   // whether the record file was written
+  std::string output;   // its path
+  std::string summary;  // what was captured, one line per compiled function
+};
+
+// Throws magpy::Error when capture cannot start or the records cannot be
+// written; a script that fails is an Outcome with a non-zero exitStatus
+// (its traceback already printed, as Python prints it).
+Outcome captureScript(const Options& options);
+
+// The directory of the annotations that ship with magpy.
+std::string builtinAnnotations();
+
+}  // namespace magpy::capture

@@ -1,0 +1,442 @@
+#include "capture/jit.h"
+
+#include <ATen/core/Tensor.h>
+
+#include <iostream>
+#include <map>
+
+#include "capture/live.h"
+#include "capture/monitor.h"
+#include "capture/record_builder.h"
+#include "magpy/replay/plan.h"
+#include "magpy/support/error.h"
+
+namespace magpy::capture {
+namespace {
+
+Session* gSession = nullptr;
+thread_local int tMonitoring = 0;  // > 0 while a monitored run is under way on this thread
+
+// The Python object magpy.compile returns.
+struct CompiledObject {
+  PyObject_HEAD
+  size_t function;
+  PyObject* target;
+  PyObject* weakrefs;
+};
+
+void compiledDealloc(PyObject* self) {
+  auto* c = reinterpret_cast<CompiledObject*>(self);
+  if (c->weakrefs) PyObject_ClearWeakRefs(self);
+  Py_XDECREF(c->target);
+  Py_TYPE(self)->tp_free(self);
+}
+
+PyObject* compiledCall(PyObject* self, PyObject* args, PyObject* kwargs) {
+  auto* c = reinterpret_cast<CompiledObject*>(self);
+  // Inside a monitored run, a compiled function is plain code being traced.
+  if (tMonitoring > 0 || !gSession) return PyObject_Call(c->target, args, kwargs);
+  return gSession->call(c->function, args, kwargs);
+}
+
+// Attributes not of the wrapper are the target's: model.eval() keeps working.
+PyObject* compiledGetattr(PyObject* self, PyObject* name) {
+  PyObject* v = PyObject_GenericGetAttr(self, name);
+  if (v || !PyErr_ExceptionMatches(PyExc_AttributeError)) return v;
+  PyErr_Clear();
+  return PyObject_GetAttr(reinterpret_cast<CompiledObject*>(self)->target, name);
+}
+
+PyObject* compiledStats(PyObject* self, PyObject*) {
+  if (!gSession) Py_RETURN_NONE;
+  return gSession->stats(reinterpret_cast<CompiledObject*>(self)->function);
+}
+
+PyObject* compiledRepr(PyObject* self) {
+  return PyUnicode_FromFormat("<magpy compiled %R>", reinterpret_cast<CompiledObject*>(self)->target);
+}
+
+PyMethodDef kCompiledMethods[] = {
+    {"_magpy_stats", compiledStats, METH_NOARGS,
+     "Counts of this function's calls: records, hits, misses, monitored runs, graph breaks."},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyTypeObject CompiledType = [] {
+  PyTypeObject t{PyVarObject_HEAD_INIT(nullptr, 0)};
+  t.tp_name = "magpy.CompiledFunction";
+  t.tp_basicsize = sizeof(CompiledObject);
+  t.tp_dealloc = compiledDealloc;
+  t.tp_call = compiledCall;
+  t.tp_getattro = compiledGetattr;
+  t.tp_repr = compiledRepr;
+  t.tp_flags = Py_TPFLAGS_DEFAULT;
+  t.tp_doc = "A function compiled by magpy: calls run a captured record when its guards hold.";
+  t.tp_weaklistoffset = offsetof(CompiledObject, weakrefs);
+  t.tp_methods = kCompiledMethods;
+  return t;
+}();
+
+PyObject* magpyCompile(PyObject*, PyObject* target) {
+  if (!gSession) {
+    PyErr_SetString(PyExc_RuntimeError, "magpy.compile works only in scripts run by magpy-capture");
+    return nullptr;
+  }
+  return gSession->compile(target);
+}
+
+PyMethodDef kModuleMethods[] = {
+    {"compile", magpyCompile, METH_O,
+     "compile(fn_or_module) -> callable\n\nReturns a callable that behaves like fn_or_module; magpy-capture "
+     "monitors its calls, captures them as operator graphs and writes them to the record file."},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "magpy",
+                       "Capture eager PyTorch functions as operator graphs (run scripts with magpy-capture).", -1,
+                       kModuleMethods, nullptr, nullptr, nullptr, nullptr};
+
+std::string utf8(PyObject* s) {
+  const char* c = s && PyUnicode_Check(s) ? PyUnicode_AsUTF8(s) : nullptr;
+  return c ? c : "";
+}
+
+}  // namespace
+
+bool isCompiled(PyObject* o) { return Py_TYPE(o) == &CompiledType; }
+PyObject* compiledTarget(PyObject* o) { return reinterpret_cast<CompiledObject*>(o)->target; }
+
+PyObject* initMagpyModule() {
+  if (PyType_Ready(&CompiledType) < 0) return nullptr;
+  PyObject* m = PyModule_Create(&kModule);
+  if (!m) return nullptr;
+  Py_INCREF(&CompiledType);
+  PyModule_AddObject(m, "CompiledFunction", reinterpret_cast<PyObject*>(&CompiledType));
+  return m;
+}
+
+// ---------------------------------------------------------------------------
+
+struct Session::Impl {
+  struct Entry {
+    record::Record record;
+    std::unique_ptr<LiveGuards> guards;
+    std::unique_ptr<replay::Plan> plan;
+    std::map<size_t, PathTrie> args;
+    std::map<std::string, PathTrie> kwargs;
+  };
+  struct Function {
+    std::string name;
+    PyRef target;
+    CallSpec shape;  // self, function, selfIsFirstArg, homeModule (args per call)
+    std::vector<Entry> entries;
+    record::Value self;
+    bool haveSelf = false;
+    size_t calls = 0, hits = 0, monitored = 0, eager = 0;
+  };
+
+  Options options;
+  record::AnnotationSet annotations;
+  std::vector<Function> functions;
+  std::map<std::string, record::Value> globals;
+  BlobPool blobs;
+  std::vector<record::LoggedCall> log;
+
+  void noteState(Function& fn, const BuiltRecord& built, const Monitor& m) {
+    ContentLookup content = [&](const at::Tensor& t) { return m.entryContent(t); };
+    record::Value self = snapshot(fn.shape.self, built.selfPaths, blobs, content);
+    if (!fn.haveSelf) {
+      fn.self = std::move(self);
+      fn.haveSelf = true;
+    } else {
+      mergeSnapshot(fn.self, self);
+    }
+    for (auto& [module, trie] : built.globalPaths) {
+      PyRef name = PyRef::steal(PyUnicode_FromString(module.c_str()));
+      PyRef mod = PyRef::steal(PyImport_GetModule(name.get()));
+      if (!mod) {
+        PyErr_Clear();
+        continue;
+      }
+      PyObject* dict = PyModule_GetDict(mod.get());
+      // Only the globals records read: a module's namespace is large.
+      record::Value part;
+      part.kind = record::Value::Kind::Dict;
+      for (auto& [step, sub] : trie.children) {
+        if (step.kind != record::PathStep::Kind::Key || step.keyIsInt) continue;
+        PyObject* v = PyDict_GetItemString(dict, step.name.c_str());
+        if (!v) continue;
+        part.keys.push_back(record::Atom::string(step.name));
+        part.items.push_back(snapshot(v, sub, blobs, content));
+      }
+      auto it = globals.find(module);
+      if (it == globals.end()) globals.emplace(module, std::move(part));
+      else mergeSnapshot(it->second, part);
+    }
+  }
+
+  record::Value snapshotArgs(const Function& fn, PyObject* args, PyObject* kwargs, record::Value* kwOut) {
+    std::map<size_t, PathTrie> argPaths;
+    std::map<std::string, PathTrie> kwPaths;
+    for (auto& e : fn.entries) {
+      for (auto& [i, t] : e.args) argPaths[i] = t;
+      for (auto& [k, t] : e.kwargs) kwPaths[k] = t;
+    }
+    record::Value a;
+    a.kind = record::Value::Kind::Tuple;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); ++i)
+      a.items.push_back(snapshot(PyTuple_GET_ITEM(args, i), argPaths[size_t(i)], blobs));
+    kwOut->kind = record::Value::Kind::Dict;
+    if (kwargs) {
+      PyObject *k, *v;
+      Py_ssize_t pos = 0;
+      while (PyDict_Next(kwargs, &pos, &k, &v)) {
+        kwOut->keys.push_back(record::Atom::string(utf8(k)));
+        kwOut->items.push_back(snapshot(v, kwPaths[utf8(k)], blobs));
+      }
+    }
+    return a;
+  }
+};
+
+Session::Session(const Options& options) : impl_(std::make_unique<Impl>()) {
+  impl_->options = options;
+  impl_->annotations.load(builtinAnnotations());
+  for (auto& path : options.annotations) impl_->annotations.load(path);
+}
+
+Session::~Session() {
+  if (gSession == this) gSession = nullptr;
+}
+
+Session* Session::current() { return gSession; }
+void Session::activate() { gSession = this; }
+
+PyObject* Session::compile(PyObject* target) {
+  if (isCompiled(target)) {
+    Py_INCREF(target);
+    return target;
+  }
+  if (!PyCallable_Check(target)) {
+    PyErr_Format(PyExc_TypeError, "magpy.compile takes a function or a module, not a %s", Py_TYPE(target)->tp_name);
+    return nullptr;
+  }
+  Impl::Function fn;
+  fn.target = PyRef::borrow(target);
+  fn.shape.self = target;
+  if (PyFunction_Check(target)) {
+    fn.shape.function = target;
+    fn.name = qualifiedName(target);
+    fn.shape.homeModule = utf8(PyFunction_GET_MODULE(target));
+  } else if (PyMethod_Check(target)) {
+    fn.shape.function = PyMethod_GET_FUNCTION(target);
+    fn.shape.selfIsFirstArg = true;
+    fn.name = qualifiedName(target);
+    fn.shape.homeModule = utf8(PyFunction_Check(fn.shape.function) ? PyFunction_GET_MODULE(fn.shape.function) : nullptr);
+  } else {
+    PyObject* call = PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(target)), "__call__");
+    if (!call || !PyFunction_Check(call)) {
+      Py_XDECREF(call);
+      PyErr_Clear();
+      PyErr_Format(PyExc_TypeError, "magpy.compile cannot monitor a %s: its __call__ is not Python code",
+                   Py_TYPE(target)->tp_name);
+      return nullptr;
+    }
+    fn.shape.function = call;
+    Py_DECREF(call);  // the class keeps it alive
+    fn.shape.selfIsFirstArg = true;
+    fn.name = typeName(Py_TYPE(target));
+    PyObject* module = PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(target)), "__module__");
+    fn.shape.homeModule = utf8(module);
+    Py_XDECREF(module);
+    PyErr_Clear();
+  }
+  // Two compiled objects of one class get distinct names.
+  size_t same = 0;
+  for (auto& other : impl_->functions)
+    if (other.name == fn.name || other.name.rfind(fn.name + "#", 0) == 0) ++same;
+  if (same) fn.name += "#" + std::to_string(same + 1);
+
+  impl_->functions.push_back(std::move(fn));
+  auto* obj = PyObject_New(CompiledObject, &CompiledType);
+  if (!obj) return nullptr;
+  obj->function = impl_->functions.size() - 1;
+  obj->target = target;
+  obj->weakrefs = nullptr;
+  Py_INCREF(target);
+  return reinterpret_cast<PyObject*>(obj);
+}
+
+PyObject* Session::call(size_t index, PyObject* args, PyObject* kwargs) {
+  Impl& s = *impl_;
+  Impl::Function& fn = s.functions[index];
+  fn.calls++;
+  if (kwargs && PyDict_GET_SIZE(kwargs) == 0) kwargs = nullptr;
+  LiveRoots roots{fn.shape.self, args, kwargs, fn.shape.homeModule};
+
+  bool logged = int(s.log.size()) < s.options.logCalls;
+  record::LoggedCall entry;
+  entry.function = uint32_t(index);
+  try {
+    if (logged) entry.args = s.snapshotArgs(fn, args, kwargs, &entry.kwargs);
+  } catch (const Error& e) {
+    PyErr_Format(PyExc_RuntimeError, "magpy: cannot log the call's inputs: %s", e.what());
+    return nullptr;
+  }
+
+  std::optional<LiveMiss> firstMiss;
+  PyRef result;
+  int used = -1;
+  for (size_t r = 0; r < fn.entries.size() && used < 0; ++r) {
+    Impl::Entry& e = fn.entries[r];
+    auto miss = e.guards->check(roots);
+    if (miss) {
+      if (!firstMiss) firstMiss = miss;
+      continue;
+    }
+    used = int(r);
+    if (!e.plan) {
+      // A record with graph breaks: the function runs as plain Python.
+      fn.eager++;
+      result = PyRef::steal(PyObject_Call(fn.target.get(), args, kwargs));
+      if (!result) return nullptr;
+      break;
+    }
+    try {
+      std::vector<c10::IValue> inputs;
+      for (auto& path : e.plan->inputPaths()) {
+        PyRef v = resolveLive(path, roots);
+        if (!v || !isTensor(v.get())) throw Error("graph input " + record::toString(path) + " is not a tensor");
+        inputs.emplace_back(tensorOf(v.get()));
+      }
+      auto outputs = e.plan->runWith(std::move(inputs));
+      result = applyLiveMock(e.record.mock, outputs, roots);
+    } catch (const std::exception& ex) {
+      if (!PyErr_Occurred()) PyErr_Format(PyExc_RuntimeError, "magpy: replaying a record of %s failed: %s", fn.name.c_str(), ex.what());
+      return nullptr;
+    }
+    fn.hits++;
+  }
+
+  if (used < 0) {
+    if (s.options.explain && firstMiss)
+      std::cerr << "magpy: " << fn.name << ": call " << fn.calls - 1 << " matches no record (record 0: " << firstMiss->path
+                << ": expected " << firstMiss->expected << ", got " << firstMiss->actual << "); monitoring it\n";
+    // A monitored run: the call runs for real, traced.
+    Monitor monitor(s.annotations);
+    CallSpec spec = fn.shape;
+    spec.args = args;
+    spec.kwargs = kwargs;
+    ++tMonitoring;
+    result = PyRef::steal(monitor.run(spec));
+    --tMonitoring;
+    if (!result) return nullptr;  // the function raised: no record, as the plain call would
+    fn.monitored++;
+
+    BuiltRecord built;
+    bool broke = !monitor.breaks().empty();
+    if (!broke) {
+      try {
+        built = buildRecord(monitor, spec, s.blobs);
+      } catch (const Error& e) {
+        record::GraphBreak b;
+        b.function = fn.name;
+        b.reason = e.what();
+        built = buildBreakRecord(monitor);
+        built.record.breaks.push_back(b);
+        broke = true;
+      }
+    } else {
+      built = buildBreakRecord(monitor);
+    }
+    built.record.origin = fn.entries.empty() ? "first call"
+                                             : "no record matched: record 0 needs " + firstMiss->path + " " +
+                                                   firstMiss->expected + ", got " + firstMiss->actual;
+    if (s.options.explain && broke)
+      for (auto& b : built.record.breaks) std::cerr << "magpy: " << fn.name << ": graph break at " << record::toString(b) << "\n";
+
+    Impl::Entry created;
+    try {
+      if (!broke) {
+        s.noteState(fn, built, monitor);
+        created.plan = std::make_unique<replay::Plan>(built.record.graph, s.blobs.blobs());
+      }
+    } catch (const Error& e) {
+      PyErr_Format(PyExc_RuntimeError, "magpy: cannot use the record captured for %s: %s", fn.name.c_str(), e.what());
+      return nullptr;
+    }
+    created.guards = std::make_unique<LiveGuards>(built.record.guards, built.expected);
+    created.args = built.argPaths;
+    created.kwargs = built.kwargPaths;
+    created.record = std::move(built.record);
+    fn.entries.push_back(std::move(created));
+    used = int(fn.entries.size() - 1);
+    entry.monitored = true;
+  }
+
+  if (logged) {
+    entry.record = used;
+    try {
+      entry.result = snapshot(result.get(), PathTrie{}, s.blobs);
+      if (entry.monitored) {
+        // The record just made may read arguments' attributes the log must keep.
+        record::Value kw;
+        record::Value again = s.snapshotArgs(fn, args, kwargs, &kw);
+        mergeSnapshot(entry.args, again);
+        mergeSnapshot(entry.kwargs, kw);
+      }
+    } catch (const Error& e) {
+      PyErr_Format(PyExc_RuntimeError, "magpy: cannot log the call's result: %s", e.what());
+      return nullptr;
+    }
+    s.log.push_back(std::move(entry));
+  }
+  return result.release();
+}
+
+PyObject* Session::stats(size_t index) {
+  const Impl::Function& fn = impl_->functions[index];
+  size_t breaks = 0, graphs = 0;
+  for (auto& e : fn.entries) {
+    breaks += e.record.breaks.size();
+    graphs += e.plan ? 1 : 0;
+  }
+  return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n,s:n}", "records", Py_ssize_t(fn.entries.size()), "graphs",
+                       Py_ssize_t(graphs), "breaks", Py_ssize_t(breaks), "calls", Py_ssize_t(fn.calls), "hits",
+                       Py_ssize_t(fn.hits), "monitored", Py_ssize_t(fn.monitored), "eager", Py_ssize_t(fn.eager));
+}
+
+record::RecordFile Session::recordFile() {
+  Impl& s = *impl_;
+  record::RecordFile f;
+  for (auto& fn : s.functions) {
+    record::CompiledFunction out;
+    out.name = fn.name;
+    out.module = fn.shape.homeModule;
+    out.self = fn.haveSelf ? fn.self : snapshot(fn.shape.self, PathTrie{}, s.blobs);
+    for (auto& e : fn.entries) out.records.push_back(e.record);
+    f.functions.push_back(std::move(out));
+  }
+  for (auto& [module, value] : s.globals) f.globals.push_back({module, value});
+  f.calls = s.log;
+  f.blobs = s.blobs.blobs();
+  return f;
+}
+
+std::string Session::summary() const {
+  std::string out;
+  for (auto& fn : impl_->functions) {
+    size_t breaks = 0, graphs = 0, nodes = 0, guards = 0;
+    for (auto& e : fn.entries) {
+      breaks += e.record.breaks.size();
+      graphs += e.plan ? 1 : 0;
+      nodes += e.record.graph.numOps();
+      guards += e.record.guards.size();
+    }
+    out += "  " + fn.name + ": " + std::to_string(fn.calls) + " calls, " + std::to_string(fn.entries.size()) +
+           " records (" + std::to_string(graphs) + " graphs, " + std::to_string(breaks) + " breaks), " +
+           std::to_string(fn.hits) + " replayed from a record, " + std::to_string(nodes) + " graph ops, " +
+           std::to_string(guards) + " guards\n";
+  }
+  return out;
+}
+
+}  // namespace magpy::capture

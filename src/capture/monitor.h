@@ -1,0 +1,132 @@
+// The monitored run (MagPy paper, section 5): runs a call under a C-level
+// trace function with per-opcode events, mirrors every instruction of the
+// traced frames onto shadow frames (a ShadowNode per local and stack slot),
+// updates the RefGraph by the instruction's semantics and the callees'
+// annotations, and lets the OpRecorder build the operator graph from the
+// ATen operators the run dispatches.
+//
+// Anything the graph cannot hold (a dynamic call, an unsupported opcode, an
+// exception) is a graph break: the run goes on eagerly and the break is
+// reported with its reason and source line.
+#pragma once
+
+#include <Python.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "capture/op_recorder.h"
+#include "capture/pyobjects.h"
+#include "capture/python_frame.h"
+#include "capture/refgraph.h"
+#include "magpy/record/annotations.h"
+#include "magpy/record/record.h"
+
+namespace magpy::capture {
+
+// What is being called: `function(*args, **kwargs)`, where the function
+// reads `self` (the object given to magpy.compile) as node 0's Self edge.
+struct CallSpec {
+  PyObject* self = nullptr;       // the compiled object (module, function, bound method's object)
+  PyObject* function = nullptr;   // the Python function whose frame is the root
+  bool selfIsFirstArg = false;    // modules and bound methods: function(self, *args)
+  PyObject* args = nullptr;       // tuple
+  PyObject* kwargs = nullptr;     // dict or null
+  std::string homeModule;         // the module G[...] refers to
+};
+
+class Monitor : public OpRecorder::Delegate {
+ public:
+  explicit Monitor(const record::AnnotationSet& annotations);
+  ~Monitor() override;
+
+  // Runs the call, monitored. Returns its result (new reference) or null
+  // with the Python exception set, exactly as the plain call would.
+  PyObject* run(const CallSpec& call);
+
+  RefGraph& refs() { return refs_; }
+  OpRecorder& ops() { return *ops_; }
+  const std::vector<record::GraphBreak>& breaks() const { return breaks_; }
+  NodeId resultNode() const { return result_; }
+  // A copy of a tensor's contents from before the run first wrote it.
+  const at::Tensor* entryContent(const at::Tensor& t) const;
+  // The graph input nodes and the ShadowNodes they were made for.
+  const std::vector<std::pair<int, NodeId>>& graphInputs() const { return inputs_; }
+  // Tensors the run made from Python data (torch.tensor): graph constants.
+  const std::vector<std::pair<int, at::Tensor>>& constants() const { return constants_; }
+  // The entry metadata of a tensor node.
+  const record::TensorMeta* entryMeta(NodeId id) const;
+  // Names whose absence from a node's attributes or keys the run relied on
+  // (a global that fell back to a builtin, getattr with a default).
+  const std::vector<std::pair<NodeId, Relation>>& absences() const { return absent_; }
+  // True when the run read interpreter state (grad mode) it should guard.
+  bool readGradMode() const { return readGradMode_; }
+  bool gradModeAtEntry() const { return gradAtEntry_; }
+
+  // The trace function's entry point (a static trampoline forwards here).
+  int onEvent(PyFrameObject* frame, int what, PyObject* arg);
+
+ private:
+  struct ShadowFrame;
+  struct Pending;
+
+  // OpRecorder::Delegate
+  int externalTensor(const at::Tensor& t) override;
+  void beforeWrite(const at::Tensor& t) override;
+  void dynamic(const std::string& reason) override;
+
+  // Frames.
+  void enterFrame(PyFrameObject* frame);
+  void leaveFrame(ShadowFrame& sf, PyObject* result);
+  bool bindRootFrame(ShadowFrame& sf);
+  bool bindFrame(ShadowFrame& sf, Pending& caller);
+  void bindParameters(ShadowFrame& sf, NodeId function, const std::vector<NodeId>& positional,
+                      const std::vector<std::pair<std::string, NodeId>>& keywords);
+  void bindCells(ShadowFrame& sf);
+  bool verifyLocals(ShadowFrame& sf);
+  NodeId moduleNode(PyObject* globals);
+
+  // Instructions.
+  void begin(ShadowFrame& sf, const Instruction& ins);
+  void finish(ShadowFrame& sf);
+  bool finishInstruction(ShadowFrame& sf, Pending& p, std::vector<NodeId>& out);
+  void beginCall(ShadowFrame& sf, Pending& p);
+  bool finishCall(ShadowFrame& sf, Pending& p, std::vector<NodeId>& out);
+  NodeId applyAnnotation(Pending& p, PyObject* result);
+
+  // Helpers.
+  NodeId slotNode(ShadowFrame& sf, int index);  // stack slot shadow, from the bottom
+  NodeId loadAttr(NodeId owner, PyObject* ownerObj, PyObject* name, PyObject* value, Pending& p);
+  NodeId iterationValue(Pending& p, PyObject* value);
+  bool externalOpaque(NodeId id) const;
+  void graphBreak(const std::string& reason);
+  std::string where(const ShadowFrame& sf) const;
+  void registerTensor(NodeId id);
+  NodeId newNode(PyObject* obj);
+
+  const record::AnnotationSet& annotations_;
+  RefGraph refs_;
+  std::unique_ptr<OpRecorder> ops_;
+  std::vector<std::unique_ptr<ShadowFrame>> frames_;
+  std::unordered_map<PyObject*, std::unique_ptr<ShadowFrame>> suspended_;  // generator -> its frame
+  std::unordered_map<PyObject*, std::unique_ptr<Pending>> unstarted_;      // generator -> its call
+  std::unordered_map<c10::TensorImpl*, NodeId> tensorNodes_;
+  std::unordered_map<c10::TensorImpl*, at::Tensor> entryContent_;
+  std::unordered_map<NodeId, record::TensorMeta> entryMeta_;
+  std::vector<std::pair<int, NodeId>> inputs_;
+  std::vector<std::pair<int, at::Tensor>> constants_;
+  std::vector<std::pair<NodeId, Relation>> absent_;
+  std::vector<record::GraphBreak> breaks_;
+  const CallSpec* call_ = nullptr;
+  PyFrameObject* callerFrame_ = nullptr;
+  NodeId result_ = kNoNode;
+  bool broken_ = false;
+  bool done_ = false;
+  bool readGradMode_ = false;
+  bool gradAtEntry_ = true;
+};
+
+}  // namespace magpy::capture

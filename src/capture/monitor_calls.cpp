@@ -1,0 +1,309 @@
+// Calls in a monitored run (MagPy paper, section 5.3.1): a callee with an
+// annotation is applied by its annotation (its ATen operators recorded, its
+// reference edges drawn); an unannotated Python function is inlined (its
+// frame is traced); unannotated native code is dynamic (a graph break).
+#include "capture/jit.h"
+#include "capture/monitor.h"
+#include "capture/monitor_frames.h"
+
+namespace magpy::capture {
+namespace {
+
+std::string utf8(PyObject* s) {
+  if (!s || !PyUnicode_Check(s)) return "";
+  const char* c = PyUnicode_AsUTF8(s);
+  return c ? c : "";
+}
+
+// The element an annotated relation names, from the call's arguments.
+bool relationFor(const record::RelationAnnotation& r, PyObject* container, const std::vector<PyObject*>& args,
+                 Relation& out) {
+  PyObject* name = r.name_from >= 0 && size_t(r.name_from) < args.size() ? args[size_t(r.name_from)] : nullptr;
+  if (r.kind == record::RelationAnnotation::Kind::Attr) {
+    if (name && !PyUnicode_Check(name)) return false;
+    out = Relation::attr(name ? utf8(name) : r.name);
+    return true;
+  }
+  if (name && PyLong_CheckExact(name)) {
+    long long i = PyLong_AsLongLong(name);
+    if (PyList_Check(container) || PyTuple_Check(container)) {
+      if (i < 0) i += PySequence_Size(container);
+      out = Relation::at(i);
+    } else {
+      out = Relation::intKeyOf(i);
+    }
+    return true;
+  }
+  if (name && PyUnicode_CheckExact(name)) {
+    out = Relation::key(utf8(name));
+    return true;
+  }
+  if (!name) {
+    out = Relation::key(r.name);
+    return true;
+  }
+  return false;
+}
+
+// Whether `container` currently has the element `rel` names.
+bool relationExists(PyObject* container, const Relation& rel) {
+  bool has = false;
+  switch (rel.kind) {
+    case Relation::Kind::Attr:
+      has = PyObject_HasAttrString(container, rel.name.c_str());
+      break;
+    case Relation::Kind::Index:
+      has = rel.index >= 0 && rel.index < PySequence_Size(container);
+      break;
+    case Relation::Kind::Key: {
+      PyRef key = PyRef::steal(rel.intKey ? PyLong_FromLongLong(rel.index) : PyUnicode_FromString(rel.name.c_str()));
+      has = key && PyMapping_Check(container) && PyMapping_HasKey(container, key.get());
+      break;
+    }
+    default:
+      break;
+  }
+  PyErr_Clear();
+  return has;
+}
+
+PyObject* elementOf(PyObject* container, const Relation& rel) {
+  PyObject* v = nullptr;
+  switch (rel.kind) {
+    case Relation::Kind::Attr: v = PyObject_GetAttrString(container, rel.name.c_str()); break;
+    case Relation::Kind::Index: v = PySequence_GetItem(container, rel.index); break;
+    case Relation::Kind::Key: {
+      PyRef key = PyRef::steal(rel.intKey ? PyLong_FromLongLong(rel.index) : PyUnicode_FromString(rel.name.c_str()));
+      v = key ? PyObject_GetItem(container, key.get()) : nullptr;
+      break;
+    }
+    default: break;
+  }
+  if (!v) PyErr_Clear();
+  return v;  // new reference
+}
+
+}  // namespace
+
+void Monitor::beginCall(ShadowFrame& sf, Pending& p) {
+  // CALL: [method_or_NULL, callable_or_self, args...]; keywords named by KW_NAMES.
+  // CALL_FUNCTION_EX: [NULL, callable, args_tuple, kwargs_dict?].
+  if (p.ins.op == Op::CALL) {
+    bool method = p.inputs[0] != kNull;
+    p.callable = method ? p.inputObjs[0] : p.inputObjs[1];
+    p.callableNode = method ? p.inputs[0] : p.inputs[1];
+    size_t first = method ? 1 : 2;
+    size_t nkw = sf.kwnames ? size_t(PyTuple_GET_SIZE(sf.kwnames)) : 0;
+    size_t npos = p.inputs.size() - first - nkw;
+    for (size_t k = 0; k < npos; ++k) {
+      p.positional.push_back(p.inputs[first + k]);
+      p.positionalObjs.push_back(p.inputObjs[first + k].get());
+    }
+    for (size_t k = 0; k < nkw; ++k) {
+      p.keywords.push_back({utf8(PyTuple_GET_ITEM(sf.kwnames, Py_ssize_t(k))), p.inputs[first + npos + k]});
+      p.keywordObjs.push_back(p.inputObjs[first + npos + k].get());
+    }
+    sf.kwnames = nullptr;
+  } else {
+    p.callable = p.inputObjs[1];
+    p.callableNode = p.inputs[1];
+    const ShadowNode& args = refs_.node(p.inputs[2]);
+    if (args.kind != NodeKind::Tuple && args.kind != NodeKind::List) {
+      graphBreak("a call with *args from a " + std::string(Py_TYPE(p.inputObjs[2].get())->tp_name) + " is not captured");
+      return;
+    }
+    for (auto& e : args.last().refs) {
+      p.positional.push_back(e.target);
+      p.positionalObjs.push_back(refs_.node(e.target).obj);
+    }
+    if (p.inputs.size() > 3) {
+      const ShadowNode& kw = refs_.node(p.inputs[3]);
+      if (kw.kind != NodeKind::Dict) {
+        graphBreak("a call with **kwargs from a " + std::string(Py_TYPE(p.inputObjs[3].get())->tp_name) + " is not captured");
+        return;
+      }
+      for (auto& e : kw.last().refs) {
+        p.keywords.push_back({e.rel.name, e.target});
+        p.keywordObjs.push_back(refs_.node(e.target).obj);
+      }
+    }
+  }
+
+  PyObject* callable = p.callable.get();
+  // A compiled function called inside a monitored run runs as plain code.
+  if (isCompiled(callable)) {
+    PyObject* target = compiledTarget(callable);
+    if (target != callable) {
+      p.callableNode = refs_.read(p.callableNode, Relation::attr("__wrapped__"), target);
+      p.callable = PyRef::borrow(target);
+      callable = target;
+    }
+  }
+
+  // A method bound to its object: the object is the first argument.
+  if (PyMethod_Check(callable)) {
+    NodeId self = refs_.read(p.callableNode, Relation::attr("__self__"), PyMethod_GET_SELF(callable));
+    p.positional.insert(p.positional.begin(), self);
+    p.positionalObjs.insert(p.positionalObjs.begin(), PyMethod_GET_SELF(callable));
+    p.callableNode = refs_.read(p.callableNode, Relation::attr("__func__"), PyMethod_GET_FUNCTION(callable));
+    callable = PyMethod_GET_FUNCTION(callable);
+  } else if (PyCFunction_Check(callable)) {
+    PyObject* self = PyCFunction_GET_SELF(callable);
+    if (self && !PyModule_Check(self) && !PyType_Check(self)) {
+      NodeId s = refs_.find(self);
+      p.positional.insert(p.positional.begin(), s != kNoNode ? s : newNode(self));
+      p.positionalObjs.insert(p.positionalObjs.begin(), self);
+    }
+  }
+
+  p.calleeName = qualifiedName(callable);
+  p.annotation = p.calleeName.empty() ? nullptr : annotations_.find(p.calleeName);
+  if (p.annotation) {
+    const record::FunctionAnnotation& a = *p.annotation;
+    // Python code under an annotation is summarized by it, not traced.
+    p.traceCallees = !PyFunction_Check(callable);
+    // A constant factory fills its tensor without operators: record none.
+    p.suppressOps = a.constant;
+    if (!a.pure && !a.op) {
+      graphBreak(p.calleeName + " is dynamic (annotated pure: false at " + a.origin + "); it runs eagerly");
+      return;
+    }
+    for (size_t i = 0; i < p.positional.size(); ++i) {
+      NodeId n = p.positional[i];
+      if (n < 0) continue;
+      const ShadowNode& node = refs_.node(n);
+      if (node.kind == NodeKind::Tensor) {
+        if (a.input(i).value_read && !a.op) {
+          graphBreak(p.calleeName + " reads the contents of a tensor (argument " + std::to_string(i) +
+                     "); its result cannot be a graph constant");
+          return;
+        }
+        if (!a.input(i).value_read && ops_->hasDataDependentShape(tensorOf(node.obj))) {
+          graphBreak(p.calleeName + " reads the shape of a tensor whose size depends on tensor contents");
+          return;
+        }
+      } else if (a.input(i).value_read && externalOpaque(n)) {
+        graphBreak(p.calleeName + " reads a " + Py_TYPE(node.obj)->tp_name +
+                   " object whose contents magpy cannot guard");
+        return;
+      }
+    }
+    return;
+  }
+  if (PyFunction_Check(callable)) {
+    p.inlined = true;
+    p.calleeFunction = p.callableNode;
+    return;
+  }
+  if (PyType_Check(callable) && (reinterpret_cast<PyTypeObject*>(callable)->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+    return;  // a user class: its __init__ and __new__ run traced
+  }
+  // An object with a Python __call__ (an nn.Module): call its class's __call__.
+  PyObject* call = PyType_Check(callable) ? nullptr : PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(callable)), "__call__");
+  if (!call) PyErr_Clear();
+  PyRef callRef = PyRef::steal(call);
+  if (call && PyFunction_Check(call)) {
+    NodeId cls = refs_.read(p.callableNode, Relation::attr("__class__"), reinterpret_cast<PyObject*>(Py_TYPE(callable)));
+    p.calleeFunction = refs_.read(cls, Relation::attr("__call__"), call);
+    p.positional.insert(p.positional.begin(), p.callableNode);
+    p.positionalObjs.insert(p.positionalObjs.begin(), callable);
+    p.inlined = true;
+    return;
+  }
+  graphBreak((p.calleeName.empty() ? std::string(Py_TYPE(callable)->tp_name) : p.calleeName) +
+             " is native code without an annotation; add one (magpy-capture --annotations) if it is pure");
+}
+
+bool Monitor::finishCall(ShadowFrame& sf, Pending& p, std::vector<NodeId>& out) {
+  PyObject* result = sf.view.stack(p.base);
+  if (p.calleeResult != kNoNode && p.calleeResultObj == result) {
+    out[0] = p.calleeResult;
+    return true;
+  }
+  if (p.inlined) {
+    PyObject* f = refs_.node(p.calleeFunction).obj;
+    if (f && PyFunction_Check(f) && codeIsGenerator(reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(f)))) {
+      // Calling a generator function makes a generator without running it;
+      // its frame is bound when it first runs.
+      auto saved = std::make_unique<Pending>();
+      saved->inlined = true;
+      saved->calleeFunction = p.calleeFunction;
+      saved->positional = p.positional;
+      saved->positionalObjs = p.positionalObjs;
+      saved->keywords = p.keywords;
+      saved->keywordObjs = p.keywordObjs;
+      out[0] = newNode(result);
+      unstarted_[result] = std::move(saved);
+      return true;
+    }
+    graphBreak("internal: " + p.calleeName + " returned without a traced return");
+    return false;
+  }
+  out[0] = p.annotation ? applyAnnotation(p, result) : newNode(result);
+  return out[0] != kNoNode;
+}
+
+NodeId Monitor::applyAnnotation(Pending& p, PyObject* result) {
+  const record::FunctionAnnotation& a = *p.annotation;
+  if (a.runtime_read == "grad_enabled") readGradMode_ = true;
+
+  NodeId out = kNoNode;
+  auto args = p.positionalObjs;
+  for (auto& r : a.relations) {
+    if (size_t(r.from) >= p.positional.size()) continue;
+    NodeId from = p.positional[size_t(r.from)];
+    PyObject* container = args[size_t(r.from)];
+    Relation rel;
+    if (!relationFor(r, container, args, rel)) {
+      graphBreak(p.calleeName + ": the name or key of its " + (r.kind == record::RelationAnnotation::Kind::Attr ? "attribute" : "item") +
+                 " is not a str or int");
+      return kNoNode;
+    }
+    switch (r.mode) {
+      case record::RelationAnnotation::Mode::Read:
+      case record::RelationAnnotation::Mode::Exists: {
+        PyRef element = PyRef::steal(relationExists(container, rel) ? elementOf(container, rel) : nullptr);
+        if (!element) {
+          absent_.push_back({from, rel});  // the call relied on it being absent (a default)
+          break;
+        }
+        NodeId e = refs_.read(from, rel, element.get());
+        registerTensor(e);
+        if (r.mode == record::RelationAnnotation::Mode::Read && r.to < 0 && element.get() == result) out = e;
+        break;
+      }
+      case record::RelationAnnotation::Mode::Write: {
+        NodeId value = r.to < 0 ? newNode(result) : (size_t(r.to) < p.positional.size() ? p.positional[size_t(r.to)] : kNoNode);
+        if (value == kNoNode) break;
+        refs_.write(from, rel, value);
+        break;
+      }
+    }
+  }
+  for (size_t i = 0; i < p.positional.size(); ++i) {
+    NodeId n = p.positional[i];
+    if (n >= 0 && a.input(i).in_place && refs_.node(n).kind != NodeKind::Tensor) refs_.changedInPlace(n);
+  }
+  if (out != kNoNode) return out;
+  // The result: an argument returned as is (x.add_(y) returns x), or a new value.
+  if (!isAtom(result))
+    for (size_t i = 0; i < p.positionalObjs.size(); ++i)
+      if (p.positionalObjs[i] == result && p.positional[i] >= 0) {
+        if (a.output_in_place && refs_.node(p.positional[i]).kind != NodeKind::Tensor) refs_.changedInPlace(p.positional[i]);
+        return p.positional[i];
+      }
+  out = newNode(result);
+  ShadowNode& r = refs_.node(out);
+  if (r.kind == NodeKind::Atom)
+    for (NodeId i : p.positional)
+      if (i >= 0 && refs_.node(i).dataDependent) r.dataDependent = true;
+  if (a.constant && r.kind == NodeKind::Tensor && ops_->valueOf(tensorOf(result)) < 0) {
+    // A tensor made from Python data (torch.tensor([...])): a constant of
+    // the graph, since the data it was made from is guarded or constant.
+    const at::Tensor& t = tensorOf(result);
+    constants_.push_back({ops_->addConstant(t, -1), t.detach().clone()});
+  }
+  return out;
+}
+
+}  // namespace magpy::capture

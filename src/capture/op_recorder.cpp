@@ -1,0 +1,381 @@
+#include "capture/op_recorder.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/record_function.h>
+
+#include "magpy/replay/tensors.h"
+
+namespace magpy::capture {
+namespace {
+
+thread_local OpRecorder* tRecorder = nullptr;
+thread_local int tDepth = 0;  // nesting of ATen calls: only the outermost is recorded
+
+struct Observed : at::ObserverContext {
+  std::string name, overload;
+  std::vector<c10::IValue> inputs;
+};
+
+// Operators whose results are metadata, not data: Python reads them through
+// tensor attributes, so they never need a graph node.
+bool isMetadataOp(const std::string& name) {
+  static const std::unordered_set<std::string> kOps = {
+      "aten::size", "aten::stride", "aten::dim", "aten::numel", "aten::sym_size", "aten::sym_numel",
+      "aten::sym_stride", "aten::is_contiguous", "aten::is_floating_point", "aten::is_complex",
+      "aten::is_signed", "aten::storage_offset", "aten::is_same_size", "aten::result_type",
+      "aten::_has_compatible_shallow_copy_type", "aten::sym_storage_offset", "aten::is_leaf",
+      "aten::output_nr", "aten::_version", "aten::requires_grad_", "aten::retain_grad",
+  };
+  return kOps.count(name) > 0;
+}
+
+// Operators whose result shape depends on tensor contents.
+bool hasDataDependentOutputShape(const std::string& name, const std::string& overload,
+                                 const std::vector<c10::IValue>& inputs) {
+  static const std::unordered_set<std::string> kOps = {
+      "aten::nonzero", "aten::masked_select", "aten::unique", "aten::_unique", "aten::_unique2",
+      "aten::unique_dim", "aten::unique_consecutive", "aten::unique_dim_consecutive", "aten::argwhere",
+      "aten::bincount", "aten::nonzero_numpy", "aten::_unique_dim",
+  };
+  if (kOps.count(name)) return true;
+  if (name == "aten::repeat_interleave" && overload == "Tensor") return true;
+  if (name == "aten::where" && overload.empty()) return true;  // where(cond): nonzero
+  if (name == "aten::index" && inputs.size() > 1 && inputs[1].isList()) {
+    for (const auto& idx : inputs[1].toListRef())
+      if (idx.isTensor() && (idx.toTensor().scalar_type() == c10::kBool || idx.toTensor().scalar_type() == c10::kByte))
+        return true;
+  }
+  return false;
+}
+
+// Operators that write their running-statistics arguments in training mode
+// although their schemas do not say so.
+bool writesRunningStats(const std::string& name, c10::ArrayRef<const c10::IValue> inputs) {
+  static const std::unordered_set<std::string> kOps = {
+      "aten::batch_norm", "aten::native_batch_norm", "aten::_batch_norm_impl_index", "aten::instance_norm",
+      "aten::_native_batch_norm_legit"};
+  return kOps.count(name) && inputs.size() > 5 && inputs[5].isBool() && inputs[5].toBool();
+}
+
+// While the recorder's own code runs, operators it calls are not the program's.
+struct Reentry {
+  Reentry() { ++tDepth; }
+  ~Reentry() { --tDepth; }
+};
+
+std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
+  if (fn.scope() != at::RecordScope::FUNCTION) return nullptr;
+  bool top = tDepth++ == 0;
+  OpRecorder* r = tRecorder;
+  if (!r || !top || !r->enabled()) return nullptr;
+  auto op = fn.operator_name();
+  if (!op) return nullptr;
+  auto ctx = std::make_unique<Observed>();
+  ctx->name = op->name;
+  ctx->overload = op->overload_name;
+  auto inputs = fn.inputs();
+  ctx->inputs.assign(inputs.begin(), inputs.end());
+  Reentry busy;
+  r->onBeforeOperator(ctx->name, ctx->overload, inputs);
+  return ctx;
+}
+
+void onEnd(const at::RecordFunction& fn, at::ObserverContext* c) {
+  if (fn.scope() != at::RecordScope::FUNCTION) return;
+  --tDepth;
+  auto* ctx = static_cast<Observed*>(c);
+  if (!ctx || !tRecorder) return;
+  Reentry busy;
+  tRecorder->onOperator(ctx->name, ctx->overload, ctx->inputs, fn.outputs());
+}
+
+// The value of a 0-dim CPU "wrapped number", read without dispatching.
+void wrappedValue(const at::Tensor& t, record::Arg& out) {
+  const void* p = t.data_ptr();
+  switch (t.scalar_type()) {
+    case c10::kDouble: out.f = *static_cast<const double*>(p); break;
+    case c10::kFloat: out.f = *static_cast<const float*>(p); break;
+    case c10::kLong: out.i = *static_cast<const int64_t*>(p); break;
+    case c10::kInt: out.i = *static_cast<const int32_t*>(p); break;
+    case c10::kBool: out.i = *static_cast<const bool*>(p); break;
+    default: out.f = t.item<double>();
+  }
+}
+
+const c10::OperatorHandle* handleFor(const std::string& name, const std::string& overload) {
+  static std::unordered_map<std::string, c10::OperatorHandle> cache;
+  std::string key = name + "." + overload;
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    auto h = c10::Dispatcher::singleton().findSchema({name, overload});
+    if (!h) return nullptr;
+    it = cache.emplace(key, *h).first;
+  }
+  return &it->second;
+}
+
+}  // namespace
+
+OpRecorder::OpRecorder(Delegate& delegate) : delegate_(delegate) {
+  tRecorder = this;
+  tDepth = 0;
+  callbackHandle_ = at::addThreadLocalCallback(at::RecordFunctionCallback(onStart, onEnd).needsInputs(true).needsOutputs(true));
+}
+
+OpRecorder::~OpRecorder() {
+  at::removeCallback(callbackHandle_);
+  tRecorder = nullptr;
+}
+
+int OpRecorder::valueOf(const at::Tensor& t) const {
+  auto it = values_.find(t.unsafeGetTensorImpl());
+  return it == values_.end() ? -1 : it->second;
+}
+
+bool OpRecorder::hasDataDependentShape(const at::Tensor& t) const {
+  return dataDependentShape_.count(t.unsafeGetTensorImpl()) > 0;
+}
+
+bool OpRecorder::wasWritten(const at::Tensor& t) const { return written_.count(t.unsafeGetTensorImpl()) > 0; }
+
+std::string OpRecorder::uniqueName(const std::string& base) {
+  int& n = names_[base];
+  std::string name = n == 0 ? base : base + "_" + std::to_string(n);
+  ++n;
+  return name;
+}
+
+int OpRecorder::bind(const at::Tensor& t, int node) {
+  values_[t.unsafeGetTensorImpl()] = node;
+  keepAlive_.push_back(t);
+  return node;
+}
+
+int OpRecorder::addInput(const at::Tensor& t, std::string name) {
+  record::Node n;
+  n.kind = record::NodeKind::Placeholder;  // the monitor decides placeholder vs get_attr from the path
+  n.name = uniqueName(name);
+  n.target = n.name;
+  n.outputs.push_back(replay::metaOf(t));
+  graph_.nodes.push_back(std::move(n));
+  return bind(t, int(graph_.nodes.size() - 1));
+}
+
+int OpRecorder::addConstant(const at::Tensor& t, int64_t blob) {
+  record::Node n;
+  n.kind = record::NodeKind::GetAttr;
+  n.name = uniqueName("_tensor_constant");
+  n.target = n.name;
+  n.blob = blob;
+  n.outputs.push_back(replay::metaOf(t));
+  graph_.nodes.push_back(std::move(n));
+  return bind(t, int(graph_.nodes.size() - 1));
+}
+
+bool OpRecorder::writesArgument(const std::string& name, const c10::FunctionSchema& schema, size_t i,
+                                c10::ArrayRef<const c10::IValue> inputs) {
+  const auto& params = schema.arguments();
+  if (i >= params.size()) return false;
+  if (params[i].alias_info() && params[i].alias_info()->isWrite()) return true;
+  return (i == 3 || i == 4) && writesRunningStats(name, inputs);
+}
+
+void OpRecorder::onBeforeOperator(const std::string& name, const std::string& overload,
+                                  c10::ArrayRef<const c10::IValue> inputs) {
+  const c10::OperatorHandle* h = handleFor(name, overload);
+  if (!h) return;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (writesArgument(name, h->schema(), i, inputs) && inputs[i].isTensor()) {
+      delegate_.beforeWrite(inputs[i].toTensor());
+      written_.insert(inputs[i].toTensor().unsafeGetTensorImpl());
+    }
+  }
+}
+
+bool OpRecorder::argFor(const c10::IValue& v, const c10::Argument& param, record::Arg& out, const std::string& op) {
+  using K = record::Arg::Kind;
+  auto tensorNode = [&](const at::Tensor& t) -> int64_t {
+    int value = valueOf(t);
+    if (value >= 0) return value;
+    value = delegate_.externalTensor(t);
+    if (value >= 0) return value;
+    delegate_.dynamic(op + " reads a tensor that neither the graph nor the function's inputs produced");
+    return -2;
+  };
+  auto realKind = param.real_type()->kind();
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    if (t.unsafeGetTensorImpl()->is_wrapped_number()) {
+      out.kind = K::WrappedScalar;
+      out.s = replay::dtypeName(t.scalar_type());
+      wrappedValue(t, out);
+      return true;
+    }
+    int64_t node = tensorNode(t);
+    if (node < 0) return false;
+    out = record::Arg::node(node);
+    return true;
+  }
+  if (v.isNone()) {
+    out = record::Arg::none();
+    return true;
+  }
+  if (v.isBool()) {
+    out = record::Arg::boolean(v.toBool());
+    return true;
+  }
+  if (v.isInt()) {
+    int64_t i = v.toInt();
+    if (realKind == c10::TypeKind::ScalarTypeType || (realKind == c10::TypeKind::OptionalType &&
+        param.real_type()->containedType(0)->kind() == c10::TypeKind::ScalarTypeType)) {
+      out.kind = K::DType;
+      out.s = replay::dtypeName(static_cast<c10::ScalarType>(i));
+    } else if (realKind == c10::TypeKind::LayoutType || (realKind == c10::TypeKind::OptionalType &&
+               param.real_type()->containedType(0)->kind() == c10::TypeKind::LayoutType)) {
+      out.kind = K::Layout;
+      out.s = i == int64_t(c10::kStrided) ? "strided" : "layout" + std::to_string(i);
+    } else if (realKind == c10::TypeKind::MemoryFormatType || (realKind == c10::TypeKind::OptionalType &&
+               param.real_type()->containedType(0)->kind() == c10::TypeKind::MemoryFormatType)) {
+      static const char* kFormats[] = {"contiguous_format", "preserve_format", "channels_last", "channels_last_3d"};
+      out.kind = K::MemoryFormat;
+      out.s = i >= 0 && i < 4 ? kFormats[i] : "memory_format" + std::to_string(i);
+    } else {
+      out = record::Arg::integer(i);
+    }
+    return true;
+  }
+  if (v.isDouble()) {
+    out = record::Arg::floating(v.toDouble());
+    return true;
+  }
+  if (v.isString()) {
+    out.kind = K::Str;
+    out.s = v.toStringRef();
+    return true;
+  }
+  if (v.isDevice()) {
+    out.kind = K::Device;
+    out.s = v.toDevice().str();
+    return true;
+  }
+  if (v.isIntList()) {
+    out.kind = K::IntList;
+    out.ints = v.toIntVector();
+    return true;
+  }
+  if (v.isDoubleList()) {
+    out.kind = K::FloatList;
+    out.floats = v.toDoubleVector();
+    return true;
+  }
+  if (v.isBoolList()) {
+    out.kind = K::BoolList;
+    for (bool b : v.toBoolList()) out.ints.push_back(b);
+    return true;
+  }
+  if (v.isTensorList() || v.isList()) {
+    // Tensor[], Tensor?[] and (in this libtorch) SymInt[] arrive as lists.
+    auto items = v.isTensorList() ? c10::impl::toList(v.toTensorList()).vec() : v.toListRef().vec();
+    bool allInts = !items.empty() && std::all_of(items.begin(), items.end(), [](auto& x) { return x.isInt(); });
+    if (allInts) {
+      out.kind = K::IntList;
+      for (auto& x : items) out.ints.push_back(x.toInt());
+      return true;
+    }
+    out.kind = K::NodeList;
+    for (auto& x : items) {
+      if (x.isNone()) {
+        out.ints.push_back(-1);
+      } else if (x.isTensor()) {
+        int64_t node = tensorNode(x.toTensor());
+        if (node < 0) return false;
+        out.ints.push_back(node);
+      } else {
+        delegate_.dynamic(op + " takes a list holding a " + std::string(x.tagKind()));
+        return false;
+      }
+    }
+    if (items.empty() && realKind == c10::TypeKind::ListType &&
+        param.real_type()->containedType(0)->kind() == c10::TypeKind::IntType)
+      out.kind = K::IntList;
+    return true;
+  }
+  if (v.isGenerator()) {
+    delegate_.dynamic(op + " takes an explicit random generator");
+    return false;
+  }
+  if (v.isScalar()) {  // complex numbers
+    delegate_.dynamic(op + " takes a complex scalar, which records cannot hold");
+    return false;
+  }
+  delegate_.dynamic(op + " takes an argument of kind " + v.tagKind() + ", which records cannot hold");
+  return false;
+}
+
+void OpRecorder::onOperator(const std::string& name, const std::string& overload,
+                            const std::vector<c10::IValue>& inputs, const std::vector<c10::IValue>& outputs) {
+  if (isMetadataOp(name)) return;
+  std::string op = overload.empty() ? name : name + "." + overload;
+  const c10::OperatorHandle* h = handleFor(name, overload);
+  if (!h) {
+    delegate_.dynamic(op + " has no schema in this libtorch");
+    return;
+  }
+  const auto& params = h->schema().arguments();
+  record::Node n;
+  n.kind = record::NodeKind::CallFunction;
+  n.target = name;
+  n.overload = overload;
+  n.where = where_;
+  bool dataShape = hasDataDependentOutputShape(name, overload, inputs);
+  bool mutates = false;
+  for (size_t i = 0; i < inputs.size() && i < params.size(); ++i) {
+    mutates = mutates || writesArgument(name, h->schema(), i, c10::ArrayRef<const c10::IValue>(inputs.data(), inputs.size()));
+    record::Arg a;
+    if (!argFor(inputs[i], params[i], a, op)) return;
+    if (inputs[i].isTensor() && hasDataDependentShape(inputs[i].toTensor())) dataShape = true;
+    n.args.push_back(std::move(a));
+  }
+
+  // Flatten the results: one tensor, several tensors, or a tensor list.
+  std::vector<at::Tensor> results;
+  for (auto& out : outputs) {
+    if (out.isTensor()) {
+      results.push_back(out.toTensor());
+    } else if (out.isTensorList()) {
+      for (const at::Tensor& t : out.toTensorList()) results.push_back(t);
+    } else if (out.isNone()) {
+      continue;
+    } else {
+      delegate_.dynamic(op + " returns a " + std::string(out.tagKind()) +
+                        " computed from tensor contents; Python code that uses it cannot become a graph");
+      return;
+    }
+  }
+  for (auto& t : results) n.outputs.push_back(replay::metaOf(t));
+
+  std::string base = name.substr(name.find("::") == std::string::npos ? 0 : name.find("::") + 2);
+  n.name = uniqueName(base);
+  graph_.nodes.push_back(std::move(n));
+  int node = int(graph_.nodes.size() - 1);
+  if (mutates) mutating_.insert(node);
+  bool single = outputs.size() == 1 && outputs[0].isTensor();
+  for (size_t r = 0; r < results.size(); ++r) {
+    int value = node;
+    if (!single) {
+      record::Node get;
+      get.kind = record::NodeKind::CallFunction;
+      get.target = "getitem";
+      get.name = uniqueName("getitem");
+      get.args = {record::Arg::node(node), record::Arg::integer(int64_t(r))};
+      get.outputs.push_back(replay::metaOf(results[r]));
+      get.where = where_;
+      graph_.nodes.push_back(std::move(get));
+      value = int(graph_.nodes.size() - 1);
+    }
+    bind(results[r], value);
+    if (dataShape) dataDependentShape_.insert(results[r].unsafeGetTensorImpl());
+  }
+}
+
+}  // namespace magpy::capture

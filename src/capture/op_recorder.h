@@ -1,0 +1,86 @@
+// Builds the operator graph from the ATen operators a monitored run
+// dispatches. A thread-local RecordFunction observer sees each top-level
+// operator (not the ones it calls internally) with its boxed inputs and
+// outputs; tensors are tied to graph values by TensorImpl identity.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/function_schema.h>
+#include <ATen/core/ivalue.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "magpy/record/graph.h"
+
+namespace magpy::capture {
+
+class OpRecorder {
+ public:
+  // What the recorder asks of the monitor that owns it.
+  struct Delegate {
+    virtual ~Delegate() = default;
+    // A graph input for a tensor the graph did not make: a placeholder or
+    // get_attr node (index) when the tensor is external state, or -1.
+    virtual int externalTensor(const at::Tensor& t) = 0;
+    // `t` is about to be written by an operator.
+    virtual void beforeWrite(const at::Tensor& t) = 0;
+    // The run did something a graph cannot hold.
+    virtual void dynamic(const std::string& reason) = 0;
+  };
+
+  explicit OpRecorder(Delegate& delegate);
+  ~OpRecorder();
+  OpRecorder(const OpRecorder&) = delete;
+  OpRecorder& operator=(const OpRecorder&) = delete;
+
+  // Operators are recorded only while enabled: the monitor disables the
+  // recorder while its own code runs.
+  void setEnabled(bool on) { enabled_ = on; }
+  void setLocation(std::string where) { where_ = std::move(where); }
+
+  record::Graph& graph() { return graph_; }
+  // The graph value currently holding t, or -1.
+  int valueOf(const at::Tensor& t) const;
+  // Adds a placeholder/get_attr node for an external tensor (source filled later).
+  int addInput(const at::Tensor& t, std::string name);
+  // Adds a constant tensor made during the run (torch.tensor(...) data).
+  int addConstant(const at::Tensor& t, int64_t blob);
+  // True when t's shape depends on tensor contents (nonzero, masked_select, ...).
+  bool hasDataDependentShape(const at::Tensor& t) const;
+  // Tensors written by operators during the run (in-place ops, running stats).
+  bool wasWritten(const at::Tensor& t) const;
+  // The node writes one of its tensor arguments: never dead code.
+  bool mutates(int node) const { return mutating_.count(node) > 0; }
+
+  // Called by the RecordFunction callbacks.
+  void onOperator(const std::string& name, const std::string& overload, const std::vector<c10::IValue>& inputs,
+                  const std::vector<c10::IValue>& outputs);
+  void onBeforeOperator(const std::string& name, const std::string& overload, c10::ArrayRef<const c10::IValue> inputs);
+  bool enabled() const { return enabled_; }
+
+ private:
+  std::string uniqueName(const std::string& base);
+  int bind(const at::Tensor& t, int node);
+  bool argFor(const c10::IValue& v, const c10::Argument& param, record::Arg& out, const std::string& op);
+  static bool writesArgument(const std::string& name, const c10::FunctionSchema& schema, size_t i,
+                             c10::ArrayRef<const c10::IValue> inputs);
+
+  Delegate& delegate_;
+  bool enabled_ = false;
+  std::string where_;
+  record::Graph graph_;
+  std::unordered_map<c10::TensorImpl*, int> values_;
+  std::vector<at::Tensor> keepAlive_;  // so TensorImpl addresses are not reused during the run
+  std::unordered_set<c10::TensorImpl*> dataDependentShape_;
+  std::unordered_set<c10::TensorImpl*> written_;
+  std::unordered_set<int> mutating_;
+  std::unordered_map<std::string, int> names_;
+  uint64_t callbackHandle_ = 0;
+};
+
+}  // namespace magpy::capture

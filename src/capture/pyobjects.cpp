@@ -1,0 +1,195 @@
+#include "capture/pyobjects.h"
+
+#include <cstring>
+
+#include "magpy/support/error.h"
+#include "magpy/support/hash.h"
+
+namespace magpy::capture {
+namespace {
+
+std::string str(PyObject* o) {
+  if (!o || !PyUnicode_Check(o)) return "";
+  const char* s = PyUnicode_AsUTF8(o);
+  if (!s) {
+    PyErr_Clear();
+    return "";
+  }
+  return s;
+}
+
+std::string attrString(PyObject* o, const char* name) {
+  PyRef v = PyRef::steal(PyObject_GetAttrString(o, name));
+  if (!v) {
+    PyErr_Clear();
+    return "";
+  }
+  return str(v.get());
+}
+
+// torch's enum-like types, recognized by name so this file needs no torch headers.
+record::Atom::Kind torchEnumKind(PyTypeObject* t) {
+  const char* n = t->tp_name;
+  if (std::strcmp(n, "torch.dtype") == 0) return record::Atom::Kind::DType;
+  if (std::strcmp(n, "torch.device") == 0) return record::Atom::Kind::Device;
+  if (std::strcmp(n, "torch.layout") == 0) return record::Atom::Kind::Layout;
+  if (std::strcmp(n, "torch.memory_format") == 0) return record::Atom::Kind::MemoryFormat;
+  return record::Atom::Kind::None;
+}
+
+// Names that name the same callable under two spellings.
+std::string canonical(std::string name) {
+  static const std::pair<const char*, const char*> kAliases[] = {
+      {"torch._VariableFunctionsClass.", "torch."},
+      {"torch._C._TensorBase.", "torch.Tensor."},
+      {"torch._C._VariableFunctions.", "torch."},
+  };
+  for (auto& [from, to] : kAliases) {
+    size_t n = std::strlen(from);
+    if (name.compare(0, n, from) == 0) return to + name.substr(n);
+  }
+  return name;
+}
+
+}  // namespace
+
+bool isAtom(PyObject* o) {
+  return o == Py_None || o == Py_Ellipsis || PyBool_Check(o) || PyLong_CheckExact(o) || PyFloat_CheckExact(o) ||
+         PyUnicode_CheckExact(o) || torchEnumKind(Py_TYPE(o)) != record::Atom::Kind::None;
+}
+
+std::optional<record::Atom> atomOf(PyObject* o) {
+  using record::Atom;
+  if (o == Py_None) return Atom::none();
+  if (o == Py_Ellipsis) return Atom{Atom::Kind::Ellipsis, 0, 0, {}};
+  if (PyBool_Check(o)) return Atom::boolean(o == Py_True);
+  if (PyLong_CheckExact(o)) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow) return std::nullopt;  // beyond int64: not a scalar records can hold
+    return Atom::integer(v);
+  }
+  if (PyFloat_CheckExact(o)) return Atom::floating(PyFloat_AS_DOUBLE(o));
+  if (PyUnicode_CheckExact(o)) {
+    Py_ssize_t n;
+    const char* s = PyUnicode_AsUTF8AndSize(o, &n);
+    if (!s) {
+      PyErr_Clear();
+      return std::nullopt;
+    }
+    return Atom::string(std::string(s, size_t(n)));
+  }
+  auto kind = torchEnumKind(Py_TYPE(o));
+  if (kind == Atom::Kind::None) return std::nullopt;
+  PyRef text = PyRef::steal(PyObject_Str(o));
+  std::string s = str(text.get());
+  if (s.rfind("torch.", 0) == 0) s = s.substr(6);
+  return Atom::named(kind, s);
+}
+
+PyRef atomObject(const record::Atom& a) {
+  using K = record::Atom::Kind;
+  switch (a.kind) {
+    case K::None: return PyRef::borrow(Py_None);
+    case K::Ellipsis: return PyRef::borrow(Py_Ellipsis);
+    case K::Bool: return PyRef::borrow(a.i ? Py_True : Py_False);
+    case K::Int: return PyRef::steal(PyLong_FromLongLong(a.i));
+    case K::Float: return PyRef::steal(PyFloat_FromDouble(a.f));
+    case K::Str: return PyRef::steal(PyUnicode_FromStringAndSize(a.s.data(), Py_ssize_t(a.s.size())));
+    default: break;
+  }
+  PyRef torch = PyRef::steal(PyImport_ImportModule("torch"));
+  if (!torch) throw Error("cannot import torch: " + takePythonError());
+  PyRef v = a.kind == K::Device ? PyRef::steal(PyObject_CallMethod(torch.get(), "device", "s", a.s.c_str()))
+                                : PyRef::steal(PyObject_GetAttrString(torch.get(), a.s.c_str()));
+  if (!v) throw Error("cannot make " + record::toString(a) + ": " + takePythonError());
+  return v;
+}
+
+std::string typeName(PyTypeObject* t) {
+  std::string module = attrString(reinterpret_cast<PyObject*>(t), "__module__");
+  std::string qual = attrString(reinterpret_cast<PyObject*>(t), "__qualname__");
+  if (qual.empty()) qual = t->tp_name;
+  return canonical(module.empty() ? qual : module + "." + qual);
+}
+
+std::string qualifiedName(PyObject* c) {
+  if (PyType_Check(c)) return typeName(reinterpret_cast<PyTypeObject*>(c));
+  if (PyMethod_Check(c)) return qualifiedName(PyMethod_GET_FUNCTION(c));
+  std::string qual = attrString(c, "__qualname__");
+  if (PyFunction_Check(c)) return canonical(attrString(c, "__module__") + "." + qual);
+  if (qual.empty()) return typeName(Py_TYPE(c)) + ".__call__";
+
+  // Builtins: a module function (__self__ is the module or None), a method
+  // bound to an instance, or an unbound method descriptor (__objclass__).
+  PyRef objclass = PyRef::steal(PyObject_GetAttrString(c, "__objclass__"));
+  if (!objclass) PyErr_Clear();
+  if (objclass && PyType_Check(objclass.get())) {
+    std::string owner = typeName(reinterpret_cast<PyTypeObject*>(objclass.get()));
+    size_t dot = qual.find('.');
+    return canonical(owner + (dot == std::string::npos ? "." + qual : qual.substr(dot)));
+  }
+  PyRef self = PyRef::steal(PyObject_GetAttrString(c, "__self__"));
+  if (!self) PyErr_Clear();
+  if (self && PyCapsule_CheckExact(self.get())) {
+    // A pybind11 function (torch._C._get_tracing_state): module + name.
+    return canonical(attrString(c, "__module__") + "." + attrString(c, "__name__"));
+  }
+  if (self && self.get() != Py_None && !PyModule_Check(self.get())) {
+    // A bound builtin method: find the class in the instance's MRO that the
+    // qualified name starts with ("Tensor.view" on a Parameter).
+    std::string owner = qual.substr(0, qual.find('.'));
+    PyObject* mro = Py_TYPE(self.get())->tp_mro;
+    for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); ++i) {
+      auto* t = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i));
+      if (attrString(reinterpret_cast<PyObject*>(t), "__name__") == owner) {
+        std::string module = attrString(reinterpret_cast<PyObject*>(t), "__module__");
+        return canonical(module + "." + qual);
+      }
+    }
+    size_t dot = qual.find('.');
+    return canonical(typeName(Py_TYPE(self.get())) + (dot == std::string::npos ? "." + qual : qual.substr(dot)));
+  }
+  std::string module = attrString(c, "__module__");
+  if (module.empty() && self && PyModule_Check(self.get())) module = PyModule_GetName(self.get()) ? PyModule_GetName(self.get()) : "";
+  if (PyErr_Occurred()) PyErr_Clear();
+  return canonical(module.empty() ? qual : module + "." + qual);
+}
+
+int64_t codeHash(PyObject* function) {
+  if (!PyFunction_Check(function)) return 0;
+  auto* code = reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(function));
+  Hasher h;
+  PyRef bytes = PyRef::steal(PyCode_GetCode(code));
+  if (bytes && PyBytes_Check(bytes.get())) h.bytes(PyBytes_AS_STRING(bytes.get()), size_t(PyBytes_GET_SIZE(bytes.get())));
+  else PyErr_Clear();
+  PyRef consts = PyRef::steal(PyObject_Repr(code->co_consts));
+  h.text(str(consts.get()));
+  if (PyErr_Occurred()) PyErr_Clear();
+  return int64_t(h.digest() & 0x7fffffffffffffffULL);
+}
+
+std::string safeRepr(PyObject* o) {
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  PyRef r = PyRef::steal(PyObject_Str(o));
+  std::string s = r ? str(r.get()) : "<unprintable>";
+  if (!r) PyErr_Clear();
+  PyErr_Restore(type, value, tb);
+  return s;
+}
+
+std::string takePythonError() {
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  if (!type) return "unknown error";
+  PyErr_NormalizeException(&type, &value, &tb);
+  std::string name = attrString(type, "__name__");
+  std::string msg = value ? safeRepr(value) : "";
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(tb);
+  return msg.empty() ? name : name + ": " + msg;
+}
+
+}  // namespace magpy::capture

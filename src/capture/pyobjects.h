@@ -1,0 +1,64 @@
+// Reading and making Python objects: scalars as record atoms, qualified
+// names of callables and types, tensors. The torch parts live in
+// pyobjects_torch.cpp, the only file that includes libtorch_python headers.
+#pragma once
+
+#include <Python.h>
+
+#include <optional>
+#include <string>
+
+#include "magpy/record/value.h"
+
+namespace at { class Tensor; }
+
+namespace magpy::capture {
+
+// A Python object that owns one reference; for locals that must not leak.
+class PyRef {
+ public:
+  PyRef() = default;
+  static PyRef steal(PyObject* o) { PyRef r; r.o_ = o; return r; }
+  static PyRef borrow(PyObject* o) { Py_XINCREF(o); return steal(o); }
+  PyRef(const PyRef& other) : o_(other.o_) { Py_XINCREF(o_); }
+  PyRef(PyRef&& other) noexcept : o_(other.o_) { other.o_ = nullptr; }
+  PyRef& operator=(PyRef other) noexcept { std::swap(o_, other.o_); return *this; }
+  ~PyRef() { Py_XDECREF(o_); }
+  PyObject* get() const { return o_; }
+  PyObject* release() { PyObject* o = o_; o_ = nullptr; return o; }
+  explicit operator bool() const { return o_ != nullptr; }
+
+ private:
+  PyObject* o_ = nullptr;
+};
+
+// Immutable scalars that records hold by value: None, bool, int, float,
+// str, Ellipsis and the torch enums (dtype, device, layout, memory_format).
+bool isAtom(PyObject* o);
+std::optional<record::Atom> atomOf(PyObject* o);
+PyRef atomObject(const record::Atom& a);  // throws Error for unknown enums
+
+// "builtins.list", "__main__.MLP", "torch.nn.modules.linear.Linear"
+std::string typeName(PyTypeObject* t);
+// The name annotations and identity guards use for a callable:
+// "builtins.len", "builtins.list.append", "torch.relu", "torch.Tensor.view",
+// "torch.nn.functional.relu", "__main__.helper". Empty when it has none.
+std::string qualifiedName(PyObject* callable);
+
+// A stable hash of a Python function's bytecode and constants, so a guard
+// notices a function redefined under the same name.
+int64_t codeHash(PyObject* function);
+
+// str(o) without raising; "<unprintable>" on failure.
+std::string safeRepr(PyObject* o);
+
+// Formats and clears the pending Python exception: "ValueError: bad".
+std::string takePythonError();
+
+// Tensors (implemented in pyobjects_torch.cpp).
+bool isTensor(PyObject* o);
+const at::Tensor& tensorOf(PyObject* o);    // o must be a tensor
+PyRef wrapTensor(const at::Tensor& t);       // the existing Python object when there is one
+bool torchImported();
+
+}  // namespace magpy::capture

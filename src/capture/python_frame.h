@@ -1,0 +1,94 @@
+// A version-neutral view of a running Python frame and its bytecode.
+//
+// Everything that depends on the CPython version (frame layout, opcode
+// numbers, quickening, stack effects) is implemented in cpython311/; the
+// rest of capture sees only this header.
+#pragma once
+
+#include <Python.h>
+
+#include <cstdint>
+
+#include "capture/opcode_list.h"
+
+namespace magpy::capture {
+
+enum class Op : uint8_t {
+#define MAGPY_OP_ENUM(name) name,
+  MAGPY_OPCODES(MAGPY_OP_ENUM)
+#undef MAGPY_OP_ENUM
+  UNKNOWN
+};
+
+const char* opName(Op op);
+
+struct Instruction {
+  Op op = Op::UNKNOWN;
+  int arg = 0;     // oparg, with EXTENDED_ARG prefixes applied
+  int offset = 0;  // byte offset of the instruction (after prefixes)
+};
+
+// Sub-operations of BINARY_OP's argument, in CPython's numbering.
+const char* binaryOpName(int arg);   // "+", "+=", "@", ...
+bool binaryOpIsInPlace(int arg);     // "+=" and friends
+const char* compareOpName(int arg);  // "<", "==", ...
+
+// Kinds of the slots in a frame's locals array.
+enum class LocalKind : uint8_t { Plain, Cell, Free };
+
+class Frame {
+ public:
+  explicit Frame(PyFrameObject* f) : f_(f) {}
+  PyFrameObject* raw() const { return f_; }
+
+  PyCodeObject* code() const;
+  PyObject* globals() const;
+  PyObject* builtins() const;
+  PyObject* function() const;  // the function being run (borrowed; may be null)
+
+  // At an opcode event: the instruction about to run.
+  Instruction current() const;
+  int line() const;
+
+  int stackDepth() const;          // values above the locals
+  PyObject* stack(int i) const;    // 0 = bottom; may be NULL (PUSH_NULL)
+  int numLocals() const;           // locals + cells + free variables
+  PyObject* local(int i) const;    // may be NULL (unbound)
+  LocalKind localKind(int i) const;
+
+  // Opcode events on, line events off: we want every instruction, once.
+  void traceOpcodes(bool on) const;
+  bool ownedByGenerator() const;
+
+ private:
+  PyFrameObject* f_;
+};
+
+// Stack values an instruction consumes (its inputs, on top of the stack at
+// its opcode event). Its outputs are what sits above the remaining values
+// at the next event.
+int stackInputs(const Instruction& ins);
+
+// Layout facts of a code object that the bytecode compiler fixes.
+int codeArgCount(PyCodeObject* code);      // positional (incl. positional-only)
+int codeKwOnlyCount(PyCodeObject* code);
+bool codeHasVarArgs(PyCodeObject* code);
+bool codeHasVarKeywords(PyCodeObject* code);
+bool codeIsGenerator(PyCodeObject* code);  // generator, coroutine or async generator
+PyObject* codeLocalName(PyCodeObject* code, int i);  // borrowed str
+PyObject* codeConst(PyCodeObject* code, int i);      // borrowed
+PyObject* codeQualname(PyCodeObject* code);          // borrowed str
+
+// The name an instruction operates on (LOAD_GLOBAL, LOAD_ATTR, LOAD_METHOD,
+// STORE_ATTR, DELETE_ATTR, STORE_GLOBAL, DELETE_GLOBAL, IMPORT_NAME,
+// IMPORT_FROM); borrowed str.
+PyObject* instructionName(PyCodeObject* code, const Instruction& ins);
+// LOAD_GLOBAL also pushes a NULL before the value (for a call that follows).
+bool loadGlobalPushesNull(const Instruction& ins);
+
+// The generator a frame belongs to (new reference), or null.
+PyObject* frameGenerator(PyFrameObject* frame);
+// The frame that called this one (borrowed; valid while both run), or null.
+PyFrameObject* frameBack(PyFrameObject* frame);
+
+}  // namespace magpy::capture

@@ -1,0 +1,392 @@
+#include "capture/record_builder.h"
+
+#include <cctype>
+#include <deque>
+#include <map>
+#include <set>
+
+#include "magpy/replay/tensors.h"
+#include "magpy/support/error.h"
+
+namespace magpy::capture {
+namespace {
+
+using record::AccessPath;
+
+struct Paths {
+  std::vector<NodeId> order;               // BFS order over version-0 edges
+  std::map<NodeId, AccessPath> first;      // the first path that reaches each node
+  std::vector<std::pair<AccessPath, NodeId>> aliases;  // other paths to identity-keyed nodes
+};
+
+// Algorithm 1's search over version 0, keeping the access path of each node.
+Paths entryPaths(const RefGraph& g, const std::string& home) {
+  Paths p;
+  p.first[kExternal] = AccessPath::self();
+  std::deque<NodeId> queue{kExternal};
+  while (!queue.empty()) {
+    NodeId cur = queue.front();
+    queue.pop_front();
+    const AccessPath& base = p.first[cur];
+    for (auto& e : g.node(cur).versions.front().refs) {
+      AccessPath path = extend(base, e.rel, home);
+      if (!p.first.count(e.target)) {
+        p.first[e.target] = path;
+        p.order.push_back(e.target);
+        queue.push_back(e.target);
+      } else {
+        NodeKind k = g.node(e.target).kind;
+        if (k != NodeKind::Atom && k != NodeKind::Module && k != NodeKind::Function && path != p.first[e.target])
+          p.aliases.push_back({path, e.target});
+      }
+    }
+  }
+  return p;
+}
+
+bool isArgPath(const AccessPath& p) {
+  return p.root == AccessPath::Root::Arg || p.root == AccessPath::Root::Kwarg;
+}
+
+class Builder {
+ public:
+  Builder(Monitor& m, const CallSpec& call, BlobPool& blobs)
+      : m_(m), g_(m.refs()), call_(call), blobs_(blobs), entry_(entryPaths(g_, call.homeModule)) {}
+
+  BuiltRecord build() {
+    guards();
+    graphInputs();
+    mock();
+    finishGraph();
+    statePaths();
+    out_.record.origin = "";
+    return std::move(out_);
+  }
+
+ private:
+  void addGuard(const AccessPath& path, record::Check check, PyObject* expected = nullptr) {
+    out_.record.guards.push_back({path, std::move(check)});
+    out_.expected.push_back(PyRef::borrow(expected));
+  }
+
+  void guards() {
+    using K = record::Check::Kind;
+    // Arguments first: they change most often, so a miss is found early.
+    std::vector<NodeId> order;
+    for (NodeId id : entry_.order)
+      if (isArgPath(entry_.first[id])) order.push_back(id);
+    for (NodeId id : entry_.order)
+      if (!isArgPath(entry_.first[id])) order.push_back(id);
+    for (NodeId id : order) {
+      const ShadowNode& n = g_.node(id);
+      const AccessPath& path = entry_.first[id];
+      record::Check c;
+      switch (n.kind) {
+        case NodeKind::Atom:
+          c.kind = K::Equals;
+          c.atom = n.atom;
+          addGuard(path, c);
+          break;
+        case NodeKind::Tensor:
+          c.kind = K::Tensor;
+          c.meta = m_.entryMeta(id) ? *m_.entryMeta(id) : replay::metaOf(tensorOf(n.obj));
+          addGuard(path, c);
+          break;
+        case NodeKind::Tuple:
+        case NodeKind::List:
+        case NodeKind::Dict: {
+          c.kind = K::Type;
+          c.s = typeName(Py_TYPE(n.obj));
+          addGuard(path, c, reinterpret_cast<PyObject*>(Py_TYPE(n.obj)));
+          record::Check len;
+          if (n.kind == NodeKind::Dict) {
+            len.kind = K::DictKeys;
+            for (auto& e : n.versions.front().refs)
+              len.keys.push_back(e.rel.intKey ? record::Atom::integer(e.rel.index) : record::Atom::string(e.rel.name));
+          } else {
+            len.kind = K::Length;
+            len.i = int64_t(n.versions.front().refs.size());
+          }
+          addGuard(path, len);
+          break;
+        }
+        case NodeKind::Module:
+          if (path.steps.empty()) break;  // G(m) itself: a module does not change identity
+          c.kind = K::Identity;
+          c.s = std::string("module ") + PyModule_GetName(n.obj);
+          addGuard(path, c, n.obj);
+          break;
+        case NodeKind::Function:
+          c.kind = K::Identity;
+          c.s = qualifiedName(n.obj);
+          c.i = codeHash(n.obj);
+          addGuard(path, c, n.obj);
+          break;
+        case NodeKind::Object:
+          c.kind = K::Type;
+          c.s = typeName(Py_TYPE(n.obj));
+          addGuard(path, c, reinterpret_cast<PyObject*>(Py_TYPE(n.obj)));
+          break;
+      }
+    }
+    for (auto& [path, id] : entry_.aliases) {
+      record::Check c;
+      c.kind = K::Alias;
+      c.path = entry_.first[id];
+      addGuard(path, c);
+    }
+    std::set<std::string> seen;
+    for (auto& [id, rel] : m_.absences()) {
+      if (!entry_.first.count(id) || g_.node(id).refOf(rel, 0) != kNoNode) continue;
+      AccessPath path = extend(entry_.first[id], rel, call_.homeModule);
+      if (!seen.insert(record::toString(path)).second) continue;
+      record::Check c;
+      c.kind = K::Absent;
+      addGuard(path, c);
+    }
+    if (m_.readGradMode()) {
+      record::Check c;
+      c.kind = K::Equals;
+      c.atom = record::Atom::boolean(m_.gradModeAtEntry());
+      addGuard(AccessPath::runtime("grad_enabled"), c);
+    }
+  }
+
+  void graphInputs() {
+    auto& nodes = m_.ops().graph().nodes;
+    for (auto& [index, shadow] : m_.graphInputs()) {
+      auto it = entry_.first.find(shadow);
+      if (it == entry_.first.end())
+        throw Error("a tensor the graph reads is not part of the call's state (it was made outside the graph)");
+      record::Node& n = nodes[size_t(index)];
+      n.source = it->second;
+      const AccessPath& p = it->second;
+      if (isArgPath(p)) {
+        n.kind = record::NodeKind::Placeholder;
+        n.target = p.root == AccessPath::Root::Arg ? "arg" + std::to_string(p.index) : p.name;
+      } else {
+        n.kind = record::NodeKind::GetAttr;
+        // torch.fx names parameters by their dotted path under the root module.
+        std::string dotted;
+        bool plain = p.root == AccessPath::Root::Self;
+        for (auto& s : p.steps) {
+          if (s.kind != record::PathStep::Kind::Attr) plain = false;
+          dotted += (dotted.empty() ? "" : ".") + (s.kind == record::PathStep::Kind::Attr ? s.name : s.keyIsInt || s.kind == record::PathStep::Kind::Index ? std::to_string(s.index) : s.name);
+        }
+        n.target = plain ? dotted : record::toString(p);
+      }
+    }
+    for (auto& [index, tensor] : m_.constants()) nodes[size_t(index)].blob = blobs_.add(tensor);
+  }
+
+  // The mock's expression for node n as the run left it.
+  record::ValueExpr expr(NodeId id, int depth = 0) {
+    if (depth > 64) throw Error("a value the function returns or stores is nested too deeply (or cyclic)");
+    const ShadowNode& n = g_.node(id);
+    bool atEntry = entry_.first.count(id) > 0;
+    if (n.kind == NodeKind::Atom) {
+      if (n.dataDependent) throw Error("the function returns or stores a Python number computed from tensor contents");
+      return record::ValueExpr::constant(n.atom);
+    }
+    if (atEntry) return record::ValueExpr::read(entry_.first[id]);  // the same object, not a copy
+    switch (n.kind) {
+      case NodeKind::Tensor: {
+        int value = m_.ops().valueOf(tensorOf(n.obj));
+        if (value < 0) throw Error("the function returns or stores a tensor that no graph operation made");
+        auto it = std::find(outputs_.begin(), outputs_.end(), value);
+        if (it == outputs_.end()) it = outputs_.insert(outputs_.end(), value);
+        return record::ValueExpr::output(int64_t(it - outputs_.begin()));
+      }
+      case NodeKind::Tuple:
+      case NodeKind::List:
+      case NodeKind::Dict: {
+        if (n.kind == NodeKind::Tuple && !PyTuple_CheckExact(n.obj))
+          throw Error("the function returns or stores a new " + typeName(Py_TYPE(n.obj)) + ", which a record cannot rebuild yet");
+        if (n.kind == NodeKind::List && !PyList_CheckExact(n.obj))
+          throw Error("the function returns or stores a new " + typeName(Py_TYPE(n.obj)) + ", which a record cannot rebuild yet");
+        if (n.kind == NodeKind::Dict && !PyDict_CheckExact(n.obj))
+          throw Error("the function returns or stores a new " + typeName(Py_TYPE(n.obj)) + ", which a record cannot rebuild yet");
+        record::ValueExpr e;
+        e.kind = n.kind == NodeKind::Tuple ? record::ValueExpr::Kind::Tuple
+                 : n.kind == NodeKind::List ? record::ValueExpr::Kind::List : record::ValueExpr::Kind::Dict;
+        for (auto& edge : std::vector<Edge>(n.last().refs)) {
+          e.items.push_back(expr(edge.target, depth + 1));
+          if (n.kind == NodeKind::Dict)
+            e.keys.push_back(edge.rel.intKey ? record::Atom::integer(edge.rel.index) : record::Atom::string(edge.rel.name));
+        }
+        return e;
+      }
+      default:
+        throw Error("the function returns or stores a new " + typeName(Py_TYPE(n.obj)) + " object, which a record cannot rebuild");
+    }
+  }
+
+  static record::Atom keyAtom(const Relation& r) {
+    return r.intKey || r.kind == Relation::Kind::Index ? record::Atom::integer(r.index) : record::Atom::string(r.name);
+  }
+
+  void mock() {
+    auto& mock = out_.record.mock;
+    mock.result = expr(m_.resultNode());
+    // Entry nodes with more than one version were changed in place (Algorithm 1, lines 22-24).
+    for (NodeId id : entry_.order) {
+      const ShadowNode& n = g_.node(id);
+      if (n.versions.size() < 2 || n.kind == NodeKind::Tensor || n.kind == NodeKind::Atom) continue;
+      const AccessPath& path = entry_.first[id];
+      const auto& before = n.versions.front().refs;
+      const auto& after = n.versions.back().refs;
+      if (n.kind == NodeKind::List || n.kind == NodeKind::Dict) {
+        record::Effect e;
+        e.kind = record::Effect::Kind::Assign;
+        e.target = path;
+        e.value.kind = n.kind == NodeKind::List ? record::ValueExpr::Kind::List : record::ValueExpr::Kind::Dict;
+        bool same = before.size() == after.size();
+        for (size_t i = 0; i < after.size(); ++i) {
+          same = same && before[i].rel == after[i].rel && before[i].target == after[i].target;
+          e.value.items.push_back(expr(after[i].target));
+          if (n.kind == NodeKind::Dict) e.value.keys.push_back(keyAtom(after[i].rel));
+        }
+        if (!same) mock.effects.push_back(std::move(e));
+        continue;
+      }
+      // Objects, modules (globals), cells: attribute by attribute.
+      bool globals = n.kind == NodeKind::Module;
+      for (auto& edge : after) {
+        NodeId was = n.refOf(edge.rel, 0);
+        if (was == edge.target) continue;
+        record::Effect e;
+        e.kind = globals ? record::Effect::Kind::SetItem : record::Effect::Kind::SetAttr;
+        e.target = path;
+        if (globals) {
+          record::AccessPath p;
+          p.root = AccessPath::Root::Global;
+          p.name = g_.node(id).obj ? PyModule_GetName(g_.node(id).obj) : "";
+          if (p.name == call_.homeModule) p.name.clear();
+          e.target = p;
+          e.key = record::Atom::string(edge.rel.name);
+        } else {
+          e.name = edge.rel.name;
+        }
+        e.value = expr(edge.target);
+        mock.effects.push_back(std::move(e));
+      }
+      for (auto& edge : before) {
+        if (n.refOf(edge.rel, n.versions.size() - 1) != kNoNode) continue;
+        record::Effect e;
+        e.kind = globals ? record::Effect::Kind::DelItem : record::Effect::Kind::DelAttr;
+        e.target = path;
+        e.name = edge.rel.name;
+        e.key = record::Atom::string(edge.rel.name);
+        mock.effects.push_back(std::move(e));
+      }
+    }
+    // New values stored into state that were not at entry (Algorithm 1,
+    // lines 19-21) are reached through the writes above.
+  }
+
+  // Output node, then dead code elimination: keep what the outputs need and
+  // every operator that writes a tensor.
+  void finishGraph() {
+    record::Graph& graph = m_.ops().graph();
+    record::Node output;
+    output.kind = record::NodeKind::Output;
+    output.name = "output";
+    output.target = "output";
+    for (int v : outputs_) output.args.push_back(record::Arg::node(v));
+    std::vector<bool> live(graph.nodes.size(), false);
+    for (int v : outputs_) live[size_t(v)] = true;
+    for (size_t i = 0; i < graph.nodes.size(); ++i)
+      if (m_.ops().mutates(int(i))) live[i] = true;
+    for (size_t i = graph.nodes.size(); i-- > 0;) {
+      if (!live[i]) continue;
+      for (auto& a : graph.nodes[i].args) {
+        if (a.kind == record::Arg::Kind::Node) live[size_t(a.i)] = true;
+        if (a.kind == record::Arg::Kind::NodeList)
+          for (auto j : a.ints)
+            if (j >= 0) live[size_t(j)] = true;
+      }
+    }
+    // A kept getitem needs its source; a kept multi-output op keeps its getitems' numbering.
+    std::vector<int64_t> renumber(graph.nodes.size(), -1);
+    record::Graph out;
+    for (size_t i = 0; i < graph.nodes.size(); ++i) {
+      if (!live[i]) continue;
+      record::Node n = graph.nodes[i];
+      for (auto& a : n.args) {
+        if (a.kind == record::Arg::Kind::Node) a.i = renumber[size_t(a.i)];
+        if (a.kind == record::Arg::Kind::NodeList)
+          for (auto& j : a.ints)
+            if (j >= 0) j = renumber[size_t(j)];
+      }
+      renumber[i] = int64_t(out.nodes.size());
+      out.nodes.push_back(std::move(n));
+    }
+    for (auto& a : output.args) a.i = renumber[size_t(a.i)];
+    out.nodes.push_back(std::move(output));
+    nameInputs(out);
+    out_.record.graph = std::move(out);
+  }
+
+  // Inputs are named after what they read, as torch.fx names them:
+  // args[0] -> arg0, self.fc1.weight -> fc1_weight.
+  static void nameInputs(record::Graph& graph) {
+    std::set<std::string> taken;
+    for (auto& n : graph.nodes)
+      if (n.kind != record::NodeKind::Placeholder && n.kind != record::NodeKind::GetAttr) taken.insert(n.name);
+    for (auto& n : graph.nodes) {
+      if (n.kind != record::NodeKind::Placeholder && n.kind != record::NodeKind::GetAttr) continue;
+      std::string base;
+      for (char c : n.target) base += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+      if (base.empty() || std::isdigit(static_cast<unsigned char>(base[0]))) base = "_" + base;
+      std::string name = base;
+      for (int k = 1; taken.count(name); ++k) name = base + "_" + std::to_string(k);
+      taken.insert(name);
+      n.name = name;
+    }
+  }
+
+  // Which entry values the native state store needs: everything guarded
+  // and every graph input, rooted at self or a module's globals.
+  void statePaths() {
+    auto note = [&](const AccessPath& p) {
+      switch (p.root) {
+        case AccessPath::Root::Self: out_.selfPaths.insert(p.steps); break;
+        case AccessPath::Root::Global: out_.globalPaths[p.name.empty() ? call_.homeModule : p.name].insert(p.steps); break;
+        case AccessPath::Root::Arg: {
+          std::vector<record::PathStep> steps = p.steps;
+          out_.argPaths[size_t(p.index)].insert(steps);
+          break;
+        }
+        case AccessPath::Root::Kwarg: out_.kwargPaths[p.name].insert(p.steps); break;
+        case AccessPath::Root::Runtime: break;
+      }
+    };
+    for (auto& g : out_.record.guards)
+      if (g.check.kind != record::Check::Kind::Absent) note(g.path);
+    for (auto& n : out_.record.graph.nodes)
+      if (n.kind == record::NodeKind::Placeholder || n.kind == record::NodeKind::GetAttr)
+        if (n.blob < 0) note(n.source);
+  }
+
+  Monitor& m_;
+  RefGraph& g_;
+  const CallSpec& call_;
+  BlobPool& blobs_;
+  Paths entry_;
+  std::vector<int> outputs_;
+  BuiltRecord out_;
+};
+
+}  // namespace
+
+BuiltRecord buildRecord(Monitor& monitor, const CallSpec& call, BlobPool& blobs) {
+  return Builder(monitor, call, blobs).build();
+}
+
+BuiltRecord buildBreakRecord(const Monitor& monitor) {
+  BuiltRecord r;
+  r.record.breaks = monitor.breaks();
+  return r;
+}
+
+}  // namespace magpy::capture

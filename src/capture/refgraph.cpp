@@ -1,0 +1,229 @@
+#include "capture/refgraph.h"
+
+#include <algorithm>
+#include <deque>
+
+#include "capture/pyobjects.h"
+#include "magpy/support/error.h"
+
+namespace magpy::capture {
+
+record::AccessPath extend(const record::AccessPath& base, const Relation& r, const std::string& homeModule) {
+  switch (r.kind) {
+    case Relation::Kind::Self: return record::AccessPath::self();
+    case Relation::Kind::Arg: return record::AccessPath::arg(r.index);
+    case Relation::Kind::Kwarg: return record::AccessPath::kwarg(r.name);
+    case Relation::Kind::Module: {
+      record::AccessPath p;
+      p.root = record::AccessPath::Root::Global;
+      p.name = r.name == homeModule ? "" : r.name;
+      return p;
+    }
+    case Relation::Kind::Attr:
+      // A module's attributes are its globals: G(m)['x'], not G(m).x.
+      if (base.root == record::AccessPath::Root::Global && base.steps.empty()) return base.key(r.name);
+      return base.attr(r.name);
+    case Relation::Kind::Index: return base.item(r.index);
+    case Relation::Kind::Key: return r.intKey ? base.intKey(r.index) : base.key(r.name);
+  }
+  return base;
+}
+
+NodeId ShadowNode::refOf(const Relation& r, size_t version) const {
+  for (auto& e : versions[version].refs)
+    if (e.rel == r) return e.target;
+  return kNoNode;
+}
+
+RefGraph::RefGraph() {
+  add(NodeKind::Object, nullptr);  // node 0: the external state
+  nodes_[0].external = true;
+}
+
+RefGraph::~RefGraph() {
+  for (auto& n : nodes_) Py_XDECREF(n.obj);
+}
+
+NodeKind RefGraph::classify(PyObject* o) {
+  if (capture::isAtom(o)) return NodeKind::Atom;
+  if (isTensor(o)) return NodeKind::Tensor;
+  if (PyTuple_Check(o)) return NodeKind::Tuple;
+  if (PyList_Check(o)) return NodeKind::List;
+  if (PyDict_Check(o)) {
+    // Dicts whose keys are not str/int cannot be named by access paths.
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(o, &pos, &k, &v))
+      if (!PyUnicode_CheckExact(k) && !PyLong_CheckExact(k)) return NodeKind::Object;
+    return NodeKind::Dict;
+  }
+  if (PyModule_Check(o)) return NodeKind::Module;
+  if (PyFunction_Check(o) || PyCFunction_Check(o) || PyType_Check(o) ||
+      Py_TYPE(o) == &PyMethodDescr_Type || Py_TYPE(o) == &PyWrapperDescr_Type ||
+      Py_TYPE(o) == &PyClassMethodDescr_Type)
+    return NodeKind::Function;
+  return NodeKind::Object;
+}
+
+bool RefGraph::isAtom(PyObject* o) { return capture::isAtom(o); }
+
+NodeId RefGraph::add(NodeKind kind, PyObject* obj) {
+  ShadowNode n;
+  n.id = NodeId(nodes_.size());
+  n.kind = kind;
+  n.obj = obj;
+  Py_XINCREF(obj);
+  if (kind == NodeKind::Atom) n.atom = *atomOf(obj);
+  nodes_.push_back(std::move(n));
+  if (obj && kind != NodeKind::Atom) byObject_[obj] = nodes_.back().id;
+  return nodes_.back().id;
+}
+
+NodeId RefGraph::find(PyObject* obj) const {
+  auto it = byObject_.find(obj);
+  return it == byObject_.end() ? kNoNode : it->second;
+}
+
+NodeId RefGraph::nodeFor(PyObject* obj) {
+  NodeKind kind = classify(obj);
+  if (kind == NodeKind::Atom) {
+    if (!atomOf(obj)) kind = NodeKind::Object;  // an int beyond int64: treat as an object
+    else return add(kind, obj);
+  }
+  if (NodeId id = find(obj); id != kNoNode) return id;
+  NodeId id = add(kind, obj);
+  if (kind == NodeKind::Module) {
+    // A module is global state: reachable from node 0 by its name, so that
+    // its attributes are named G(module)['x'] however it was reached.
+    const char* name = PyModule_GetName(obj);
+    if (name) {
+      for (auto& v : nodes_[0].versions) v.refs.push_back({{Relation::Kind::Module, name, 0, false}, id});
+      node(id).external = true;
+    } else {
+      PyErr_Clear();
+    }
+  }
+  observeElements(id);
+  return id;
+}
+
+void RefGraph::observeElements(NodeId id) {
+  PyObject* o = node(id).obj;
+  NodeKind kind = node(id).kind;
+  std::vector<Edge> refs;
+  auto previous = [&](const Relation& r) { return node(id).refOf(r, node(id).versions.size() - 1); };
+  // An element that is the same value as before keeps its node (and so its
+  // provenance); a new value gets a node of its own.
+  auto element = [&](const Relation& r, PyObject* value) {
+    NodeId old = previous(r);
+    if (old != kNoNode) {
+      const ShadowNode& n = node(old);
+      if (n.kind == NodeKind::Atom ? (atomOf(value) && *atomOf(value) == n.atom && classify(value) == NodeKind::Atom)
+                                   : n.obj == value)
+        return old;
+    }
+    return nodeFor(value);
+  };
+  if (kind == NodeKind::Tuple || kind == NodeKind::List) {
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      Relation r = Relation::at(i);
+      refs.push_back({r, element(r, PySequence_Fast_GET_ITEM(o, i))});
+    }
+  } else if (kind == NodeKind::Dict) {
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(o, &pos, &k, &v)) {
+      Relation r = PyUnicode_CheckExact(k) ? Relation::key(PyUnicode_AsUTF8(k)) : Relation::intKeyOf(PyLong_AsLongLong(k));
+      refs.push_back({r, element(r, v)});
+    }
+  } else {
+    return;
+  }
+  node(id).versions.back().refs = std::move(refs);
+}
+
+NodeId RefGraph::read(NodeId source, const Relation& rel, PyObject* target) {
+  ShadowNode& s = node(source);
+  NodeId existing = s.refOf(rel, s.versions.size() - 1);
+  if (existing != kNoNode) {
+    const ShadowNode& t = node(existing);
+    bool same = t.kind == NodeKind::Atom ? (classify(target) == NodeKind::Atom && *atomOf(target) == t.atom)
+                                         : t.obj == target;
+    if (same) return existing;
+  }
+  NodeId t = nodeFor(target);
+  ShadowNode& src = node(source);  // nodeFor may have grown the node table
+  if (existing == kNoNode) {
+    if (src.external || source == kExternal) markExternal(t);
+    // The reference was there from the start: reading it is a read of the
+    // state the call began with.
+    for (auto& v : src.versions)
+      if (v.refs.end() == std::find_if(v.refs.begin(), v.refs.end(), [&](const Edge& e) { return e.rel == rel; }))
+        v.refs.push_back({rel, t});
+  } else {
+    // The value changed behind our back (computed attribute, native code):
+    // it says nothing about the entry state.
+    for (auto& e : src.versions.back().refs)
+      if (e.rel == rel) e.target = t;
+  }
+  return t;
+}
+
+void RefGraph::markExternal(NodeId id) {
+  if (node(id).external) return;
+  node(id).external = true;
+  NodeKind k = node(id).kind;
+  if (k == NodeKind::Tuple || k == NodeKind::List || k == NodeKind::Dict)
+    for (auto& e : std::vector<Edge>(node(id).versions.front().refs)) markExternal(e.target);
+}
+
+void RefGraph::write(NodeId source, const Relation& rel, NodeId target) {
+  ShadowNode& s = node(source);
+  ShadowVersion v = s.versions.back();
+  v.graphValue = -1;
+  bool replaced = false;
+  for (auto& e : v.refs)
+    if (e.rel == rel) {
+      e.target = target;
+      replaced = true;
+    }
+  if (!replaced) v.refs.push_back({rel, target});
+  s.versions.push_back(std::move(v));
+}
+
+void RefGraph::remove(NodeId source, const Relation& rel) {
+  ShadowNode& s = node(source);
+  ShadowVersion v = s.versions.back();
+  v.refs.erase(std::remove_if(v.refs.begin(), v.refs.end(), [&](const Edge& e) { return e.rel == rel; }), v.refs.end());
+  s.versions.push_back(std::move(v));
+}
+
+void RefGraph::changedInPlace(NodeId id) {
+  ShadowNode& s = node(id);
+  s.versions.push_back(s.versions.back());
+  s.versions.back().graphValue = -1;
+  observeElements(id);
+}
+
+std::vector<NodeId> RefGraph::search(bool lastVersion) const {
+  std::vector<NodeId> result{kExternal};
+  std::vector<bool> seen(nodes_.size(), false);
+  seen[0] = true;
+  std::deque<NodeId> queue{kExternal};
+  while (!queue.empty()) {
+    NodeId cur = queue.front();
+    queue.pop_front();
+    const ShadowNode& n = node(cur);
+    const ShadowVersion& v = lastVersion ? n.versions.back() : n.versions.front();
+    for (auto& e : v.refs) {
+      if (seen[size_t(e.target)]) continue;
+      seen[size_t(e.target)] = true;
+      result.push_back(e.target);
+      queue.push_back(e.target);
+    }
+  }
+  return result;
+}
+
+}  // namespace magpy::capture

@@ -1,0 +1,133 @@
+// RefGraph (MagPy paper, section 4): one ShadowNode per runtime value the
+// interpreter touched, versions for in-place updates, and reference edges
+// (container -> element, object -> attribute) per version. Node 0 is the
+// external state: its edges are the call's arguments, `self`, and the
+// globals of every module the run read.
+//
+// Identity: mutable objects (lists, dicts, tensors, modules, ...) are keyed
+// by object identity, so aliasing is visible. Immutable scalars (ints,
+// floats, bools, None, strings) are NOT: CPython shares them, so a node for
+// one is created per production (an edge read, a constant, a result), which
+// keeps their provenance exact.
+#pragma once
+
+#include <Python.h>
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "magpy/record/path.h"
+#include "magpy/record/value.h"
+
+namespace magpy::capture {
+
+using NodeId = int32_t;
+constexpr NodeId kExternal = 0;
+constexpr NodeId kNoNode = -1;
+
+// What an edge means: how the target is reached from the source.
+struct Relation {
+  enum class Kind : uint8_t {
+    Self, Arg, Kwarg, Module,  // from node 0: the roots of access paths
+    Attr, Index, Key,          // attribute, sequence position, dict key
+  };
+  Kind kind = Kind::Attr;
+  std::string name;  // Kwarg, Module (module name), Attr, string Key
+  int64_t index = 0; // Arg, Index, integer Key
+  bool intKey = false;
+
+  static Relation attr(std::string n) { return {Kind::Attr, std::move(n), 0, false}; }
+  static Relation at(int64_t i) { return {Kind::Index, {}, i, false}; }
+  static Relation key(std::string k) { return {Kind::Key, std::move(k), 0, false}; }
+  static Relation intKeyOf(int64_t k) { return {Kind::Key, {}, k, true}; }
+  bool operator==(const Relation& o) const {
+    return kind == o.kind && name == o.name && index == o.index && intKey == o.intKey;
+  }
+};
+
+// Extends an access path by one relation (roots for edges out of node 0).
+record::AccessPath extend(const record::AccessPath& base, const Relation& r, const std::string& homeModule);
+
+struct Edge {
+  Relation rel;
+  NodeId target;
+};
+
+enum class NodeKind : uint8_t {
+  Atom,      // immutable scalar: value in `atom`
+  Tensor,
+  Tuple, List, Dict,
+  Module,    // a Python module: its attributes are the module's globals
+  Function,  // Python function, builtin, method descriptor, class: guarded by identity
+  Object,    // anything else: guarded by type, attributes read lazily
+};
+
+struct ShadowVersion {
+  std::vector<Edge> refs;
+  int graphValue = -1;  // Tensor: the operator-graph value holding this version
+};
+
+struct ShadowNode {
+  NodeId id = kNoNode;
+  NodeKind kind = NodeKind::Object;
+  PyObject* obj = nullptr;   // strong reference, kept for the whole run
+  record::Atom atom;          // Atom nodes: the value
+  std::vector<ShadowVersion> versions{ShadowVersion{}};
+  bool dataDependent = false; // derived from tensor contents (e.g. .item()): not a constant
+  bool external = false;      // part of the state the call began with (reached from node 0)
+
+  const ShadowVersion& last() const { return versions.back(); }
+  NodeId refOf(const Relation& r, size_t version) const;  // kNoNode if absent
+};
+
+class RefGraph {
+ public:
+  RefGraph();
+  ~RefGraph();
+  RefGraph(const RefGraph&) = delete;
+  RefGraph& operator=(const RefGraph&) = delete;
+
+  ShadowNode& node(NodeId id) { return nodes_[size_t(id)]; }
+  const ShadowNode& node(NodeId id) const { return nodes_[size_t(id)]; }
+  size_t size() const { return nodes_.size(); }
+
+  // The node of an identity-keyed object, if it has one.
+  NodeId find(PyObject* obj) const;
+  // A new node for obj (an Atom node for scalars; the existing node for an
+  // identity-keyed object that already has one). Containers get edges to
+  // their elements right away: their elements can be read implicitly
+  // (iteration, len, unpacking) so they are part of what is read.
+  NodeId nodeFor(PyObject* obj);
+
+  // Reading `target` through `rel` of `source`: reuses the edge's node when
+  // the edge exists and still leads to this value; otherwise records the
+  // edge on every version of source (the reference existed from the start).
+  NodeId read(NodeId source, const Relation& rel, PyObject* target);
+
+  // A write: a new version of source whose edge `rel` leads to target.
+  void write(NodeId source, const Relation& rel, NodeId target);
+  void remove(NodeId source, const Relation& rel);
+
+  // The object changed in a way we saw only from outside (an annotated
+  // in-place call): a new version, with container elements observed anew.
+  void changedInPlace(NodeId id);
+
+  // Algorithm 1 of the paper: nodes reachable from node 0 through the edges
+  // of the first (version 0) or last (version -1) version of each node.
+  std::vector<NodeId> search(bool lastVersion) const;
+
+  static NodeKind classify(PyObject* obj);
+  static bool isAtom(PyObject* obj);
+
+ private:
+  void observeElements(NodeId id);
+  void markExternal(NodeId id);
+  NodeId add(NodeKind kind, PyObject* obj);
+
+  std::vector<ShadowNode> nodes_;
+  std::unordered_map<PyObject*, NodeId> byObject_;
+};
+
+}  // namespace magpy::capture
