@@ -33,6 +33,8 @@ int replayLog(Session& session, const Options& opt) {
     const auto& fn = file.functions[logged.function];
     std::cout << "call " << i << "  " << fn.name << "  ";
     magpy::replay::CallOutcome out;
+    if (!logged.updates.empty()) std::cout << "(" << logged.updates.size() << " state changes made by the script applied first) ";
+    session.applyLoggedUpdates(i);
     try {
       out = session.call(logged.function, session.loggedArgs(i), session.loggedKwargs(i));
     } catch (const magpy::replay::NoMatchingRecord& e) {

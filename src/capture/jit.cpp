@@ -4,6 +4,7 @@
 
 #include <iostream>
 #include <map>
+#include <set>
 
 #include "capture/live.h"
 #include "capture/monitor.h"
@@ -124,6 +125,7 @@ struct Session::Impl {
     std::map<std::string, PathTrie> kwargs;
   };
   struct Function {
+    std::set<record::AccessPath> statePaths;  // self- and module-rooted paths its records read
     std::string name;
     PyRef target;
     CallSpec shape;  // self, function, selfIsFirstArg, homeModule (args per call)
@@ -139,6 +141,74 @@ struct Session::Impl {
   std::map<std::string, record::Value> globals;
   BlobPool blobs;
   std::vector<record::LoggedCall> log;
+
+  // What each known state path held when the last logged call returned;
+  // a difference at the next call's entry is a change the script made.
+  struct Seen {
+    bool exists = false;
+    PyObject* object = nullptr;  // identity (not owned: compared, never used)
+    int64_t version = -1;        // tensors: the in-place version counter
+    record::Atom atom;
+    bool operator==(const Seen& o) const {
+      return exists == o.exists && object == o.object && version == o.version && atom == o.atom;
+    }
+  };
+  std::map<std::pair<int, record::AccessPath>, Seen> lastExit;
+
+  // Module-rooted paths are shared: they belong to no function (-1) and name
+  // their module explicitly.
+  std::pair<int, record::AccessPath> stateKey(size_t f, record::AccessPath p) const {
+    if (p.root != record::AccessPath::Root::Global) return {int(f), p};
+    if (p.name.empty()) p.name = functions[f].shape.homeModule;
+    return {-1, p};
+  }
+
+  Seen observe(const record::AccessPath& path, const LiveRoots& roots) {
+    Seen s;
+    PyRef v = resolveLive(path, roots);
+    if (!v) return s;
+    s.exists = true;
+    if (auto a = atomOf(v.get())) {
+      s.atom = *a;
+    } else {
+      s.object = v.get();
+      if (isTensor(v.get())) s.version = int64_t(tensorOf(v.get()).unsafeGetTensorImpl()->version_counter().current_version());
+    }
+    return s;
+  }
+
+  std::vector<record::StateUpdate> changesBefore(size_t f) {
+    std::vector<record::StateUpdate> out;
+    const Function& fn = functions[f];
+    LiveRoots roots{fn.shape.self, nullptr, nullptr, fn.shape.homeModule};
+    for (auto& path : fn.statePaths) {
+      auto key = stateKey(f, path);
+      auto it = lastExit.find(key);
+      if (it == lastExit.end() || observe(key.second, roots) == it->second) continue;
+      PyRef v = resolveLive(key.second, roots);
+      if (!v) continue;  // removed: the record's guards will notice
+      record::StateUpdate u;
+      u.function = key.first;
+      u.path = key.second;
+      PathTrie below;
+      for (auto& other : fn.statePaths)
+        if (path.isPrefixOf(other) && other.steps.size() > path.steps.size())
+          below.insert(std::vector<record::PathStep>(other.steps.begin() + long(path.steps.size()), other.steps.end()));
+      u.value = snapshot(v.get(), below, blobs);
+      out.push_back(std::move(u));
+    }
+    return out;
+  }
+
+  void noteExit() {
+    for (size_t f = 0; f < functions.size(); ++f) {
+      LiveRoots roots{functions[f].shape.self, nullptr, nullptr, functions[f].shape.homeModule};
+      for (auto& path : functions[f].statePaths) {
+        auto key = stateKey(f, path);
+        lastExit[key] = observe(key.second, roots);
+      }
+    }
+  }
 
   void noteState(Function& fn, const BuiltRecord& built, const Monitor& m) {
     ContentLookup content = [&](const at::Tensor& t) { return m.entryContent(t); };
@@ -276,7 +346,10 @@ PyObject* Session::call(size_t index, PyObject* args, PyObject* kwargs) {
   record::LoggedCall entry;
   entry.function = uint32_t(index);
   try {
-    if (logged) entry.args = s.snapshotArgs(fn, args, kwargs, &entry.kwargs);
+    if (logged) {
+      entry.updates = s.changesBefore(index);
+      entry.args = s.snapshotArgs(fn, args, kwargs, &entry.kwargs);
+    }
   } catch (const Error& e) {
     PyErr_Format(PyExc_RuntimeError, "magpy: cannot log the call's inputs: %s", e.what());
     return nullptr;
@@ -364,6 +437,10 @@ PyObject* Session::call(size_t index, PyObject* args, PyObject* kwargs) {
       return nullptr;
     }
     created.guards = std::make_unique<LiveGuards>(built.record.guards, built.expected);
+    for (auto& g : built.record.guards)
+      if (g.check.kind != record::Check::Kind::Absent &&
+          (g.path.root == record::AccessPath::Root::Self || g.path.root == record::AccessPath::Root::Global))
+        fn.statePaths.insert(g.path);
     created.args = built.argPaths;
     created.kwargs = built.kwargPaths;
     created.record = std::move(built.record);
@@ -388,6 +465,7 @@ PyObject* Session::call(size_t index, PyObject* args, PyObject* kwargs) {
       return nullptr;
     }
     s.log.push_back(std::move(entry));
+    s.noteExit();
   }
   return result.release();
 }

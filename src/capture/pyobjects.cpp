@@ -1,6 +1,8 @@
 #include "capture/pyobjects.h"
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "magpy/support/error.h"
 #include "magpy/support/hash.h"
@@ -156,16 +158,52 @@ std::string qualifiedName(PyObject* c) {
   return canonical(module.empty() ? qual : module + "." + qual);
 }
 
-int64_t codeHash(PyObject* function) {
-  if (!PyFunction_Check(function)) return 0;
-  auto* code = reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(function));
-  Hasher h;
+namespace {
+
+// A hash of a constant that does not depend on addresses or on the
+// process's string-hash seed: code objects recurse, sets are sorted.
+void hashConstant(Hasher& h, PyObject* c);
+
+void hashCode(Hasher& h, PyCodeObject* code) {
   PyRef bytes = PyRef::steal(PyCode_GetCode(code));
   if (bytes && PyBytes_Check(bytes.get())) h.bytes(PyBytes_AS_STRING(bytes.get()), size_t(PyBytes_GET_SIZE(bytes.get())));
-  else PyErr_Clear();
-  PyRef consts = PyRef::steal(PyObject_Repr(code->co_consts));
-  h.text(str(consts.get()));
-  if (PyErr_Occurred()) PyErr_Clear();
+  PyErr_Clear();
+  PyRef consts = PyRef::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(code), "co_consts"));
+  PyRef names = PyRef::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(code), "co_names"));
+  PyErr_Clear();
+  if (consts) hashConstant(h, consts.get());
+  if (names) hashConstant(h, names.get());
+}
+
+void hashConstant(Hasher& h, PyObject* c) {
+  if (PyCode_Check(c)) {
+    h.text("code");
+    hashCode(h, reinterpret_cast<PyCodeObject*>(c));
+  } else if (PyTuple_Check(c)) {
+    h.text("tuple").u64(uint64_t(PyTuple_GET_SIZE(c)));
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(c); ++i) hashConstant(h, PyTuple_GET_ITEM(c, i));
+  } else if (PyFrozenSet_Check(c)) {
+    std::vector<std::string> items;
+    PyRef it = PyRef::steal(PyObject_GetIter(c));
+    while (PyObject* x = it ? PyIter_Next(it.get()) : nullptr) {
+      items.push_back(safeRepr(x));
+      Py_DECREF(x);
+    }
+    std::sort(items.begin(), items.end());
+    h.text("frozenset");
+    for (auto& s : items) h.text(s);
+  } else {
+    h.text(safeRepr(c));
+  }
+  PyErr_Clear();
+}
+
+}  // namespace
+
+int64_t codeHash(PyObject* function) {
+  if (!PyFunction_Check(function)) return 0;
+  Hasher h;
+  hashCode(h, reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(function)));
   return int64_t(h.digest() & 0x7fffffffffffffffULL);
 }
 

@@ -166,12 +166,26 @@ class Builder {
         n.target = p.root == AccessPath::Root::Arg ? "arg" + std::to_string(p.index) : p.name;
       } else {
         n.kind = record::NodeKind::GetAttr;
-        // torch.fx names parameters by their dotted path under the root module.
+        // torch.fx names parameters by their dotted path under the root
+        // module ("blocks.0.weight"); the containers nn.Module keeps them in
+        // (_modules, _parameters, _buffers) are not part of that name.
         std::string dotted;
         bool plain = p.root == AccessPath::Root::Self;
-        for (auto& s : p.steps) {
-          if (s.kind != record::PathStep::Kind::Attr) plain = false;
-          dotted += (dotted.empty() ? "" : ".") + (s.kind == record::PathStep::Kind::Attr ? s.name : s.keyIsInt || s.kind == record::PathStep::Kind::Index ? std::to_string(s.index) : s.name);
+        for (size_t k = 0; k < p.steps.size(); ++k) {
+          const record::PathStep& s = p.steps[k];
+          bool holder = s.kind == record::PathStep::Kind::Attr && k + 1 < p.steps.size() &&
+                        p.steps[k + 1].kind == record::PathStep::Kind::Key &&
+                        (s.name == "_modules" || s.name == "_parameters" || s.name == "_buffers");
+          if (holder) continue;
+          std::string part = s.kind == record::PathStep::Kind::Attr || (s.kind == record::PathStep::Kind::Key && !s.keyIsInt)
+                                 ? s.name
+                                 : std::to_string(s.index);
+          if (s.kind == record::PathStep::Kind::Key && !(k > 0 && p.steps[k - 1].kind == record::PathStep::Kind::Attr &&
+                                                         (p.steps[k - 1].name == "_modules" || p.steps[k - 1].name == "_parameters" ||
+                                                          p.steps[k - 1].name == "_buffers")))
+            plain = false;
+          if (s.kind == record::PathStep::Kind::Index) plain = false;
+          dotted += (dotted.empty() ? "" : ".") + part;
         }
         n.target = plain ? dotted : record::toString(p);
       }

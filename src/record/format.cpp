@@ -299,6 +299,13 @@ template <class Ar> void io(Ar& ar, RecordFile& f) {
     io(ar, c.args);
     io(ar, c.kwargs);
     io(ar, c.result);
+    ioVec(ar, "updates", c.updates, [&](StateUpdate& u) {
+      int64_t fn = u.function;
+      ar.zigzag(fn);
+      u.function = int32_t(fn);
+      io(ar, u.path);
+      io(ar, u.value);
+    });
   });
   ioVec(ar, "blobs", f.blobs, [&](TensorBlob& b) {
     ar.str(b.dtype);
@@ -344,6 +351,7 @@ void validate(const RecordFile& f, const std::string& origin) {
       auto& nodes = fn.records[ri].graph.nodes;
       std::string at = "function " + fn.name + " record " + std::to_string(ri);
       for (size_t ni = 0; ni < nodes.size(); ++ni) {
+        if (nodes[ni].blob >= int64_t(f.blobs.size())) bad(at + ": node " + nodes[ni].name + " refers to a missing blob");
         for (auto& a : nodes[ni].args) {
           if (a.kind == Arg::Kind::Node && (a.i < 0 || size_t(a.i) >= ni)) bad(at + ": node " + nodes[ni].name + " uses a value that is not defined before it");
           if (a.kind == Arg::Kind::NodeList)
@@ -360,6 +368,10 @@ void validate(const RecordFile& f, const std::string& origin) {
     checkValue(checkValue, c.args);
     checkValue(checkValue, c.kwargs);
     checkValue(checkValue, c.result);
+    for (auto& u : c.updates) {
+      if (u.function >= int32_t(f.functions.size())) bad("a state update names missing function " + std::to_string(u.function));
+      checkValue(checkValue, u.value);
+    }
   }
 }
 

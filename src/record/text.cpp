@@ -159,6 +159,10 @@ std::string printCanonical(const RecordFile& f) {
     out << " call " << i << ": " << f.functions[c.function].name << ", "
         << (c.record < 0 ? std::string("eager") : "record " + std::to_string(c.record))
         << (c.monitored ? ", monitored" : ", replayed") << "\n";
+    for (auto& u : c.updates) {
+      std::string owner = u.function >= 0 && uint32_t(u.function) != c.function ? f.functions[size_t(u.function)].name + ": " : "";
+      flatten(u.value, "changed before the call: " + owner + toString(u.path), f, out, 2);
+    }
     flatten(c.args, "args", f, out, 2);
     flatten(c.kwargs, "kwargs", f, out, 2);
     flatten(c.result, "result", f, out, 2);

@@ -16,12 +16,40 @@ NoMatchingRecord::NoMatchingRecord(const std::string& function, std::vector<Guar
       }()),
       misses_(std::move(misses)) {}
 
+namespace {
+
+bool readsArguments(const record::AccessPath& p) {
+  using R = record::AccessPath::Root;
+  return p.root == R::Arg || p.root == R::Kwarg || p.root == R::Runtime;
+}
+
+// A record's guards, split by what they read: the call's arguments (checked
+// on every call) or only the session's state (checked again only after the
+// state changed, since nothing else can change it).
+struct GuardSet {
+  std::vector<record::Guard> perCall;
+  std::vector<record::Guard> onState;
+  uint64_t checkedAt = UINT64_MAX;
+  std::optional<GuardMiss> stateMiss;
+
+  explicit GuardSet(const std::vector<record::Guard>& guards) {
+    for (auto& g : guards) {
+      bool perCallGuard = readsArguments(g.path) || (g.check.kind == record::Check::Kind::Alias && readsArguments(g.check.path));
+      (perCallGuard ? perCall : onState).push_back(g);
+    }
+  }
+};
+
+}  // namespace
+
 struct Session::Impl {
   record::RecordFile file;
   std::vector<Value> selves;
   Globals globals;
   // plans[f][r]; null for records that cannot run natively (graph breaks)
   std::vector<std::vector<std::unique_ptr<Plan>>> plans;
+  std::vector<std::vector<GuardSet>> guards;
+  uint64_t stateVersion = 0;  // bumped whenever state may have changed
 
   CallState stateFor(size_t f, std::vector<Value> args, Value kwargs) {
     CallState s;
@@ -33,12 +61,18 @@ struct Session::Impl {
     return s;
   }
 
-  std::optional<GuardMiss> missFor(size_t f, size_t r, const CallState& state) const {
+  std::optional<GuardMiss> missFor(size_t f, size_t r, const CallState& state) {
     const record::Record& rec = file.functions[f].records[r];
     if (!plans[f][r])
       return GuardMiss{"(record)", "no graph breaks", std::to_string(rec.breaks.size()) + " graph breaks, which need Python: " +
                                                          record::toString(rec.breaks.front())};
-    return firstFailingGuard(rec.guards, state);
+    GuardSet& g = guards[f][r];
+    if (g.checkedAt != stateVersion) {
+      g.stateMiss = firstFailingGuard(g.onState, state);
+      g.checkedAt = stateVersion;
+    }
+    if (g.stateMiss) return g.stateMiss;
+    return firstFailingGuard(g.perCall, state);
   }
 };
 
@@ -48,8 +82,13 @@ Session::Session(record::RecordFile file) : impl_(std::make_unique<Impl>()) {
   for (auto& fn : f.functions) {
     impl_->selves.push_back(materialize(fn.self, f));
     std::vector<std::unique_ptr<Plan>> plans;
-    for (auto& r : fn.records) plans.push_back(r.breaks.empty() ? std::make_unique<Plan>(r.graph, f.blobs) : nullptr);
+    std::vector<GuardSet> guards;
+    for (auto& r : fn.records) {
+      plans.push_back(r.breaks.empty() ? std::make_unique<Plan>(r.graph, f.blobs) : nullptr);
+      guards.emplace_back(r.guards);
+    }
     impl_->plans.push_back(std::move(plans));
+    impl_->guards.push_back(std::move(guards));
   }
   for (auto& m : f.globals) impl_->globals.modules[m.module] = materialize(m.globals, f);
 }
@@ -91,14 +130,16 @@ CallOutcome Session::call(size_t function, std::vector<Value> args, Value kwargs
     // Native replay never builds autograd graphs.
     c10::InferenceMode inference;
     auto outputs = p.plans[function][r]->run(state);
-    Value result = applyMock(p.file.functions[function].records[r].mock, outputs, state);
+    const record::MockSpec& mock = p.file.functions[function].records[r].mock;
+    Value result = applyMock(mock, outputs, state);
+    if (!mock.effects.empty()) ++p.stateVersion;
     return {std::move(result), r};
   }
   throw NoMatchingRecord(p.file.functions[function].name, std::move(misses));
 }
 
 std::vector<std::optional<GuardMiss>> Session::explain(size_t function, const std::vector<Value>& args,
-                                                       const Value& kwargs) const {
+                                                       const Value& kwargs) {
   Impl& p = *impl_;
   CallState state = p.stateFor(function, args, kwargs);
   std::vector<std::optional<GuardMiss>> out;
@@ -106,8 +147,25 @@ std::vector<std::optional<GuardMiss>> Session::explain(size_t function, const st
   return out;
 }
 
-Value& Session::self(size_t function) { return impl_->selves.at(function); }
-Globals& Session::globals() { return impl_->globals; }
+void Session::applyLoggedUpdates(size_t call) {
+  Impl& p = *impl_;
+  for (auto& u : p.file.calls.at(call).updates) {
+    size_t f = u.function >= 0 ? size_t(u.function) : p.file.calls[call].function;
+    CallState state = p.stateFor(f, {}, Value::dict({}, {}));
+    assign(u.path, materialize(u.value, p.file), state);
+    ++p.stateVersion;
+  }
+}
+
+// Callers may change what they get: guards on state are checked afresh.
+Value& Session::self(size_t function) {
+  ++impl_->stateVersion;
+  return impl_->selves.at(function);
+}
+Globals& Session::globals() {
+  ++impl_->stateVersion;
+  return impl_->globals;
+}
 
 std::vector<Value> Session::loggedArgs(size_t call) const {
   Value args = materialize(impl_->file.calls.at(call).args, impl_->file);

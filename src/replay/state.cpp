@@ -52,40 +52,67 @@ Value resolve(const record::AccessPath& path, const CallState& state) {
       if (path.name == "grad_enabled") return Value::ofAtom(record::Atom::boolean(state.grad_enabled));
       throw Error(record::toString(path) + ": unknown runtime state");
   }
-  record::AccessPath walked = path;
-  walked.steps.clear();
-  for (auto& step : path.steps) {
-    std::string here = record::toString(walked);
-    walked.steps.push_back(step);
-    auto missing = [&](const std::string& why) { return Error(record::toString(walked) + " does not exist: " + why); };
+  // Messages are built only on failure: resolve() is on the per-call path.
+  auto missing = [&](size_t upto, const std::string& why) {
+    record::AccessPath walked = path;
+    walked.steps.resize(upto + 1);
+    record::AccessPath before = path;
+    before.steps.resize(upto);
+    return Error(record::toString(walked) + " does not exist: " + record::toString(before) + why);
+  };
+  for (size_t k = 0; k < path.steps.size(); ++k) {
+    const record::PathStep& step = path.steps[k];
     switch (step.kind) {
       case record::PathStep::Kind::Attr: {
         if (cur.kind != Value::Kind::Object && cur.kind != Value::Kind::Opaque)
-          throw missing(here + " is " + describe(cur) + ", which has no attributes");
+          throw missing(k, " is " + describe(cur) + ", which has no attributes");
         Value* v = cur.heap->attr(step.name);
-        if (!v) throw missing(here + " has no attribute '" + step.name + "'");
-        cur = *v;
+        if (!v) throw missing(k, " has no attribute '" + step.name + "'");
+        cur = Value(*v);
         break;
       }
       case record::PathStep::Kind::Index: {
         if (cur.kind != Value::Kind::List && cur.kind != Value::Kind::Tuple)
-          throw missing(here + " is " + describe(cur) + ", not a list or tuple");
+          throw missing(k, " is " + describe(cur) + ", not a list or tuple");
         auto& items = cur.heap->items;
         int64_t i = step.index < 0 ? step.index + int64_t(items.size()) : step.index;
-        if (i < 0 || size_t(i) >= items.size()) throw missing(here + " has " + std::to_string(items.size()) + " elements");
+        if (i < 0 || size_t(i) >= items.size()) throw missing(k, " has " + std::to_string(items.size()) + " elements");
         cur = Value(items[size_t(i)]);
         break;
       }
       case record::PathStep::Kind::Key: {
-        if (cur.kind != Value::Kind::Dict) throw missing(here + " is " + describe(cur) + ", not a dict");
+        if (cur.kind != Value::Kind::Dict) throw missing(k, " is " + describe(cur) + ", not a dict");
         Value* v = cur.heap->item(keyAtom(step));
-        if (!v) throw missing(here + " has no key " + record::toString(keyAtom(step)));
-        cur = *v;
+        if (!v) throw missing(k, " has no key " + record::toString(keyAtom(step)));
+        cur = Value(*v);
         break;
       }
     }
   }
   return cur;
+}
+
+void assign(const record::AccessPath& path, Value value, const CallState& state) {
+  if (path.steps.empty()) throw Error("cannot replace the root " + record::toString(path));
+  record::AccessPath parentPath = path;
+  parentPath.steps.pop_back();
+  Value parent = resolve(parentPath, state);
+  const record::PathStep& last = path.steps.back();
+  switch (last.kind) {
+    case record::PathStep::Kind::Attr:
+      if (parent.kind != Value::Kind::Object && parent.kind != Value::Kind::Opaque) break;
+      parent.heap->setAttr(last.name, std::move(value));
+      return;
+    case record::PathStep::Kind::Key:
+      if (parent.kind != Value::Kind::Dict) break;
+      parent.heap->setItem(last.keyIsInt ? record::Atom::integer(last.index) : record::Atom::string(last.name), std::move(value));
+      return;
+    case record::PathStep::Kind::Index:
+      if (parent.kind != Value::Kind::List || last.index < 0 || size_t(last.index) >= parent.heap->items.size()) break;
+      parent.heap->items[size_t(last.index)] = std::move(value);
+      return;
+  }
+  throw Error("cannot store " + record::toString(path) + ": " + record::toString(parentPath) + " is " + describe(parent));
 }
 
 Value materialize(const record::Value& v, const record::RecordFile& file) {

@@ -51,6 +51,14 @@ struct ModuleState {
   Value globals;  // a Dict
 };
 
+// A change the script made to state between two calls (not a mock's
+// write): replay applies it before the call, so it sees what Python saw.
+struct StateUpdate {
+  int32_t function = -1;  // the function whose `self` the path starts at; -1 for globals
+  AccessPath path;
+  Value value;
+};
+
 // One call made while capturing, kept so replay can repeat the session.
 struct LoggedCall {
   uint32_t function = 0;
@@ -59,6 +67,7 @@ struct LoggedCall {
   Value args;               // Tuple
   Value kwargs;             // Dict
   Value result;
+  std::vector<StateUpdate> updates;  // applied before the call
 };
 
 struct Fingerprint {

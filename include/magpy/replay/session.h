@@ -57,11 +57,14 @@ class Session {
   // The first failing guard of every record for these arguments; empty
   // entries (no miss) for records that would run. Runs nothing.
   std::vector<std::optional<GuardMiss>> explain(size_t function, const std::vector<Value>& args,
-                                                const Value& kwargs = Value::dict({}, {})) const;
+                                                const Value& kwargs = Value::dict({}, {}));
 
   // The state a function reads and its mocks write.
   Value& self(size_t function);
   Globals& globals();
+
+  // Applies the state changes the script made before a logged call.
+  void applyLoggedUpdates(size_t call);
 
   // A logged call's inputs and expected result, as runtime values.
   std::vector<Value> loggedArgs(size_t call) const;

@@ -31,6 +31,10 @@ struct CallState {
 // The value at path. Throws Error saying which step is missing.
 Value resolve(const record::AccessPath& path, const CallState& state);
 
+// Stores value at path (its last step names an attribute, key or index of
+// an existing object). Throws Error when the parent does not exist.
+void assign(const record::AccessPath& path, Value value, const CallState& state);
+
 // A runtime value for a recorded one; tensors are fresh copies of blobs.
 Value materialize(const record::Value& v, const record::RecordFile& file);
 
