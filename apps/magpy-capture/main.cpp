@@ -14,7 +14,11 @@ int main(int argc, char** argv) {
   opt.program = argv[0];
   bool quiet = false;
   app.add_option("-o,--output", opt.output, "Record file to write (default: <script stem>.mgp here)");
-  app.add_option("--annotations", opt.annotations, "Extra annotation file or directory (repeatable)");
+  // One value per occurrence, so the script after it stays the script.
+  app.add_option_function<std::string>(
+         "--annotations", [&](const std::string& path) { opt.annotations.push_back(path); },
+         "Extra annotation file or directory (repeatable)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_flag("--explain", opt.explain, "Print each guard miss and graph break as it happens");
   app.add_flag("--keep-partial", opt.keepPartial, "Write the records even if the script fails");
   app.add_option("--log-calls", opt.logCalls, "Calls whose inputs and results the record keeps for replay")

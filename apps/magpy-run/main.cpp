@@ -9,6 +9,7 @@
 
 #include "magpy/replay/session.h"
 #include "magpy/replay/tensors.h"
+#include "magpy/replay/value_files.h"
 
 namespace {
 
@@ -17,6 +18,9 @@ using magpy::replay::Value;
 
 struct Options {
   std::string record;
+  std::string function;
+  std::string inputs;
+  std::string output;
   int repeat = 0;
   bool check = true;
   bool explain = false;
@@ -65,14 +69,60 @@ int replayLog(Session& session, const Options& opt) {
   return mismatches ? 1 : 0;
 }
 
+size_t chooseFunction(Session& session, const Options& opt) {
+  if (!opt.function.empty()) return session.findFunction(opt.function);
+  const auto& fns = session.file().functions;
+  if (fns.size() == 1) return 0;
+  std::string names;
+  for (auto& fn : fns) names += "\n  " + fn.name;
+  throw magpy::Error(opt.record + " has " + std::to_string(fns.size()) + " compiled functions; choose one with --function:" + names);
+}
+
+// --inputs: a tuple is the positional arguments, a dict the keyword
+// arguments, anything else the single argument.
+void splitInputs(const Value& v, std::vector<Value>& args, Value& kwargs) {
+  if (v.kind == Value::Kind::Tuple) args = v.heap->items;
+  else if (v.kind == Value::Kind::Dict) kwargs = v;
+  else args = {v};
+}
+
+int runInputs(Session& session, const Options& opt) {
+  size_t f = chooseFunction(session, opt);
+  std::vector<Value> args;
+  Value kwargs = Value::dict({}, {});
+  splitInputs(magpy::replay::loadValueFile(opt.inputs), args, kwargs);
+  std::cout << "call  " << session.file().functions[f].name << "  inputs from " << opt.inputs << "  ";
+  magpy::replay::CallOutcome out;
+  try {
+    out = session.call(f, args, kwargs);
+  } catch (const magpy::replay::NoMatchingRecord& e) {
+    std::cout << "no record matches\n";
+    for (size_t r = 0; r < e.misses().size(); ++r) std::cout << "  record " << r << ": " << e.misses()[r].text() << "\n";
+    return 1;
+  }
+  std::cout << "record " << out.record << "  result: " << magpy::replay::describe(out.result) << "\n";
+  if (!opt.output.empty()) {
+    magpy::replay::saveValueFile(opt.output, out.result);
+    std::cout << "wrote the result to " << opt.output << "\n";
+  }
+  return 0;
+}
+
 void time(Session& session, const Options& opt) {
   const auto& file = session.file();
   for (size_t f = 0; f < file.functions.size(); ++f) {
-    auto it = std::find_if(file.calls.begin(), file.calls.end(), [&](auto& c) { return c.function == f; });
-    if (it == file.calls.end()) continue;
-    size_t call = size_t(it - file.calls.begin());
-    auto args = session.loggedArgs(call);
-    auto kwargs = session.loggedKwargs(call);
+    std::vector<Value> args;
+    Value kwargs = Value::dict({}, {});
+    if (!opt.inputs.empty()) {
+      if (f != chooseFunction(session, opt)) continue;
+      splitInputs(magpy::replay::loadValueFile(opt.inputs), args, kwargs);
+    } else {
+      auto it = std::find_if(file.calls.begin(), file.calls.end(), [&](auto& c) { return c.function == f; });
+      if (it == file.calls.end()) continue;
+      size_t call = size_t(it - file.calls.begin());
+      args = session.loggedArgs(call);
+      kwargs = session.loggedKwargs(call);
+    }
     std::vector<double> us;
     for (int k = 0; k < opt.repeat; ++k) {
       auto t0 = std::chrono::steady_clock::now();
@@ -98,6 +148,11 @@ int main(int argc, char** argv) {
   Options opt;
   bool noCheck = false;
   app.add_option("record", opt.record, "The .mgp file written by magpy-capture")->required();
+  app.add_option("--inputs", opt.inputs,
+                 "Call with inputs from a torch.save file instead of the logged calls: a tuple is the positional "
+                 "arguments, a dict the keyword arguments, anything else the one argument");
+  app.add_option("--function", opt.function, "The compiled function to call with --inputs (name or unique suffix)");
+  app.add_option("--output", opt.output, "With --inputs: save the result with the torch.save format");
   app.add_option("--repeat", opt.repeat, "After replaying, time N more calls per function with the first logged inputs")
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--no-check", noCheck, "Do not compare results with the captured ones");
@@ -117,7 +172,8 @@ int main(int argc, char** argv) {
     std::cout << "magpy-run: " << opt.record << " (captured by magpy " << env.magpy_version << ", python "
               << env.python_version << ", torch " << env.torch_version << "; replaying on libtorch "
               << magpy::replay::libtorchVersion() << ", no Python)\n";
-    int status = replayLog(session, opt);
+    if (!opt.output.empty() && opt.inputs.empty()) throw magpy::Error("--output needs --inputs");
+    int status = opt.inputs.empty() ? replayLog(session, opt) : runInputs(session, opt);
     if (status == 0 && opt.repeat > 0) time(session, opt);
     return status;
   } catch (const magpy::Error& e) {

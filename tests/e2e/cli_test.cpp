@@ -1,0 +1,131 @@
+// The tools' behaviour at their edges: scripts that fail, bad records, bad
+// arguments. Messages are compared with golden files in tests/golden.
+#include <gtest/gtest.h>
+
+#include "support.h"
+
+using namespace magpy::e2e;
+
+namespace {
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+}  // namespace
+
+TEST(Capture, RunsTheScriptLikePython) {
+  Scratch s("like_python");
+  s.write("show.py",
+          "import sys, os\n"
+          "print(sys.argv)\n"
+          "print(__name__, os.path.basename(__file__))\n"
+          "print(sys.path[0] == os.path.dirname(os.path.abspath(__file__)))\n");
+  Result py = s.run("/usr/bin/python3 show.py -o x --flag 3");
+  Result cap = s.run("magpy-capture -q show.py -o x --flag 3");
+  ASSERT_EQ(cap.status, 0) << cap.err;
+  EXPECT_EQ(cap.out, py.out);
+  EXPECT_TRUE(s.exists("show.mgp"));      // the script's own -o is its own
+  EXPECT_FALSE(s.exists("x"));
+}
+
+TEST(Capture, AScriptThatRaisesWritesNoRecord) {
+  Scratch s("raises");
+  s.write("boom.py", "def f():\n    raise ValueError('bad input')\nf()\n");
+  Result r = s.run("magpy-capture boom.py");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(contains(r.err, "Traceback (most recent call last):")) << r.err;
+  EXPECT_TRUE(contains(r.err, "ValueError: bad input")) << r.err;
+  EXPECT_TRUE(contains(r.err, "magpy-capture: boom.py exited with status 1; no record written")) << r.err;
+  EXPECT_FALSE(s.exists("boom.mgp"));
+
+  Result keep = s.run("magpy-capture --keep-partial boom.py");
+  EXPECT_EQ(keep.status, 1);
+  EXPECT_TRUE(s.exists("boom.mgp"));
+}
+
+TEST(Capture, ExitStatusIsTheScripts) {
+  Scratch s("exit");
+  s.write("quit.py", "import sys\nsys.exit(3)\n");
+  EXPECT_EQ(s.run("magpy-capture quit.py").status, 3);
+  EXPECT_FALSE(s.exists("quit.mgp"));
+  s.write("ok.py", "import sys\nsys.exit(0)\n");
+  EXPECT_EQ(s.run("magpy-capture ok.py").status, 0);
+  EXPECT_TRUE(s.exists("ok.mgp"));
+}
+
+TEST(Capture, SetupErrors) {
+  Scratch s("setup");
+  Result missing = s.run("magpy-capture nothere.py");
+  EXPECT_EQ(missing.status, 2);
+  EXPECT_EQ(missing.err, golden("capture_missing_script.txt", missing.err));
+  Result none = s.run("magpy-capture");
+  EXPECT_EQ(none.status, 2);
+  EXPECT_TRUE(contains(none.err, "no script given")) << none.err;
+  s.write("bad.yaml", "version: 1\nfunctions:\n  - name: x.y\n    pur: false\n");
+  s.write("ok.py", "pass\n");
+  Result ann = s.run("magpy-capture --annotations bad.yaml ok.py");
+  EXPECT_EQ(ann.status, 2);
+  EXPECT_EQ(ann.err, golden("capture_bad_annotation.txt", ann.err));
+}
+
+TEST(Run, BadRecordFiles) {
+  Scratch s("bad_records");
+  ASSERT_EQ(s.run("magpy-capture -q -o good.mgp " + example("mlp.py")).status, 0);
+  std::string good = s.read("good.mgp");
+  s.write("truncated.mgp", good.substr(0, good.size() / 2));
+  std::string flipped = good;
+  flipped[good.size() / 2] = char(flipped[good.size() / 2] ^ 0x55);
+  s.write("corrupted.mgp", flipped);
+  s.write("text.mgp", "hello\n");
+  std::string newer = good;
+  newer[8] = 9;
+  s.write("newer.mgp", newer);
+
+  std::string all;
+  for (const char* file : {"missing.mgp", "truncated.mgp", "corrupted.mgp", "text.mgp", "newer.mgp"}) {
+    Result r = s.run(std::string("magpy-run ") + file);
+    EXPECT_EQ(r.status, 2) << file;
+    EXPECT_EQ(r.out, "") << file;
+    all += withoutNumbers(r.err);
+    Result i = s.run(std::string("magpy-inspect ") + file);
+    EXPECT_EQ(i.status, 2) << file;
+  }
+  EXPECT_EQ(all, golden("run_bad_records.txt", all));
+}
+
+TEST(Run, NeverLinksPython) {
+  Scratch s("ldd");
+  Result r = s.run("ldd \"$(command -v magpy-run)\"");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_FALSE(contains(r.out, "libpython")) << r.out;
+  EXPECT_FALSE(contains(r.out, "libtorch_python")) << r.out;
+  EXPECT_TRUE(contains(r.out, "libtorch")) << r.out;
+}
+
+TEST(Run, ExplainsGuardMisses) {
+  Scratch s("explain");
+  s.write("scaled.py",
+          "import torch, magpy\n"
+          "class M(torch.nn.Module):\n"
+          "    def __init__(self):\n"
+          "        super().__init__()\n"
+          "        self.scale = 2.0\n"
+          "    def forward(self, x):\n"
+          "        return x * self.scale\n"
+          "m = M()\n"
+          "f = magpy.compile(m)\n"
+          "f(torch.ones(2))\n"
+          "m.scale = 3.0\n"
+          "f(torch.ones(2))\n"
+          "assert f._magpy_stats()['records'] == 2\n");
+  Result cap = s.run("magpy-capture --explain scaled.py");
+  ASSERT_EQ(cap.status, 0) << cap.err;
+  EXPECT_TRUE(contains(cap.err, "call 1 matches no record (record 0: self.scale: expected == 2.0, got 3.0)")) << cap.err;
+  Result run = s.run("magpy-run scaled.mgp");
+  EXPECT_EQ(run.status, 0) << run.out << run.err;
+  EXPECT_TRUE(contains(run.out, "1 state changes made by the script applied first")) << run.out;
+}
+
+TEST(Inspect, UsageErrors) {
+  Scratch s("inspect_usage");
+  EXPECT_EQ(s.run("magpy-inspect").status, 2);
+  EXPECT_EQ(s.run("magpy-inspect diff only_one.mgp").status, 2);
+  EXPECT_EQ(s.run("magpy-inspect diff a.mgp b.mgp").status, 2);  // missing files are errors, not differences
+}

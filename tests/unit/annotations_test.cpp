@@ -1,0 +1,70 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "magpy/record/annotations.h"
+#include "magpy/support/error.h"
+
+using namespace magpy;
+using namespace magpy::record;
+
+namespace {
+
+std::string write(const std::string& text) {
+  auto path = std::filesystem::temp_directory_path() / ("magpy_ann_" + std::to_string(std::hash<std::string>()(text)) + ".yaml");
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+std::string loadError(const std::string& text) {
+  AnnotationSet set;
+  try {
+    set.load(write(text));
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(Annotations, ShippedFilesLoadAndCoverTheBasics) {
+  AnnotationSet set;
+  set.load(std::string(MAGPY_SOURCE_DIR) + "/annotations");
+  ASSERT_NE(set.find("builtins.len"), nullptr);
+  EXPECT_TRUE(set.find("builtins.len")->pure);
+  EXPECT_FALSE(set.find("builtins.print")->pure);
+  ASSERT_NE(set.find("torch.relu"), nullptr);
+  EXPECT_TRUE(set.find("torch.relu")->op);
+  EXPECT_TRUE(set.find("torch.Tensor.view")->op);
+  EXPECT_FALSE(set.find("torch.Tensor.item")->op);  // an exact entry wins over torch.Tensor.*
+  EXPECT_EQ(set.find("torch.nn.modules.module.Module._call_impl"), nullptr);  // patterns cover one level only
+  const auto* getattr = set.find("builtins.getattr");
+  ASSERT_EQ(getattr->relations.size(), 1u);
+  EXPECT_EQ(getattr->relations[0].name_from, 1);
+}
+
+TEST(Annotations, HashFollowsContentNotFormatting) {
+  AnnotationSet a, b, c;
+  a.load(write("version: 1\nfunctions:\n  - name: m.f\n    pure: false\n"));
+  b.load(write("# a comment\nversion: 1\nfunctions: [{name: m.f, pure: false}]\n"));
+  c.load(write("version: 1\nfunctions:\n  - name: m.f\n"));
+  EXPECT_EQ(a.hash(), b.hash());
+  EXPECT_NE(a.hash(), c.hash());
+}
+
+TEST(Annotations, ErrorsNameTheFileLineAndProblem) {
+  std::string e = loadError("version: 1\nfunctions:\n  - name: m.f\n    valu_read: true\n");
+  EXPECT_NE(e.find(":4: unknown key 'valu_read'"), std::string::npos) << e;
+  e = loadError("version: 2\nfunctions: []\n");
+  EXPECT_NE(e.find("unsupported annotation format version"), std::string::npos) << e;
+  e = loadError("version: 1\nfunctions:\n  - name: m.f\n    pure: maybe\n");
+  EXPECT_NE(e.find("'pure' must be true or false"), std::string::npos) << e;
+  e = loadError("version: 1\nfunctions:\n  - name: m.f\n  - name: m.f\n");
+  EXPECT_NE(e.find("m.f is already annotated"), std::string::npos) << e;
+  e = loadError("version: 1\nfunctions:\n  - name: m.f\n    relations: [{kind: slot, from: 0, name: x}]\n");
+  EXPECT_NE(e.find("kind must be 'attr' or 'item'"), std::string::npos) << e;
+  e = loadError("version: 1\nfunctions: [\n");
+  EXPECT_NE(e.find("not valid YAML"), std::string::npos) << e;
+}

@@ -1,0 +1,106 @@
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "magpy/record/format.h"
+#include "magpy/record/text.h"
+#include "magpy/support/error.h"
+#include "sample.h"
+
+using namespace magpy;
+using namespace magpy::record;
+
+namespace {
+
+std::string errorOf(const std::string& bytes) {
+  try {
+    decode(bytes, "x.mgp");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST(Format, RoundTripKeepsEverything) {
+  RecordFile f = sample::sampleFile();
+  RecordFile back = decode(encode(f));
+  EXPECT_EQ(printCanonical(back), printCanonical(f));
+  EXPECT_EQ(encode(back), encode(f));
+  ASSERT_EQ(back.functions.size(), 1u);
+  EXPECT_EQ(back.functions[0].records[0].graph.nodes[4].args[1].kind, Arg::Kind::WrappedScalar);
+  EXPECT_EQ(back.blobs[0].bytes, f.blobs[0].bytes);
+  EXPECT_EQ(back.env, f.env);
+}
+
+TEST(Format, EncodingIsDeterministic) {
+  EXPECT_EQ(encode(sample::sampleFile()), encode(sample::sampleFile()));
+}
+
+TEST(Format, RejectsWrongMagic) {
+  EXPECT_TRUE(contains(errorOf("not a record at all, clearly"), "not a magpy record")) << errorOf("nope");
+  EXPECT_TRUE(contains(errorOf(""), "not a magpy record"));
+}
+
+TEST(Format, RejectsTruncatedFiles) {
+  std::string bytes = encode(sample::sampleFile());
+  EXPECT_TRUE(contains(errorOf(bytes.substr(0, 20)), "truncated")) << errorOf(bytes.substr(0, 20));
+  EXPECT_TRUE(contains(errorOf(bytes.substr(0, bytes.size() - 5)), "truncated"));
+}
+
+TEST(Format, RejectsNewerVersions) {
+  std::string bytes = encode(sample::sampleFile());
+  bytes[8] = 2;
+  std::string e = errorOf(bytes);
+  EXPECT_TRUE(contains(e, "format 2")) << e;
+  EXPECT_TRUE(contains(e, "newer magpy")) << e;
+}
+
+TEST(Format, RejectsCorruptedBytes) {
+  std::string bytes = encode(sample::sampleFile());
+  for (size_t at : {size_t(41), bytes.size() / 2, bytes.size() - 3}) {
+    std::string bad = bytes;
+    bad[at] = char(bad[at] ^ 0x5a);
+    std::string e = errorOf(bad);
+    EXPECT_TRUE(contains(e, "corrupted")) << "byte " << at << ": " << e;
+  }
+  EXPECT_TRUE(contains(errorOf(bytes + "x"), "unexpected bytes after its end"));
+}
+
+TEST(Format, RejectsDanglingReferences) {
+  RecordFile f = sample::sampleFile();
+  f.functions[0].records[0].graph.nodes[2].args[0] = Arg::node(9);
+  EXPECT_TRUE(contains(errorOf(encode(f)), "not defined before it")) << errorOf(encode(f));
+  RecordFile g = sample::sampleFile();
+  g.calls[0].result.blob = 7;
+  EXPECT_TRUE(contains(errorOf(encode(g)), "missing blob 7")) << errorOf(encode(g));
+  RecordFile h = sample::sampleFile();
+  h.blobs[1].bytes[0] ^= 1;
+  EXPECT_TRUE(contains(errorOf(encode(h)), "content hash")) << errorOf(encode(h));
+}
+
+TEST(Format, FilesAreWrittenAtomically) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / "magpy_format_test";
+  fs::create_directories(dir);
+  fs::path file = dir / "r.mgp";
+  writeRecordFile(sample::sampleFile(), file.string());
+  EXPECT_EQ(printCanonical(readRecordFile(file.string())), printCanonical(sample::sampleFile()));
+  for (auto& e : fs::directory_iterator(dir)) EXPECT_EQ(e.path().filename(), "r.mgp");  // no temporary left behind
+  EXPECT_THROW(writeRecordFile(sample::sampleFile(), (dir / "missing" / "r.mgp").string()), Error);
+  fs::remove_all(dir);
+}
+
+TEST(Format, MissingFileIsAClearError) {
+  try {
+    readRecordFile("/nonexistent/x.mgp");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_TRUE(contains(e.what(), "no such file")) << e.what();
+  }
+}

@@ -1,0 +1,43 @@
+#include <gtest/gtest.h>
+
+#include "magpy/record/path.h"
+#include "magpy/support/error.h"
+
+using magpy::record::AccessPath;
+using magpy::record::parsePath;
+using magpy::record::toString;
+
+TEST(AccessPath, PrintsPythonLikeText) {
+  EXPECT_EQ(toString(AccessPath::self().attr("encoder").attr("layers").item(3).attr("dim")), "self.encoder.layers[3].dim");
+  EXPECT_EQ(toString(AccessPath::arg(0)), "args[0]");
+  EXPECT_EQ(toString(AccessPath::kwarg("mask")), "kwargs['mask']");
+  EXPECT_EQ(toString(AccessPath::global("", "scale")), "G['scale']");
+  EXPECT_EQ(toString(AccessPath::global("torch.nn.functional", "relu")), "G(torch.nn.functional)['relu']");
+  EXPECT_EQ(toString(AccessPath::self().attr("cfg").intKey(3)), "self.cfg[#3]");
+  EXPECT_EQ(toString(AccessPath::runtime("grad_enabled")), "runtime.grad_enabled");
+}
+
+TEST(AccessPath, ParsesWhatItPrints) {
+  const char* texts[] = {"self", "args[2].shape", "kwargs['x'].y[0]", "G['cfg']['dims'][1]", "G(torch)['relu']",
+                         "self.d[#-4]", "self.'odd name'.x", "runtime.grad_enabled", "self.s['it\\'s']"};
+  for (const char* t : texts) EXPECT_EQ(toString(parsePath(t)), t) << t;
+}
+
+TEST(AccessPath, RejectsMalformedText) {
+  EXPECT_THROW(parsePath("sel.x"), magpy::Error);
+  EXPECT_THROW(parsePath("args[x]"), magpy::Error);
+  EXPECT_THROW(parsePath("self.x["), magpy::Error);
+  try {
+    parsePath("self.a!b");
+    FAIL();
+  } catch (const magpy::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("character 7"), std::string::npos) << e.what();
+  }
+}
+
+TEST(AccessPath, Prefixes) {
+  AccessPath a = AccessPath::self().attr("x");
+  EXPECT_TRUE(a.isPrefixOf(a.item(0)));
+  EXPECT_FALSE(a.item(0).isPrefixOf(a));
+  EXPECT_FALSE(AccessPath::arg(0).isPrefixOf(AccessPath::arg(1)));
+}

@@ -1,0 +1,88 @@
+#include <gtest/gtest.h>
+
+#include <ATen/ops/allclose.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/relu.h>
+#include <ATen/ops/split.h>
+
+#include "magpy/replay/plan.h"
+#include "magpy/support/error.h"
+#include "sample.h"
+
+using namespace magpy;
+using namespace magpy::record;
+
+TEST(Plan, RunsTheSampleGraph) {
+  RecordFile f = sample::sampleFile();
+  replay::Plan plan(f.functions[0].records[0].graph, f.blobs);
+  ASSERT_EQ(plan.inputPaths().size(), 2u);
+  EXPECT_EQ(toString(plan.inputPaths()[1]), "self.w");
+  at::Tensor x = at::randn({2}), w = at::randn({2});
+  auto out = plan.runWith({x, w});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(at::allclose(out[0].toTensor(), at::relu(at::mul(x, w))));
+}
+
+TEST(Plan, UnpacksListResults) {
+  // split returns a Tensor[]; getitem picks elements.
+  Graph g;
+  Node x;
+  x.kind = NodeKind::Placeholder;
+  x.name = x.target = "x";
+  x.source = AccessPath::arg(0);
+  Node split;
+  split.name = "split";
+  split.target = "aten::split";
+  split.overload = "Tensor";
+  split.args = {Arg::node(0), Arg::integer(2), Arg::integer(0)};
+  split.outputs = {sample::meta({2}, {1}), sample::meta({2}, {1})};
+  Node second;
+  second.name = "getitem";
+  second.target = "getitem";
+  second.args = {Arg::node(1), Arg::integer(1)};
+  Node out;
+  out.kind = NodeKind::Output;
+  out.args = {Arg::node(2)};
+  g.nodes = {x, split, second, out};
+  replay::Plan plan(g, {});
+  at::Tensor t = at::randn({4});
+  auto result = plan.runWith({t});
+  EXPECT_TRUE(at::allclose(result[0].toTensor(), t.split(2)[1]));
+  EXPECT_THROW(plan.runWith({at::randn({6})}), Error);  // three pieces where the record saw two
+}
+
+TEST(Plan, UnknownOperatorsAreClearErrors) {
+  Graph g = sample::sampleFile().functions[0].records[0].graph;
+  g.nodes[3].target = "aten::no_such_op";
+  try {
+    replay::Plan plan(g, {});
+    FAIL();
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("aten::no_such_op does not exist in this libtorch"), std::string::npos) << m;
+    EXPECT_NE(m.find("node %relu"), std::string::npos) << m;
+  }
+}
+
+TEST(Plan, FillsArgumentsANewerLibtorchAdded) {
+  // A record made where relu... took fewer arguments still runs: missing
+  // trailing arguments take the schema's defaults (softmax's dtype).
+  Graph g;
+  Node x;
+  x.kind = NodeKind::Placeholder;
+  x.name = x.target = "x";
+  x.source = AccessPath::arg(0);
+  Node sm;
+  sm.name = "softmax";
+  sm.target = "aten::softmax";
+  sm.overload = "int";
+  sm.args = {Arg::node(0), Arg::integer(0)};
+  Node out;
+  out.kind = NodeKind::Output;
+  out.args = {Arg::node(1)};
+  g.nodes = {x, sm, out};
+  replay::Plan plan(g, {});
+  at::Tensor t = at::randn({5});
+  EXPECT_TRUE(at::allclose(plan.runWith({t})[0].toTensor(), t.softmax(0)));
+}

@@ -1,0 +1,124 @@
+// A small but complete RecordFile, built by hand, for record-level tests.
+#pragma once
+
+#include "magpy/record/record.h"
+#include "magpy/support/hash.h"
+
+namespace magpy::sample {
+
+inline record::TensorBlob floatBlob(std::vector<int64_t> shape, std::vector<float> values) {
+  record::TensorBlob b;
+  b.dtype = "float32";
+  b.shape = std::move(shape);
+  b.bytes.assign(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+  b.hash = hashBytes(b.bytes.data(), b.bytes.size());
+  return b;
+}
+
+inline record::TensorMeta meta(std::vector<int64_t> shape, std::vector<int64_t> strides) {
+  record::TensorMeta m;
+  m.shape = std::move(shape);
+  m.strides = std::move(strides);
+  return m;
+}
+
+inline record::Value tensorValue(uint32_t blob, record::TensorMeta m) {
+  record::Value v;
+  v.kind = record::Value::Kind::Tensor;
+  v.blob = blob;
+  v.meta = std::move(m);
+  return v;
+}
+
+// y = relu(x * w) * scale, with `self.calls` counted up by the mock.
+inline record::RecordFile sampleFile() {
+  using namespace record;
+  RecordFile f;
+  f.env = {"0.1.0", "3.11.2", "1.13.0", 0x1234};
+  f.script = "sample.py";
+  f.blobs.push_back(floatBlob({2}, {1.5f, -2.0f}));      // w
+  f.blobs.push_back(floatBlob({2}, {0.5f, 1.0f}));       // example x
+  f.blobs.push_back(floatBlob({2}, {0.75f, 0.0f}));      // its result
+
+  CompiledFunction fn;
+  fn.name = "__main__.Net";
+  fn.module = "__main__";
+  fn.self.kind = Value::Kind::Object;
+  fn.self.type = "__main__.Net";
+  fn.self.names = {"w", "scale", "calls"};
+  fn.self.items = {tensorValue(0, meta({2}, {1})), Value::ofAtom(Atom::floating(1.0)), Value::ofAtom(Atom::integer(0))};
+
+  Record r;
+  r.origin = "first call";
+  Check t;
+  t.kind = Check::Kind::Tensor;
+  t.meta = meta({2}, {1});
+  r.guards.push_back({AccessPath::arg(0), t});
+  Check ty;
+  ty.kind = Check::Kind::Type;
+  ty.s = "__main__.Net";
+  r.guards.push_back({AccessPath::self(), ty});
+  Check sc;
+  sc.kind = Check::Kind::Equals;
+  sc.atom = Atom::floating(1.0);
+  r.guards.push_back({AccessPath::self().attr("scale"), sc});
+
+  Node x;
+  x.kind = NodeKind::Placeholder;
+  x.name = "arg0";
+  x.target = "arg0";
+  x.source = AccessPath::arg(0);
+  x.outputs = {meta({2}, {1})};
+  Node w = x;
+  w.kind = NodeKind::GetAttr;
+  w.name = "w";
+  w.target = "w";
+  w.source = AccessPath::self().attr("w");
+  Node mul;
+  mul.name = "mul";
+  mul.target = "aten::mul";
+  mul.overload = "Tensor";
+  mul.args = {Arg::node(0), Arg::node(1)};
+  mul.outputs = {meta({2}, {1})};
+  mul.where = "sample.py:7";
+  Node relu = mul;
+  relu.name = "relu";
+  relu.target = "aten::relu";
+  relu.overload = "";
+  relu.args = {Arg::node(2)};
+  Node scale = mul;
+  scale.name = "mul_1";
+  Arg s;
+  s.kind = Arg::Kind::WrappedScalar;
+  s.s = "float64";
+  s.f = 1.0;
+  scale.args = {Arg::node(3), s};
+  Node out;
+  out.kind = NodeKind::Output;
+  out.name = "output";
+  out.args = {Arg::node(4)};
+  r.graph.nodes = {x, w, mul, relu, scale, out};
+
+  r.mock.result = ValueExpr::output(0);
+  Effect e;
+  e.kind = Effect::Kind::SetAttr;
+  e.target = AccessPath::self();
+  e.name = "calls";
+  e.value = ValueExpr::constant(Atom::integer(1));
+  r.mock.effects.push_back(e);
+  fn.records.push_back(r);
+  f.functions.push_back(fn);
+
+  LoggedCall c;
+  c.function = 0;
+  c.record = 0;
+  c.monitored = true;
+  c.args.kind = Value::Kind::Tuple;
+  c.args.items = {tensorValue(1, meta({2}, {1}))};
+  c.kwargs.kind = Value::Kind::Dict;
+  c.result = tensorValue(2, meta({2}, {1}));
+  f.calls.push_back(c);
+  return f;
+}
+
+}  // namespace magpy::sample
