@@ -7,6 +7,8 @@
 #include <iomanip>
 #include <iostream>
 
+#include <ATen/Parallel.h>
+
 #include "magpy/replay/session.h"
 #include "magpy/replay/tensors.h"
 #include "magpy/replay/value_files.h"
@@ -22,6 +24,7 @@ struct Options {
   std::string inputs;
   std::string output;
   int repeat = 0;
+  int threads = 0;
   bool check = true;
   bool explain = false;
   magpy::replay::Tolerance tol;
@@ -156,6 +159,8 @@ int main(int argc, char** argv) {
   app.add_option("--repeat", opt.repeat, "After replaying, time N more calls per function with the first logged inputs")
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--no-check", noCheck, "Do not compare results with the captured ones");
+  app.add_option("--threads", opt.threads, "Intra-op threads for the operators (default: libtorch's choice)")
+      ->check(CLI::PositiveNumber);
   app.add_flag("--explain", opt.explain, "When no record accepts a call, print each record's failing guard");
   app.add_option("--rtol", opt.tol.rtol, "Relative tolerance of the result check")->capture_default_str();
   app.add_option("--atol", opt.tol.atol, "Absolute tolerance of the result check")->capture_default_str();
@@ -167,11 +172,12 @@ int main(int argc, char** argv) {
   opt.check = !noCheck;
 
   try {
+    if (opt.threads > 0) at::set_num_threads(opt.threads);
     Session session = Session::open(opt.record);
     const auto& env = session.file().env;
     std::cout << "magpy-run: " << opt.record << " (captured by magpy " << env.magpy_version << ", python "
               << env.python_version << ", torch " << env.torch_version << "; replaying on libtorch "
-              << magpy::replay::libtorchVersion() << ", no Python)\n";
+              << magpy::replay::libtorchVersion() << " with " << at::get_num_threads() << " threads, no Python)\n";
     if (!opt.output.empty() && opt.inputs.empty()) throw magpy::Error("--output needs --inputs");
     int status = opt.inputs.empty() ? replayLog(session, opt) : runInputs(session, opt);
     if (status == 0 && opt.repeat > 0) time(session, opt);

@@ -1,0 +1,28 @@
+"""The models the benchmarks time, by name: how to build each and its input.
+
+Shared by bench.py (eager timing, in plain Python) and capture_model.py
+(the script magpy-capture runs to record the same model).
+"""
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path[:0] = [os.path.join(ROOT, "examples"), os.path.join(ROOT, "python")]
+
+import torch  # noqa: E402
+
+
+def mlp(batch):
+    from mlp import MLP
+    torch.manual_seed(0)
+    return MLP().eval(), (torch.randn(batch, 16),)
+
+
+MODELS = {"mlp": mlp}
+
+
+def build(name, batch):
+    if name not in MODELS:
+        raise SystemExit(f"unknown model {name!r}; known: {', '.join(sorted(MODELS))}")
+    return MODELS[name](batch)
