@@ -101,17 +101,20 @@ PyObject* Monitor::run(const CallSpec& call) {
   }
   PyErr_Clear();
 
-  // Node 0's edges: self and the arguments.
-  NodeId self = refs_.read(kExternal, {Relation::Kind::Self, {}, 0, false}, call.self);
-  registerTensor(self);
+  // Node 0's edges: self and the arguments, counted once the run uses them.
+  auto root = [&](PyObject* obj, Relation rel) {
+    NodeId id = newNode(obj);
+    refs_.addLazyRoot(id, rel);
+    return id;
+  };
+  rootSelf_ = root(call.self, {Relation::Kind::Self, {}, 0, false});
   Py_ssize_t nargs = call.args ? PyTuple_GET_SIZE(call.args) : 0;
-  for (Py_ssize_t i = 0; i < nargs; ++i)
-    registerTensor(refs_.read(kExternal, {Relation::Kind::Arg, {}, i, false}, PyTuple_GET_ITEM(call.args, i)));
+  for (Py_ssize_t i = 0; i < nargs; ++i) rootArgs_.push_back(root(PyTuple_GET_ITEM(call.args, i), {Relation::Kind::Arg, {}, i, false}));
   if (call.kwargs) {
     PyObject *k, *v;
     Py_ssize_t pos = 0;
     while (PyDict_Next(call.kwargs, &pos, &k, &v))
-      registerTensor(refs_.read(kExternal, {Relation::Kind::Kwarg, utf8(k), 0, false}, v));
+      rootKwargs_.push_back({utf8(k), root(v, {Relation::Kind::Kwarg, utf8(k), 0, false})});
   }
 
   Monitor* previous = tMonitor;
@@ -346,7 +349,7 @@ bool Monitor::bindFrame(ShadowFrame& sf, Pending& caller) {
 }
 
 bool Monitor::bindRootFrame(ShadowFrame& sf) {
-  NodeId self = refs_.node(kExternal).refOf({Relation::Kind::Self, {}, 0, false}, 0);
+  NodeId self = rootSelf_;
   // The function the root frame runs, as reached from self.
   NodeId function = self;
   if (call_->function != call_->self) {
@@ -363,17 +366,8 @@ bool Monitor::bindRootFrame(ShadowFrame& sf) {
     positional.push_back(PyMethod_Check(call_->self)
                              ? refs_.read(self, Relation::attr("__self__"), PyMethod_GET_SELF(call_->self))
                              : self);
-  Py_ssize_t nargs = PyTuple_GET_SIZE(call_->args);
-  for (Py_ssize_t i = 0; i < nargs; ++i)
-    positional.push_back(refs_.node(kExternal).refOf({Relation::Kind::Arg, {}, i, false}, 0));
-  std::vector<std::pair<std::string, NodeId>> keywords;
-  if (call_->kwargs) {
-    PyObject *k, *v;
-    Py_ssize_t pos = 0;
-    while (PyDict_Next(call_->kwargs, &pos, &k, &v))
-      keywords.push_back({utf8(k), refs_.node(kExternal).refOf({Relation::Kind::Kwarg, utf8(k), 0, false}, 0)});
-  }
-  bindParameters(sf, function, positional, keywords);
+  positional.insert(positional.end(), rootArgs_.begin(), rootArgs_.end());
+  bindParameters(sf, function, positional, rootKwargs_);
   bindCells(sf);
   return verifyLocals(sf);
 }
@@ -614,6 +608,7 @@ void Monitor::finish(ShadowFrame& sf) {
   sf.stack.resize(size_t(p.base));
   sf.stackObjs.resize(size_t(p.base));
   for (size_t k = 0; k < out.size(); ++k) {
+    if (out[k] >= 0) refs_.use(out[k]);
     PyObject* real = sf.view.stack(p.base + int(k));
     if (out[k] == kNoNode) {
       graphBreak(std::string("internal: ") + opName(p.ins.op) + " left a value magpy did not follow");
@@ -664,6 +659,7 @@ NodeId Monitor::loadAttr(NodeId owner, PyObject* ownerObj, PyObject* name, PyObj
         return newNode(value);
       }
       if (isTensor(value) && ops_->valueOf(tensorOf(value)) >= 0) return newNode(value);  // made by an op (x.T)
+      if (!isTensor(value) && PyCallable_Check(value)) return newNode(value);  // a method: fixed by the class
       break;
     case NodeKind::Atom:
     case NodeKind::Tuple:

@@ -121,6 +121,9 @@ class Monitor : public OpRecorder::Delegate {
   std::vector<std::pair<NodeId, Relation>> absent_;
   std::vector<record::GraphBreak> breaks_;
   const CallSpec* call_ = nullptr;
+  NodeId rootSelf_ = kNoNode;
+  std::vector<NodeId> rootArgs_;
+  std::vector<std::pair<std::string, NodeId>> rootKwargs_;
   PyFrameObject* callerFrame_ = nullptr;
   NodeId result_ = kNoNode;
   bool broken_ = false;

@@ -144,6 +144,7 @@ void RefGraph::observeElements(NodeId id) {
 }
 
 NodeId RefGraph::read(NodeId source, const Relation& rel, PyObject* target) {
+  use(source);
   ShadowNode& s = node(source);
   NodeId existing = s.refOf(rel, s.versions.size() - 1);
   if (existing != kNoNode) {
@@ -170,12 +171,24 @@ NodeId RefGraph::read(NodeId source, const Relation& rel, PyObject* target) {
   return t;
 }
 
+// Everything reachable from the entry state through version-0 edges was
+// part of it.
 void RefGraph::markExternal(NodeId id) {
   if (node(id).external) return;
   node(id).external = true;
-  NodeKind k = node(id).kind;
-  if (k == NodeKind::Tuple || k == NodeKind::List || k == NodeKind::Dict)
-    for (auto& e : std::vector<Edge>(node(id).versions.front().refs)) markExternal(e.target);
+  for (auto& e : std::vector<Edge>(node(id).versions.front().refs)) markExternal(e.target);
+}
+
+void RefGraph::addLazyRoot(NodeId id, const Relation& rel) { lazyRoots_[id].push_back(rel); }
+
+void RefGraph::activate(NodeId id) {
+  auto it = lazyRoots_.find(id);
+  if (it == lazyRoots_.end()) return;
+  std::vector<Relation> rels = std::move(it->second);
+  lazyRoots_.erase(it);
+  for (auto& rel : rels)
+    for (auto& v : nodes_[0].versions) v.refs.push_back({rel, id});
+  markExternal(id);
 }
 
 void RefGraph::write(NodeId source, const Relation& rel, NodeId target) {

@@ -114,6 +114,15 @@ class RefGraph {
   // in-place call): a new version, with container elements observed anew.
   void changedInPlace(NodeId id);
 
+  // An entry edge of node 0 (an argument, self) that counts only once the
+  // run uses the value: an argument the function never touches is not
+  // read, so it is not guarded (the paper's lazy ShadowNode creation).
+  void addLazyRoot(NodeId id, const Relation& rel);
+  // The run used `id`: its pending entry edges become real.
+  void use(NodeId id) {
+    if (!lazyRoots_.empty()) activate(id);
+  }
+
   // Algorithm 1 of the paper: nodes reachable from node 0 through the edges
   // of the first (version 0) or last (version -1) version of each node.
   std::vector<NodeId> search(bool lastVersion) const;
@@ -124,10 +133,12 @@ class RefGraph {
  private:
   void observeElements(NodeId id);
   void markExternal(NodeId id);
+  void activate(NodeId id);
   NodeId add(NodeKind kind, PyObject* obj);
 
   std::vector<ShadowNode> nodes_;
   std::unordered_map<PyObject*, NodeId> byObject_;
+  std::unordered_map<NodeId, std::vector<Relation>> lazyRoots_;
 };
 
 }  // namespace magpy::capture

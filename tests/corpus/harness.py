@@ -1,0 +1,63 @@
+"""Helpers for the corpus programs: each builds the same program twice,
+runs one copy compiled and one eagerly on the same calls, and checks that
+results and side effects agree on every call, then checks magpy's counts.
+
+A corpus program runs under magpy-capture (tests/e2e/corpus_test.cpp runs
+them all, then replays their records with magpy-run).
+"""
+import copy
+
+import torch
+
+import magpy
+
+
+def same(a, b):
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+    if isinstance(a, dict):
+        return isinstance(b, dict) and list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return type(a) == type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, torch.nn.Module):
+        return type(a) == type(b) and same_state(a, b)
+    return type(a) == type(b) and a == b
+
+
+def same_state(a, b):
+    """Attributes, parameters and buffers of two objects agree."""
+    da, db = vars(a), vars(b)
+    if set(da) != set(db):
+        return False
+    return all(same(da[k], db[k]) for k in da if not k.startswith("_") or k in ("_parameters", "_buffers", "_modules"))
+
+
+def clone(args):
+    return copy.deepcopy(args)
+
+
+def expect_stats(compiled, **expected):
+    stats = compiled._magpy_stats()
+    for key, value in expected.items():
+        assert stats[key] == value, f"{key}: expected {value}, got {stats[key]} ({stats})"
+    return stats
+
+
+def compare(make, calls, between=None, **expected):
+    """make() builds (fn_or_module, state) pairs identically twice; each call
+    in `calls` is an args tuple. `between(i, compiled_obj, eager_obj)` may
+    change state before call i (the same change on both copies)."""
+    torch.manual_seed(0)
+    subject = make()
+    torch.manual_seed(0)
+    reference = make()
+    compiled = magpy.compile(subject)
+    for i, args in enumerate(calls):
+        if between:
+            between(i, subject, reference)
+        got = compiled(*clone(args))
+        want = reference(*clone(args))
+        assert same(got, want), f"call {i}: result differs from eager:\n{got}\n{want}"
+        if hasattr(subject, "__dict__") and not callable(getattr(subject, "__code__", None)):
+            assert same_state(subject, reference), f"call {i}: state differs from eager"
+    return expect_stats(compiled, **expected)
