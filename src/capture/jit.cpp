@@ -210,36 +210,19 @@ struct Session::Impl {
     }
   }
 
-  void noteState(Function& fn, const BuiltRecord& built, const Monitor& m) {
-    ContentLookup content = [&](const at::Tensor& t) { return m.entryContent(t); };
-    record::Value self = snapshot(fn.shape.self, built.selfPaths, blobs, content);
+  // The state a new record read, as it was when the run began; what an
+  // earlier record already read stays as it was then (first read wins).
+  void noteState(Function& fn, const BuiltRecord& built) {
     if (!fn.haveSelf) {
-      fn.self = std::move(self);
+      fn.self = built.selfEntry;
       fn.haveSelf = true;
     } else {
-      mergeSnapshot(fn.self, self);
+      mergeSnapshot(fn.self, built.selfEntry);
     }
-    for (auto& [module, trie] : built.globalPaths) {
-      PyRef name = PyRef::steal(PyUnicode_FromString(module.c_str()));
-      PyRef mod = PyRef::steal(PyImport_GetModule(name.get()));
-      if (!mod) {
-        PyErr_Clear();
-        continue;
-      }
-      PyObject* dict = PyModule_GetDict(mod.get());
-      // Only the globals records read: a module's namespace is large.
-      record::Value part;
-      part.kind = record::Value::Kind::Dict;
-      for (auto& [step, sub] : trie.children) {
-        if (step.kind != record::PathStep::Kind::Key || step.keyIsInt) continue;
-        PyObject* v = PyDict_GetItemString(dict, step.name.c_str());
-        if (!v) continue;
-        part.keys.push_back(record::Atom::string(step.name));
-        part.items.push_back(snapshot(v, sub, blobs, content));
-      }
+    for (auto& [module, value] : built.globalsEntry) {
       auto it = globals.find(module);
-      if (it == globals.end()) globals.emplace(module, std::move(part));
-      else mergeSnapshot(it->second, part);
+      if (it == globals.end()) globals.emplace(module, value);
+      else mergeSnapshot(it->second, value);
     }
   }
 
@@ -356,6 +339,8 @@ PyObject* Session::call(size_t index, PyObject* args, PyObject* kwargs) {
   }
 
   std::optional<LiveMiss> firstMiss;
+  std::map<size_t, record::Value> entryArgs;
+  std::map<std::string, record::Value> entryKwargs;
   PyRef result;
   int used = -1;
   for (size_t r = 0; r < fn.entries.size() && used < 0; ++r) {
@@ -426,10 +411,12 @@ PyObject* Session::call(size_t index, PyObject* args, PyObject* kwargs) {
     if (s.options.explain && broke)
       for (auto& b : built.record.breaks) std::cerr << "magpy: " << fn.name << ": graph break at " << record::toString(b) << "\n";
 
+    entryArgs = built.argsEntry;
+    entryKwargs = built.kwargsEntry;
     Impl::Entry created;
     try {
       if (!broke) {
-        s.noteState(fn, built, monitor);
+        s.noteState(fn, built);
         created.plan = std::make_unique<replay::Plan>(built.record.graph, s.blobs.blobs());
       }
     } catch (const Error& e) {
@@ -454,11 +441,14 @@ PyObject* Session::call(size_t index, PyObject* args, PyObject* kwargs) {
     try {
       entry.result = snapshot(result.get(), PathTrie{}, s.blobs);
       if (entry.monitored) {
-        // The record just made may read arguments' attributes the log must keep.
-        record::Value kw;
-        record::Value again = s.snapshotArgs(fn, args, kwargs, &kw);
-        mergeSnapshot(entry.args, again);
-        mergeSnapshot(entry.kwargs, kw);
+        // The record just made may read arguments' attributes the log must
+        // keep: as they were when the call began.
+        for (auto& [i, value] : entryArgs)
+          if (i < entry.args.items.size()) mergeSnapshot(entry.args.items[i], value);
+        for (size_t k = 0; k < entry.kwargs.keys.size(); ++k) {
+          auto it = entryKwargs.find(entry.kwargs.keys[k].s);
+          if (it != entryKwargs.end()) mergeSnapshot(entry.kwargs.items[k], it->second);
+        }
       }
     } catch (const Error& e) {
       PyErr_Format(PyExc_RuntimeError, "magpy: cannot log the call's result: %s", e.what());

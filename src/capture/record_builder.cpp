@@ -58,7 +58,7 @@ class Builder {
     graphInputs();
     mock();
     finishGraph();
-    statePaths();
+    entryState();
     out_.record.origin = "";
     return std::move(out_);
   }
@@ -359,27 +359,85 @@ class Builder {
     }
   }
 
-  // Which entry values the native state store needs: everything guarded
-  // and every graph input, rooted at self or a module's globals.
-  void statePaths() {
-    auto note = [&](const AccessPath& p) {
-      switch (p.root) {
-        case AccessPath::Root::Self: out_.selfPaths.insert(p.steps); break;
-        case AccessPath::Root::Global: out_.globalPaths[p.name.empty() ? call_.homeModule : p.name].insert(p.steps); break;
-        case AccessPath::Root::Arg: {
-          std::vector<record::PathStep> steps = p.steps;
-          out_.argPaths[size_t(p.index)].insert(steps);
+  // The entry state the run read, from the version-0 view of the RefGraph
+  // (the live objects may have changed since: the run's own writes).
+  record::Value entryValue(NodeId id, std::set<NodeId>& visiting) {
+    const ShadowNode& n = g_.node(id);
+    record::Value v;
+    auto edgesInto = [&](record::Value& into) {
+      visiting.insert(id);
+      for (auto& e : n.versions.front().refs) {
+        if (visiting.count(e.target)) continue;  // a cycle: the tree cannot hold it
+        if (n.kind == NodeKind::Dict) into.keys.push_back(e.rel.intKey ? record::Atom::integer(e.rel.index) : record::Atom::string(e.rel.name));
+        else if (n.kind != NodeKind::Tuple && n.kind != NodeKind::List) into.names.push_back(e.rel.name);
+        into.items.push_back(entryValue(e.target, visiting));
+      }
+      visiting.erase(id);
+    };
+    switch (n.kind) {
+      case NodeKind::Atom:
+        v.atom = n.atom;
+        break;
+      case NodeKind::Tensor: {
+        const at::Tensor& t = tensorOf(n.obj);
+        const at::Tensor* before = m_.entryContent(t);
+        v.kind = record::Value::Kind::Tensor;
+        v.meta = m_.entryMeta(id) ? *m_.entryMeta(id) : replay::metaOf(t);
+        v.blob = blobs_.add(before ? *before : t);
+        break;
+      }
+      case NodeKind::Tuple:
+      case NodeKind::List:
+      case NodeKind::Dict:
+        v.kind = n.kind == NodeKind::Tuple ? record::Value::Kind::Tuple
+                 : n.kind == NodeKind::List ? record::Value::Kind::List : record::Value::Kind::Dict;
+        if (!PyTuple_CheckExact(n.obj) && !PyList_CheckExact(n.obj) && !PyDict_CheckExact(n.obj)) v.type = typeName(Py_TYPE(n.obj));
+        edgesInto(v);
+        break;
+      case NodeKind::Module:
+        v.kind = record::Value::Kind::Opaque;
+        v.type = std::string("module ") + PyModule_GetName(n.obj);
+        break;
+      case NodeKind::Function:
+        v.kind = record::Value::Kind::Opaque;
+        v.type = qualifiedName(n.obj);
+        edgesInto(v);
+        break;
+      case NodeKind::Object:
+        v.kind = record::Value::Kind::Object;
+        v.type = typeName(Py_TYPE(n.obj));
+        edgesInto(v);
+        break;
+    }
+    return v;
+  }
+
+  void entryState() {
+    std::set<NodeId> visiting;
+    for (auto& e : g_.node(kExternal).versions.front().refs) {
+      switch (e.rel.kind) {
+        case Relation::Kind::Self: out_.selfEntry = entryValue(e.target, visiting); break;
+        case Relation::Kind::Arg: out_.argsEntry[size_t(e.rel.index)] = entryValue(e.target, visiting); break;
+        case Relation::Kind::Kwarg: out_.kwargsEntry[e.rel.name] = entryValue(e.target, visiting); break;
+        case Relation::Kind::Module: {
+          // A module's globals: only those the run read.
+          record::Value globals;
+          globals.kind = record::Value::Kind::Dict;
+          for (auto& g : g_.node(e.target).versions.front().refs) {
+            globals.keys.push_back(record::Atom::string(g.rel.name));
+            globals.items.push_back(entryValue(g.target, visiting));
+          }
+          if (!globals.items.empty()) out_.globalsEntry[e.rel.name] = std::move(globals);
           break;
         }
-        case AccessPath::Root::Kwarg: out_.kwargPaths[p.name].insert(p.steps); break;
-        case AccessPath::Root::Runtime: break;
+        default:
+          break;
       }
-    };
-    for (auto& g : out_.record.guards)
-      if (g.check.kind != record::Check::Kind::Absent) note(g.path);
-    for (auto& n : out_.record.graph.nodes)
-      if (n.kind == record::NodeKind::Placeholder || n.kind == record::NodeKind::GetAttr)
-        if (n.blob < 0) note(n.source);
+    }
+    for (auto& g : out_.record.guards) {
+      if (g.path.root == AccessPath::Root::Arg) out_.argPaths[size_t(g.path.index)].insert(g.path.steps);
+      if (g.path.root == AccessPath::Root::Kwarg) out_.kwargPaths[g.path.name].insert(g.path.steps);
+    }
   }
 
   Monitor& m_;

@@ -17,11 +17,14 @@ namespace magpy::capture {
 struct BuiltRecord {
   record::Record record;
   std::vector<PyRef> expected;  // per guard: the live type/object it compares with
-  // The entry values of state the record reads, for the native state store:
-  // one trie of paths under `self`, one per module under G(...).
-  PathTrie selfPaths;
-  std::map<std::string, PathTrie> globalPaths;
-  std::map<size_t, PathTrie> argPaths;  // under args[i]
+  // What the run read of the state it began with, as it was then: the
+  // native state store starts from these.
+  record::Value selfEntry;
+  std::map<std::string, record::Value> globalsEntry;  // module -> Dict of the globals read
+  std::map<size_t, record::Value> argsEntry;           // what the run read of each argument
+  std::map<std::string, record::Value> kwargsEntry;
+  // Paths the record reads under each argument, for logging later calls.
+  std::map<size_t, PathTrie> argPaths;
   std::map<std::string, PathTrie> kwargPaths;
 };
 

@@ -49,8 +49,7 @@ Value resolve(const record::AccessPath& path, const CallState& state) {
       cur = state.globals->of(path.name.empty() ? state.module : path.name);
       break;
     case Root::Runtime:
-      if (path.name == "grad_enabled") return Value::ofAtom(record::Atom::boolean(state.grad_enabled));
-      throw Error(record::toString(path) + ": unknown runtime state");
+      throw Error(record::toString(path) + ": interpreter state is not part of native replay's state");
   }
   // Messages are built only on failure: resolve() is on the per-call path.
   auto missing = [&](size_t upto, const std::string& why) {

@@ -19,7 +19,7 @@ def same(a, b):
         return isinstance(b, dict) and list(a) == list(b) and all(same(a[k], b[k]) for k in a)
     if isinstance(a, (list, tuple)):
         return type(a) == type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-    if isinstance(a, torch.nn.Module):
+    if isinstance(a, torch.nn.Module) or (hasattr(a, "__dict__") and not callable(a) and not isinstance(a, type)):
         return type(a) == type(b) and same_state(a, b)
     return type(a) == type(b) and a == b
 

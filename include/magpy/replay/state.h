@@ -25,7 +25,6 @@ struct CallState {
   Value kwargs = Value::dict({}, {});
   Globals* globals = nullptr;
   std::string module;         // what G[...] without a module name means
-  bool grad_enabled = false;  // runtime.grad_enabled
 };
 
 // The value at path. Throws Error saying which step is missing.

@@ -1,0 +1,61 @@
+// Every program in tests/corpus runs under magpy-capture (the program
+// checks its own results, side effects and record counts against eager
+// execution), then its record is replayed natively by magpy-run.
+//
+// Markers in a program's leading comments:
+//   # magpy-test: breaks            its records have graph breaks: replay must refuse them
+//   # magpy-capture-args: ARGS      extra magpy-capture arguments (paths relative to tests/corpus)
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "support.h"
+
+using namespace magpy::e2e;
+
+namespace {
+
+std::vector<std::string> corpus() {
+  std::vector<std::string> names;
+  for (auto& e : std::filesystem::directory_iterator(sourceDir() + "/tests/corpus"))
+    if (e.path().extension() == ".py" && e.path().filename() != "harness.py") names.push_back(e.path().stem().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string marker(const std::string& file, const std::string& key) {
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line) && line.rfind("#", 0) == 0;)
+    if (line.rfind("# " + key + ":", 0) == 0) return line.substr(key.size() + 3);
+  return "";
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+class Corpus : public ::testing::TestWithParam<std::string> {};
+
+}  // namespace
+
+TEST_P(Corpus, MatchesEagerAndReplays) {
+  std::string name = GetParam();
+  std::string dir = sourceDir() + "/tests/corpus";
+  std::string file = dir + "/" + name + ".py";
+  Scratch s("corpus_" + name);
+  // Extra arguments name files relative to the corpus directory.
+  Result cap = s.run("cd '" + dir + "' && magpy-capture " + marker(file, "magpy-capture-args") + " -o '" +
+                     s.path(name + ".mgp") + "' " + file);
+  ASSERT_EQ(cap.status, 0) << cap.out << cap.err;
+
+  Result run = s.run("magpy-run " + name + ".mgp");
+  if (contains(marker(file, "magpy-test"), "breaks")) {
+    EXPECT_EQ(run.status, 1) << run.out << run.err;
+    EXPECT_TRUE(contains(run.out, "graph breaks, which need Python")) << run.out;
+  } else {
+    EXPECT_EQ(run.status, 0) << run.out << run.err;
+    EXPECT_FALSE(contains(run.out, "MISMATCH")) << run.out;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Programs, Corpus, ::testing::ValuesIn(corpus()), [](const auto& info) { return info.param; });
