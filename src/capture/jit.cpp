@@ -11,6 +11,7 @@
 #include "capture/record_builder.h"
 #include "magpy/replay/plan.h"
 #include "magpy/support/error.h"
+#include "magpy/support/hash.h"
 
 namespace magpy::capture {
 namespace {
@@ -148,12 +149,34 @@ struct Session::Impl {
     bool exists = false;
     PyObject* object = nullptr;  // identity (not owned: compared, never used)
     int64_t version = -1;        // tensors: the in-place version counter
+    uint64_t contents = 0;       // containers: their elements, shallowly
     record::Atom atom;
     bool operator==(const Seen& o) const {
-      return exists == o.exists && object == o.object && version == o.version && atom == o.atom;
+      return exists == o.exists && object == o.object && version == o.version && contents == o.contents && atom == o.atom;
     }
   };
   std::map<std::pair<int, record::AccessPath>, Seen> lastExit;
+
+  // A container changed in place (list.append, dict item set, a hook
+  // registered) keeps its identity; its elements tell.
+  static uint64_t shallowHash(PyObject* c) {
+    Hasher h;
+    auto element = [&](PyObject* e) {
+      if (auto a = atomOf(e)) h.text(record::toString(*a));
+      else h.u64(reinterpret_cast<uintptr_t>(e));
+    };
+    if (PyDict_Check(c)) {
+      PyObject *k, *v;
+      Py_ssize_t pos = 0;
+      while (PyDict_Next(c, &pos, &k, &v)) {
+        element(k);
+        element(v);
+      }
+    } else {
+      for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(c); ++i) element(PySequence_Fast_GET_ITEM(c, i));
+    }
+    return h.u64(uint64_t(PyObject_Length(c))).digest();
+  }
 
   // Module-rooted paths are shared: they belong to no function (-1) and name
   // their module explicitly.
@@ -173,6 +196,7 @@ struct Session::Impl {
     } else {
       s.object = v.get();
       if (isTensor(v.get())) s.version = int64_t(tensorOf(v.get()).unsafeGetTensorImpl()->version_counter().current_version());
+      if (PyTuple_Check(v.get()) || PyList_Check(v.get()) || PyDict_Check(v.get())) s.contents = shallowHash(v.get());
     }
     return s;
   }
@@ -222,7 +246,7 @@ struct Session::Impl {
     for (auto& [module, value] : built.globalsEntry) {
       auto it = globals.find(module);
       if (it == globals.end()) globals.emplace(module, value);
-      else mergeSnapshot(it->second, value);
+      else mergeGlobals(it->second, value);
     }
   }
 
@@ -233,18 +257,17 @@ struct Session::Impl {
       for (auto& [i, t] : e.args) argPaths[i] = t;
       for (auto& [k, t] : e.kwargs) kwPaths[k] = t;
     }
-    record::Value a;
-    a.kind = record::Value::Kind::Tuple;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); ++i)
-      a.items.push_back(snapshot(PyTuple_GET_ITEM(args, i), argPaths[size_t(i)], blobs));
+    // One tree for the arguments, so that f(x, x) keeps its aliasing.
+    PathTrie argTrie;
+    for (auto& [i, t] : argPaths) argTrie.children[{record::PathStep::Kind::Index, {}, int64_t(i), false}] = t;
+    record::Value a = snapshot(args, argTrie, blobs);
+    a.type.clear();
+    *kwOut = record::Value();
     kwOut->kind = record::Value::Kind::Dict;
     if (kwargs) {
-      PyObject *k, *v;
-      Py_ssize_t pos = 0;
-      while (PyDict_Next(kwargs, &pos, &k, &v)) {
-        kwOut->keys.push_back(record::Atom::string(utf8(k)));
-        kwOut->items.push_back(snapshot(v, kwPaths[utf8(k)], blobs));
-      }
+      PathTrie kwTrie;
+      for (auto& [k, t] : kwPaths) kwTrie.children[{record::PathStep::Kind::Key, k, 0, false}] = t;
+      *kwOut = snapshot(kwargs, kwTrie, blobs);
     }
     return a;
   }

@@ -3,6 +3,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "magpy/replay/tensors.h"
 #include "magpy/support/error.h"
@@ -277,12 +278,27 @@ void PathTrie::insert(const std::vector<record::PathStep>& steps, size_t from) {
   children[steps[from]].insert(steps, from + 1);
 }
 
-record::Value snapshot(PyObject* o, const PathTrie& wanted, BlobPool& blobs, const ContentLookup& content) {
+namespace {
+
+struct SnapshotContext {
+  BlobPool& blobs;
+  const ContentLookup& content;
+  std::unordered_map<PyObject*, uint32_t> ids;  // objects already in the tree
+  uint32_t next = 0;
+};
+
+record::Value snap(PyObject* o, const PathTrie& wanted, SnapshotContext& ctx) {
   record::Value v;
   if (auto a = atomOf(o)) {
     v.atom = *a;
     return v;
   }
+  if (auto it = ctx.ids.find(o); it != ctx.ids.end()) {
+    v.kind = record::Value::Kind::Ref;  // the same object again: keep the aliasing
+    v.id = it->second;
+    return v;
+  }
+  v.id = ctx.ids[o] = ++ctx.next;
   auto child = [&](const record::PathStep& s) {
     auto it = wanted.children.find(s);
     static const PathTrie kEmpty;
@@ -290,12 +306,12 @@ record::Value snapshot(PyObject* o, const PathTrie& wanted, BlobPool& blobs, con
   };
   if (isTensor(o)) {
     const at::Tensor& t = tensorOf(o);
-    const at::Tensor* before = content ? content(t) : nullptr;
+    const at::Tensor* before = ctx.content ? ctx.content(t) : nullptr;
     v.kind = record::Value::Kind::Tensor;
     v.meta = replay::metaOf(before ? *before : t);
     v.meta.requires_grad = t.requires_grad();
     v.meta.strides.assign(t.strides().begin(), t.strides().end());
-    v.blob = blobs.add(before ? *before : t);
+    v.blob = ctx.blobs.add(before ? *before : t);
     return v;
   }
   if (PyTuple_Check(o) || PyList_Check(o)) {
@@ -303,7 +319,7 @@ record::Value snapshot(PyObject* o, const PathTrie& wanted, BlobPool& blobs, con
     if (!PyTuple_CheckExact(o) && !PyList_CheckExact(o)) v.type = typeName(Py_TYPE(o));
     Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
     for (Py_ssize_t i = 0; i < n; ++i)
-      v.items.push_back(snapshot(PySequence_Fast_GET_ITEM(o, i), child({record::PathStep::Kind::Index, {}, i, false}), blobs, content));
+      v.items.push_back(snap(PySequence_Fast_GET_ITEM(o, i), child({record::PathStep::Kind::Index, {}, i, false}), ctx));
     return v;
   }
   bool plainKeys = PyDict_Check(o);
@@ -322,7 +338,7 @@ record::Value snapshot(PyObject* o, const PathTrie& wanted, BlobPool& blobs, con
       record::PathStep s = PyUnicode_CheckExact(k) ? record::PathStep{record::PathStep::Kind::Key, PyUnicode_AsUTF8(k), 0, false}
                                                    : record::PathStep{record::PathStep::Kind::Key, {}, PyLong_AsLongLong(k), true};
       v.keys.push_back(*atomOf(k));
-      v.items.push_back(snapshot(val, child(s), blobs, content));
+      v.items.push_back(snap(val, child(s), ctx));
     }
     return v;
   }
@@ -343,12 +359,25 @@ record::Value snapshot(PyObject* o, const PathTrie& wanted, BlobPool& blobs, con
     PyRef a = step(o, s);
     if (!a) continue;
     v.names.push_back(s.name);
-    v.items.push_back(snapshot(a.get(), sub, blobs, content));
+    v.items.push_back(snap(a.get(), sub, ctx));
   }
   return v;
 }
 
-void mergeSnapshot(record::Value& into, const record::Value& add) {
+}  // namespace
+
+record::Value snapshot(PyObject* o, const PathTrie& wanted, BlobPool& blobs, const ContentLookup& content) {
+  SnapshotContext ctx{blobs, content, {}, 0};
+  record::Value v = snap(o, wanted, ctx);
+  record::compactIds(v);
+  return v;
+}
+
+namespace {
+
+// Containers in a snapshot are whole, objects hold the attributes read:
+// merging adds attributes, never elements.
+void merge(record::Value& into, const record::Value& add, bool addKeys) {
   using K = record::Value::Kind;
   if (into.kind != add.kind) return;  // first read wins
   if (into.kind == K::Object || into.kind == K::Opaque) {
@@ -358,22 +387,36 @@ void mergeSnapshot(record::Value& into, const record::Value& add) {
         into.names.push_back(add.names[i]);
         into.items.push_back(add.items[i]);
       } else {
-        mergeSnapshot(into.items[size_t(it - into.names.begin())], add.items[i]);
+        merge(into.items[size_t(it - into.names.begin())], add.items[i], false);
       }
     }
   } else if (into.kind == K::Dict) {
     for (size_t i = 0; i < add.keys.size(); ++i) {
       auto it = std::find(into.keys.begin(), into.keys.end(), add.keys[i]);
-      if (it == into.keys.end()) {
+      if (it != into.keys.end()) {
+        merge(into.items[size_t(it - into.keys.begin())], add.items[i], false);
+      } else if (addKeys) {
         into.keys.push_back(add.keys[i]);
         into.items.push_back(add.items[i]);
-      } else {
-        mergeSnapshot(into.items[size_t(it - into.keys.begin())], add.items[i]);
       }
     }
   } else if (into.kind == K::Tuple || into.kind == K::List) {
-    for (size_t i = 0; i < into.items.size() && i < add.items.size(); ++i) mergeSnapshot(into.items[i], add.items[i]);
+    for (size_t i = 0; i < into.items.size() && i < add.items.size(); ++i) merge(into.items[i], add.items[i], false);
   }
+}
+
+}  // namespace
+
+void mergeSnapshot(record::Value& into, const record::Value& add) {
+  record::Value grafted = add;
+  record::expandRefs(grafted);  // its ids mean nothing in `into`
+  merge(into, grafted, false);
+}
+
+void mergeGlobals(record::Value& into, const record::Value& add) {
+  record::Value grafted = add;
+  record::expandRefs(grafted);
+  merge(into, grafted, true);
 }
 
 }  // namespace magpy::capture

@@ -70,7 +70,11 @@ struct PathTrie {
 using ContentLookup = std::function<const at::Tensor*(const at::Tensor&)>;
 record::Value snapshot(PyObject* o, const PathTrie& wanted, BlobPool& blobs, const ContentLookup& content = {});
 
-// Merges `add` into `into`, keeping what `into` already has (first read wins).
+// Merges `add` into `into`, keeping what `into` already has (first read
+// wins): objects gain the attributes `into` lacks; containers, taken whole
+// when first read, gain nothing.
 void mergeSnapshot(record::Value& into, const record::Value& add);
+// The same for a module's globals, where `add` may bring globals `into` lacks.
+void mergeGlobals(record::Value& into, const record::Value& add);
 
 }  // namespace magpy::capture

@@ -361,18 +361,24 @@ class Builder {
 
   // The entry state the run read, from the version-0 view of the RefGraph
   // (the live objects may have changed since: the run's own writes).
-  record::Value entryValue(NodeId id, std::set<NodeId>& visiting) {
+  // Objects reached twice are one value and Refs to it (aliasing, cycles).
+  record::Value entryValue(NodeId id, std::map<NodeId, uint32_t>& ids) {
     const ShadowNode& n = g_.node(id);
     record::Value v;
+    if (n.kind != NodeKind::Atom) {
+      if (auto it = ids.find(id); it != ids.end()) {
+        v.kind = record::Value::Kind::Ref;
+        v.id = it->second;
+        return v;
+      }
+      v.id = ids[id] = uint32_t(ids.size() + 1);
+    }
     auto edgesInto = [&](record::Value& into) {
-      visiting.insert(id);
-      for (auto& e : n.versions.front().refs) {
-        if (visiting.count(e.target)) continue;  // a cycle: the tree cannot hold it
+      for (auto& e : std::vector<Edge>(n.versions.front().refs)) {
         if (n.kind == NodeKind::Dict) into.keys.push_back(e.rel.intKey ? record::Atom::integer(e.rel.index) : record::Atom::string(e.rel.name));
         else if (n.kind != NodeKind::Tuple && n.kind != NodeKind::List) into.names.push_back(e.rel.name);
-        into.items.push_back(entryValue(e.target, visiting));
+        into.items.push_back(entryValue(e.target, ids));
       }
-      visiting.erase(id);
     };
     switch (n.kind) {
       case NodeKind::Atom:
@@ -413,20 +419,34 @@ class Builder {
   }
 
   void entryState() {
-    std::set<NodeId> visiting;
+    std::map<NodeId, uint32_t> ids;  // one id space per tree, compacted below
     for (auto& e : g_.node(kExternal).versions.front().refs) {
       switch (e.rel.kind) {
-        case Relation::Kind::Self: out_.selfEntry = entryValue(e.target, visiting); break;
-        case Relation::Kind::Arg: out_.argsEntry[size_t(e.rel.index)] = entryValue(e.target, visiting); break;
-        case Relation::Kind::Kwarg: out_.kwargsEntry[e.rel.name] = entryValue(e.target, visiting); break;
+        case Relation::Kind::Self:
+          ids.clear();
+          out_.selfEntry = entryValue(e.target, ids);
+          record::compactIds(out_.selfEntry);
+          break;
+        case Relation::Kind::Arg:
+          ids.clear();
+          out_.argsEntry[size_t(e.rel.index)] = entryValue(e.target, ids);
+          record::expandRefs(out_.argsEntry[size_t(e.rel.index)]);
+          break;
+        case Relation::Kind::Kwarg:
+          ids.clear();
+          out_.kwargsEntry[e.rel.name] = entryValue(e.target, ids);
+          record::expandRefs(out_.kwargsEntry[e.rel.name]);
+          break;
         case Relation::Kind::Module: {
           // A module's globals: only those the run read.
           record::Value globals;
           globals.kind = record::Value::Kind::Dict;
-          for (auto& g : g_.node(e.target).versions.front().refs) {
+          ids.clear();
+          for (auto& g : std::vector<Edge>(g_.node(e.target).versions.front().refs)) {
             globals.keys.push_back(record::Atom::string(g.rel.name));
-            globals.items.push_back(entryValue(g.target, visiting));
+            globals.items.push_back(entryValue(g.target, ids));
           }
+          record::compactIds(globals);
           if (!globals.items.empty()) out_.globalsEntry[e.rel.name] = std::move(globals);
           break;
         }

@@ -193,7 +193,7 @@ template <class Ar> void io(Ar& ar, AccessPath& p) {
 }
 
 template <class Ar> void io(Ar& ar, Value& v) {
-  ioEnum(ar, v.kind, Value::Kind::Opaque);
+  ioEnum(ar, v.kind, Value::Kind::Ref);
   io(ar, v.atom);
   uint64_t blob = v.blob;
   ar.varint(blob);
@@ -206,6 +206,12 @@ template <class Ar> void io(Ar& ar, Value& v) {
   ioVec(ar, "items", v.items, [&](Value& x) { io(ar, x); });
   io(ar, v.keys);
   io(ar, v.names);
+  uint64_t id = v.id;
+  ar.varint(id);
+  if constexpr (Ar::kReading) {
+    if (id > std::numeric_limits<uint32_t>::max()) ar.fail("a value id is out of range");
+    v.id = uint32_t(id);
+  }
 }
 
 template <class Ar> void io(Ar& ar, Check& c) {

@@ -53,25 +53,26 @@ std::string metaText(const std::vector<TensorMeta>& outs) {
 // One "path = value" line per leaf, depth first, so a diff names the path.
 void flatten(const Value& v, const std::string& path, const RecordFile& file, std::ostream& out, int indent) {
   std::string pad(size_t(indent), ' ');
+  std::string id = v.id ? "  #" + std::to_string(v.id) : "";
   switch (v.kind) {
     case Value::Kind::Tuple:
     case Value::Kind::List:
-      out << pad << path << ": " << (v.kind == Value::Kind::Tuple ? "tuple" : "list") << " len " << v.items.size() << "\n";
+      out << pad << path << ": " << (v.kind == Value::Kind::Tuple ? "tuple" : "list") << " len " << v.items.size() << id << "\n";
       for (size_t i = 0; i < v.items.size(); ++i)
         flatten(v.items[i], path + "[" + std::to_string(i) + "]", file, out, indent);
       return;
     case Value::Kind::Dict:
-      out << pad << path << ": dict len " << v.items.size() << "\n";
+      out << pad << path << ": dict len " << v.items.size() << id << "\n";
       for (size_t i = 0; i < v.items.size(); ++i)
         flatten(v.items[i], path + "[" + toString(v.keys[i]) + "]", file, out, indent);
       return;
     case Value::Kind::Object:
     case Value::Kind::Opaque:
-      out << pad << path << (v.kind == Value::Kind::Object ? ": " + v.type : " = <" + v.type + ">") << "\n";
+      out << pad << path << (v.kind == Value::Kind::Object ? ": " + v.type : " = <" + v.type + ">") << id << "\n";
       for (size_t i = 0; i < v.items.size(); ++i) flatten(v.items[i], path + "." + v.names[i], file, out, indent);
       return;
     default:
-      out << pad << path << " = " << describeValue(v, file) << "\n";
+      out << pad << path << " = " << describeValue(v, file) << id << "\n";
   }
 }
 
@@ -87,6 +88,7 @@ std::string describeValue(const Value& v, const RecordFile& file) {
     }
     case Value::Kind::Opaque: return "<" + v.type + ">";
     case Value::Kind::Object: return "<" + v.type + " object>";
+    case Value::Kind::Ref: return "the same object as #" + std::to_string(v.id);
     case Value::Kind::Tuple: return "tuple len " + std::to_string(v.items.size());
     case Value::Kind::List: return "list len " + std::to_string(v.items.size());
     case Value::Kind::Dict: return "dict len " + std::to_string(v.items.size());

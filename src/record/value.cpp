@@ -1,6 +1,7 @@
 #include "magpy/record/value.h"
 
 #include <cstring>
+#include <map>
 #include <tuple>
 
 #include "magpy/support/error.h"
@@ -68,6 +69,54 @@ size_t dtypeSize(const std::string& dtype) {
   for (auto& [name, size] : kSizes)
     if (dtype == name) return size;
   throw Error("unknown tensor dtype '" + dtype + "'");
+}
+
+namespace {
+
+void collectRefs(const Value& v, std::map<uint32_t, uint32_t>& used) {
+  if (v.kind == Value::Kind::Ref) used.emplace(v.id, 0);
+  for (auto& item : v.items) collectRefs(item, used);
+}
+
+void renumber(Value& v, std::map<uint32_t, uint32_t>& used, uint32_t& next) {
+  if (v.kind == Value::Kind::Ref) {
+    v.id = used[v.id];
+    return;
+  }
+  if (v.id) {
+    auto it = used.find(v.id);
+    v.id = it == used.end() ? 0 : (it->second = ++next);
+  }
+  for (auto& item : v.items) renumber(item, used, next);
+}
+
+void expand(Value& v, std::map<uint32_t, Value>& seen) {
+  if (v.kind == Value::Kind::Ref) {
+    auto it = seen.find(v.id);
+    if (it == seen.end()) throw Error("a value refers to an object it does not contain");
+    v = it->second;
+    return;
+  }
+  for (auto& item : v.items) expand(item, seen);
+  if (v.id) {
+    uint32_t id = v.id;
+    v.id = 0;
+    seen.emplace(id, v);
+  }
+}
+
+}  // namespace
+
+void compactIds(Value& root) {
+  std::map<uint32_t, uint32_t> used;
+  collectRefs(root, used);
+  uint32_t next = 0;
+  renumber(root, used, next);
+}
+
+void expandRefs(Value& root) {
+  std::map<uint32_t, Value> seen;
+  expand(root, seen);
 }
 
 }  // namespace magpy::record

@@ -114,34 +114,53 @@ void assign(const record::AccessPath& path, Value value, const CallState& state)
   throw Error("cannot store " + record::toString(path) + ": " + record::toString(parentPath) + " is " + describe(parent));
 }
 
-Value materialize(const record::Value& v, const record::RecordFile& file) {
+namespace {
+
+// Builds runtime values depth first; `made` maps value ids to what was
+// built for them, so a Ref is the same heap object (or tensor) again.
+Value build(const record::Value& v, const record::RecordFile& file, std::map<uint32_t, Value>& made) {
   using K = record::Value::Kind;
+  if (v.kind == K::Ref) {
+    auto it = made.find(v.id);
+    if (it == made.end()) throw Error("the record is corrupted: a value refers to object #" + std::to_string(v.id) + ", defined nowhere before");
+    return it->second;
+  }
   auto children = [&] {
     std::vector<Value> out;
     out.reserve(v.items.size());
-    for (auto& item : v.items) out.push_back(materialize(item, file));
+    for (auto& item : v.items) out.push_back(build(item, file, made));
     return out;
   };
+  Value out;
   switch (v.kind) {
-    case K::Atom: return Value::ofAtom(v.atom);
-    case K::Tensor: return Value::ofTensor(tensorFromBlob(file.blobs.at(v.blob), v.meta));
+    case K::Atom: out = Value::ofAtom(v.atom); break;
+    case K::Tensor: out = Value::ofTensor(tensorFromBlob(file.blobs.at(v.blob), v.meta)); break;
     case K::Tuple:
     case K::List:
-    case K::Dict: {
-      Value c = v.kind == K::Tuple ? Value::tuple(children()) : v.kind == K::List ? Value::list(children())
-                                                                              : Value::dict(v.keys, children());
-      if (!v.type.empty()) c.heap->type = v.type;  // torch.Size, OrderedDict, ...
-      return c;
-    }
+    case K::Dict:
+      out = v.kind == K::Tuple ? Value::tuple({}) : v.kind == K::List ? Value::list({}) : Value::dict(v.keys, {});
+      if (!v.type.empty()) out.heap->type = v.type;  // torch.Size, OrderedDict, ...
+      if (v.id) made[v.id] = out;  // registered before its elements: they may refer to it
+      out.heap->items = children();
+      return out;
     case K::Object:
-    case K::Opaque: {
-      Value obj = v.kind == K::Object ? Value::object(v.type) : Value::opaque(v.type);
-      obj.heap->names = v.names;
-      obj.heap->items = children();
-      return obj;
-    }
+    case K::Opaque:
+      out = v.kind == K::Object ? Value::object(v.type) : Value::opaque(v.type);
+      if (v.id) made[v.id] = out;
+      out.heap->names = v.names;
+      out.heap->items = children();
+      return out;
+    case K::Ref: break;
   }
-  throw Error("unknown value kind in record");
+  if (v.id) made[v.id] = out;
+  return out;
+}
+
+}  // namespace
+
+Value materialize(const record::Value& v, const record::RecordFile& file) {
+  std::map<uint32_t, Value> made;
+  return build(v, file, made);
 }
 
 namespace {

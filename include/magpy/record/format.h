@@ -30,7 +30,7 @@
 //   update      := function:zigzag path value
 //   blob        := dtype:string shape:zigzags hash:u64 bytes:string
 //   value       := kind:u8 atom blob:varint meta type:string
-//                  count:varint value* keys:atoms names:strings
+//                  count:varint value* keys:atoms names:strings id:varint
 //   path        := root:u8 index:zigzag name:string count:varint step*
 //   step        := kind:u8 name:string index:zigzag key_is_int:u8
 //   atom        := kind:u8 i:zigzag f:f64 s:string

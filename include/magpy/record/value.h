@@ -79,6 +79,7 @@ struct Value {
     Tuple, List, Dict,
     Object,  // an instance of a user or library class: type + read attributes
     Opaque,  // something replay cannot build (function, module, class): type names it
+    Ref,     // the same object as the earlier value with this `id` (aliasing, tied weights)
   };
   Kind kind = Kind::Atom;
   Atom atom;
@@ -89,8 +90,18 @@ struct Value {
   std::vector<Value> items;           // Tuple/List elements, Dict values, Object attributes
   std::vector<Atom> keys;             // Dict keys (in order)
   std::vector<std::string> names;     // Object attribute names, parallel to items
+  uint32_t id = 0;                    // non-zero: a later Ref names this value
 
   static Value ofAtom(Atom a) { Value v; v.atom = std::move(a); return v; }
 };
+
+// Ids are scoped to one tree: keeps only the ids some Ref names and
+// renumbers them 1, 2, ... in depth-first order, so equal trees print and
+// encode the same.
+void compactIds(Value& root);
+
+// Replaces every Ref by a copy of the value it names and clears the ids:
+// the tree can then be grafted into another tree.
+void expandRefs(Value& root);
 
 }  // namespace magpy::record
