@@ -46,10 +46,10 @@ int replayLog(Session& session, const Options& opt) {
       out = session.call(logged.function, session.loggedArgs(i), session.loggedKwargs(i));
     } catch (const magpy::replay::NoMatchingRecord& e) {
       std::cout << "no record matches\n";
-      if (opt.explain)
+      if (opt.explain || e.misses().size() == 1)
         for (size_t r = 0; r < e.misses().size(); ++r) std::cout << "  record " << r << ": " << e.misses()[r].text() << "\n";
       else
-        std::cout << "  (run with --explain to see each record's failing guard)\n";
+        std::cout << "  record 0: " << e.misses()[0].text() << "\n  (run with --explain to see every record's)\n";
       return 1;
     }
     std::cout << "record " << out.record;

@@ -60,11 +60,13 @@ PyObject* compiledRepr(PyObject* self) {
 
 PyMethodDef kCompiledMethods[] = {
     {"_magpy_stats", compiledStats, METH_NOARGS,
-     "Counts of this function's calls: records, hits, misses, monitored runs, graph breaks."},
+     "Counts of this function's calls: records, graphs, breaks, calls, hits, monitored runs, eager runs, and those "
+     "of the segments compiled inside its graph breaks."},
     {nullptr, nullptr, 0, nullptr}};
 
 PyTypeObject CompiledType = [] {
-  PyTypeObject t{PyVarObject_HEAD_INIT(nullptr, 0)};
+  PyTypeObject t{};
+  t.ob_base.ob_base.ob_refcnt = 1;
   t.tp_name = "magpy.CompiledFunction";
   t.tp_basicsize = sizeof(CompiledObject);
   t.tp_dealloc = compiledDealloc;
@@ -117,7 +119,9 @@ PyObject* initMagpyModule() {
 
 // ---------------------------------------------------------------------------
 
-struct Session::Impl {
+struct Session::Impl : FrameInterceptor {
+  // A record in use: its guards on live objects, and its graph's plan
+  // (none for a record with graph breaks, which runs as Python).
   struct Entry {
     record::Record record;
     std::unique_ptr<LiveGuards> guards;
@@ -125,23 +129,43 @@ struct Session::Impl {
     std::map<size_t, PathTrie> args;
     std::map<std::string, PathTrie> kwargs;
   };
-  struct Function {
-    std::set<record::AccessPath> statePaths;  // self- and module-rooted paths its records read
+  // A function with records: one given to magpy.compile, or a segment: a
+  // Python function called by one that runs as Python past a graph break.
+  struct Unit {
     std::string name;
     PyRef target;
-    CallSpec shape;  // self, function, selfIsFirstArg, homeModule (args per call)
+    CallSpec shape;  // self, function, selfIsFirstArg, homeModule
+    size_t parent = SIZE_MAX;  // segments: the compiled function they serve
     std::vector<Entry> entries;
     record::Value self;
     bool haveSelf = false;
+    std::set<record::AccessPath> statePaths;  // self- and module-rooted paths its records read
     size_t calls = 0, hits = 0, monitored = 0, eager = 0;
+  };
+  // How to run one call of a unit.
+  struct Invocation {
+    LiveRoots roots;
+    std::function<PyObject*()> run;        // as Python, once
+    std::function<PyObject*()> runEager;   // as Python, its calls compiled as segments
   };
 
   Options options;
   record::AnnotationSet annotations;
-  std::vector<Function> functions;
+  std::vector<std::unique_ptr<Unit>> units;
+  size_t compiled = 0;  // units[0, compiled) were given to magpy.compile, in order
+  std::map<PyCodeObject*, size_t> segments;
+  std::vector<PyRef> keep;  // code objects segments are keyed by
   std::map<std::string, record::Value> globals;
   BlobPool blobs;
   std::vector<record::LoggedCall> log;
+
+  // Frames running as Python past a graph break: the calls they make are
+  // segments. The first frame of an eager top-level call is found by its caller.
+  std::set<const void*> eagerFrames;
+  const void* eagerRootCaller = nullptr;
+  size_t activeUnit = SIZE_MAX;
+
+  // ---- state changes made by the script between logged calls ----
 
   // What each known state path held when the last logged call returned;
   // a difference at the next call's entry is a change the script made.
@@ -180,9 +204,9 @@ struct Session::Impl {
 
   // Module-rooted paths are shared: they belong to no function (-1) and name
   // their module explicitly.
-  std::pair<int, record::AccessPath> stateKey(size_t f, record::AccessPath p) const {
-    if (p.root != record::AccessPath::Root::Global) return {int(f), p};
-    if (p.name.empty()) p.name = functions[f].shape.homeModule;
+  std::pair<int, record::AccessPath> stateKey(size_t u, record::AccessPath p) const {
+    if (p.root != record::AccessPath::Root::Global) return {int(u), p};
+    if (p.name.empty()) p.name = units[u]->shape.homeModule;
     return {-1, p};
   }
 
@@ -201,34 +225,34 @@ struct Session::Impl {
     return s;
   }
 
-  std::vector<record::StateUpdate> changesBefore(size_t f) {
+  std::vector<record::StateUpdate> changesBefore(size_t u) {
     std::vector<record::StateUpdate> out;
-    const Function& fn = functions[f];
+    const Unit& fn = *units[u];
     LiveRoots roots{fn.shape.self, nullptr, nullptr, fn.shape.homeModule};
     for (auto& path : fn.statePaths) {
-      auto key = stateKey(f, path);
+      auto key = stateKey(u, path);
       auto it = lastExit.find(key);
       if (it == lastExit.end() || observe(key.second, roots) == it->second) continue;
       PyRef v = resolveLive(key.second, roots);
       if (!v) continue;  // removed: the record's guards will notice
-      record::StateUpdate u;
-      u.function = key.first;
-      u.path = key.second;
+      record::StateUpdate upd;
+      upd.function = key.first;
+      upd.path = key.second;
       PathTrie below;
       for (auto& other : fn.statePaths)
         if (path.isPrefixOf(other) && other.steps.size() > path.steps.size())
           below.insert(std::vector<record::PathStep>(other.steps.begin() + long(path.steps.size()), other.steps.end()));
-      u.value = snapshot(v.get(), below, blobs);
-      out.push_back(std::move(u));
+      upd.value = snapshot(v.get(), below, blobs);
+      out.push_back(std::move(upd));
     }
     return out;
   }
 
   void noteExit() {
-    for (size_t f = 0; f < functions.size(); ++f) {
-      LiveRoots roots{functions[f].shape.self, nullptr, nullptr, functions[f].shape.homeModule};
-      for (auto& path : functions[f].statePaths) {
-        auto key = stateKey(f, path);
+    for (size_t u = 0; u < compiled; ++u) {
+      LiveRoots roots{units[u]->shape.self, nullptr, nullptr, units[u]->shape.homeModule};
+      for (auto& path : units[u]->statePaths) {
+        auto key = stateKey(u, path);
         lastExit[key] = observe(key.second, roots);
       }
     }
@@ -236,7 +260,7 @@ struct Session::Impl {
 
   // The state a new record read, as it was when the run began; what an
   // earlier record already read stays as it was then (first read wins).
-  void noteState(Function& fn, const BuiltRecord& built) {
+  void noteState(Unit& fn, const BuiltRecord& built) {
     if (!fn.haveSelf) {
       fn.self = built.selfEntry;
       fn.haveSelf = true;
@@ -250,7 +274,7 @@ struct Session::Impl {
     }
   }
 
-  record::Value snapshotArgs(const Function& fn, PyObject* args, PyObject* kwargs, record::Value* kwOut) {
+  record::Value snapshotArgs(const Unit& fn, PyObject* args, PyObject* kwargs, record::Value* kwOut) {
     std::map<size_t, PathTrie> argPaths;
     std::map<std::string, PathTrie> kwPaths;
     for (auto& e : fn.entries) {
@@ -270,6 +294,156 @@ struct Session::Impl {
       *kwOut = snapshot(kwargs, kwTrie, blobs);
     }
     return a;
+  }
+
+  // ---- calls ----
+
+  // One call of a unit: the first record whose guards hold runs (its graph
+  // and mock, or Python when it has graph breaks); with none, a monitored
+  // run adds a record. `logged` receives what replay needs of the call.
+  PyObject* callUnit(size_t index, Invocation& inv, record::LoggedCall* logged) {
+    Unit& fn = *units[index];
+    fn.calls++;
+    std::optional<LiveMiss> firstMiss;
+    for (size_t r = 0; r < fn.entries.size(); ++r) {
+      Entry& e = fn.entries[r];
+      auto miss = e.guards->check(inv.roots);
+      if (miss) {
+        if (!firstMiss) firstMiss = miss;
+        continue;
+      }
+      if (logged) logged->record = int32_t(r);
+      if (!e.plan) {
+        fn.eager++;
+        return inv.runEager();
+      }
+      try {
+        std::vector<c10::IValue> inputs;
+        for (auto& path : e.plan->inputPaths()) {
+          PyRef v = resolveLive(path, inv.roots);
+          if (!v || !isTensor(v.get())) throw Error("graph input " + record::toString(path) + " is not a tensor");
+          inputs.emplace_back(tensorOf(v.get()));
+        }
+        auto outputs = e.plan->runWith(std::move(inputs));
+        PyRef result = applyLiveMock(e.record.mock, outputs, inv.roots);
+        fn.hits++;
+        return result.release();
+      } catch (const std::exception& ex) {
+        if (!PyErr_Occurred())
+          PyErr_Format(PyExc_RuntimeError, "magpy: replaying a record of %s failed: %s", fn.name.c_str(), ex.what());
+        return nullptr;
+      }
+    }
+
+    if (options.explain && firstMiss)
+      std::cerr << "magpy: " << fn.name << ": call " << fn.calls - 1 << " matches no record (record 0: " << firstMiss->path
+                << ": expected " << firstMiss->expected << ", got " << firstMiss->actual << "); monitoring it\n";
+    Monitor monitor(annotations);
+    CallSpec spec = fn.shape;
+    spec.args = inv.roots.args;
+    spec.kwargs = inv.roots.kwargs;
+    spec.invoke = inv.run;
+    ++tMonitoring;
+    PyRef result = PyRef::steal(monitor.run(spec));
+    --tMonitoring;
+    if (!result) return nullptr;  // the function raised: no record, as the plain call would
+    fn.monitored++;
+
+    std::vector<record::GraphBreak> breaks = monitor.breaks();
+    BuiltRecord built;
+    if (breaks.empty()) {
+      try {
+        built = buildRecord(monitor, spec, blobs);
+      } catch (const Error& e) {
+        record::GraphBreak b;
+        b.function = fn.name;
+        b.reason = e.what();
+        breaks.push_back(b);
+      }
+    }
+    if (!breaks.empty()) built = buildBreakRecord(monitor, spec, breaks);
+    built.record.origin = fn.entries.empty() ? "first call"
+                                             : "no record matched: record 0 needs " + firstMiss->path + " " +
+                                                   firstMiss->expected + ", got " + firstMiss->actual;
+    if (options.explain)
+      for (auto& b : built.record.breaks) std::cerr << "magpy: " << fn.name << ": graph break at " << record::toString(b) << "\n";
+
+    Entry created;
+    try {
+      if (breaks.empty()) {
+        noteState(fn, built);
+        created.plan = std::make_unique<replay::Plan>(built.record.graph, blobs.blobs());
+      }
+    } catch (const Error& e) {
+      PyErr_Format(PyExc_RuntimeError, "magpy: cannot use the record captured for %s: %s", fn.name.c_str(), e.what());
+      return nullptr;
+    }
+    created.guards = std::make_unique<LiveGuards>(built.record.guards, built.expected);
+    for (auto& g : built.record.guards)
+      if (g.check.kind != record::Check::Kind::Absent &&
+          (g.path.root == record::AccessPath::Root::Self || g.path.root == record::AccessPath::Root::Global))
+        fn.statePaths.insert(g.path);
+    created.args = built.argPaths;
+    created.kwargs = built.kwargPaths;
+    created.record = std::move(built.record);
+    fn.entries.push_back(std::move(created));
+    if (logged) {
+      logged->record = int32_t(fn.entries.size() - 1);
+      logged->monitored = true;
+      // The record just made may read arguments' attributes the log must
+      // keep: as they were when the call began.
+      for (auto& [i, value] : built.argsEntry)
+        if (i < logged->args.items.size()) mergeSnapshot(logged->args.items[i], value);
+      for (size_t k = 0; k < logged->kwargs.keys.size(); ++k) {
+        auto it = built.kwargsEntry.find(logged->kwargs.keys[k].s);
+        if (it != built.kwargsEntry.end()) mergeSnapshot(logged->kwargs.items[k], it->second);
+      }
+    }
+    return result.release();
+  }
+
+  // A Python function called by one running as Python past a graph break is
+  // a segment: a unit of its own, keyed by its code.
+  PyObject* onCall(const FrameCall& call) override {
+    if (tMonitoring > 0) return call.run();  // traced by the monitored run
+    if (eagerRootCaller && call.caller() == eagerRootCaller) {
+      eagerRootCaller = nullptr;
+      return runEagerFrame(call);
+    }
+    if (!eagerFrames.count(call.caller())) return call.run();
+    PyObject* function = call.function();
+    if (!function || annotations.find(qualifiedName(function))) return call.run();
+
+    PyCodeObject* code = call.code();
+    auto it = segments.find(code);
+    if (it == segments.end()) {
+      auto unit = std::make_unique<Unit>();
+      unit->name = "segment " + qualifiedName(function) + " (in " + units[activeUnit]->name + ")";
+      unit->parent = activeUnit;
+      unit->shape.homeModule = utf8(PyFunction_GET_MODULE(function));
+      units.push_back(std::move(unit));
+      keep.push_back(PyRef::borrow(reinterpret_cast<PyObject*>(code)));
+      it = segments.emplace(code, units.size() - 1).first;
+    }
+    Unit& unit = *units[it->second];
+    unit.target = PyRef::borrow(function);
+    unit.shape.self = function;
+    unit.shape.function = function;
+    PyRef args = PyRef::steal(call.args());
+    PyRef kwargs = PyRef::steal(call.kwargs());
+    if (!args) return nullptr;
+    Invocation inv;
+    inv.roots = LiveRoots{function, args.get(), kwargs.get(), unit.shape.homeModule};
+    inv.run = [&] { return call.run(); };
+    inv.runEager = [&] { return runEagerFrame(call); };
+    return callUnit(it->second, inv, nullptr);
+  }
+
+  PyObject* runEagerFrame(const FrameCall& call) {
+    eagerFrames.insert(call.id());
+    PyObject* result = call.run();
+    eagerFrames.erase(call.id());
+    return result;
   }
 };
 
@@ -295,18 +469,18 @@ PyObject* Session::compile(PyObject* target) {
     PyErr_Format(PyExc_TypeError, "magpy.compile takes a function or a module, not a %s", Py_TYPE(target)->tp_name);
     return nullptr;
   }
-  Impl::Function fn;
-  fn.target = PyRef::borrow(target);
-  fn.shape.self = target;
+  auto fn = std::make_unique<Impl::Unit>();
+  fn->target = PyRef::borrow(target);
+  fn->shape.self = target;
   if (PyFunction_Check(target)) {
-    fn.shape.function = target;
-    fn.name = qualifiedName(target);
-    fn.shape.homeModule = utf8(PyFunction_GET_MODULE(target));
+    fn->shape.function = target;
+    fn->name = qualifiedName(target);
+    fn->shape.homeModule = utf8(PyFunction_GET_MODULE(target));
   } else if (PyMethod_Check(target)) {
-    fn.shape.function = PyMethod_GET_FUNCTION(target);
-    fn.shape.selfIsFirstArg = true;
-    fn.name = qualifiedName(target);
-    fn.shape.homeModule = utf8(PyFunction_Check(fn.shape.function) ? PyFunction_GET_MODULE(fn.shape.function) : nullptr);
+    fn->shape.function = PyMethod_GET_FUNCTION(target);
+    fn->shape.selfIsFirstArg = true;
+    fn->name = qualifiedName(target);
+    fn->shape.homeModule = utf8(PyFunction_Check(fn->shape.function) ? PyFunction_GET_MODULE(fn->shape.function) : nullptr);
   } else {
     PyObject* call = PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(target)), "__call__");
     if (!call || !PyFunction_Check(call)) {
@@ -316,25 +490,33 @@ PyObject* Session::compile(PyObject* target) {
                    Py_TYPE(target)->tp_name);
       return nullptr;
     }
-    fn.shape.function = call;
+    fn->shape.function = call;
     Py_DECREF(call);  // the class keeps it alive
-    fn.shape.selfIsFirstArg = true;
-    fn.name = typeName(Py_TYPE(target));
+    fn->shape.selfIsFirstArg = true;
+    fn->name = typeName(Py_TYPE(target));
     PyObject* module = PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(target)), "__module__");
-    fn.shape.homeModule = utf8(module);
+    fn->shape.homeModule = utf8(module);
     Py_XDECREF(module);
     PyErr_Clear();
   }
   // Two compiled objects of one class get distinct names.
   size_t same = 0;
-  for (auto& other : impl_->functions)
-    if (other.name == fn.name || other.name.rfind(fn.name + "#", 0) == 0) ++same;
-  if (same) fn.name += "#" + std::to_string(same + 1);
+  for (size_t i = 0; i < impl_->compiled; ++i) {
+    const std::string& other = impl_->units[i]->name;
+    if (other == fn->name || other.rfind(fn->name + "#", 0) == 0) ++same;
+  }
+  if (same) fn->name += "#" + std::to_string(same + 1);
 
-  impl_->functions.push_back(std::move(fn));
+  // Compiled functions come first among the units, in the order compiled.
+  impl_->units.insert(impl_->units.begin() + long(impl_->compiled), std::move(fn));
+  size_t index = impl_->compiled++;
+  for (auto& [code, unit] : impl_->segments) ++unit;
+  for (auto& u : impl_->units)
+    if (u->parent != SIZE_MAX && u->parent >= index) ++u->parent;
+
   auto* obj = PyObject_New(CompiledObject, &CompiledType);
   if (!obj) return nullptr;
-  obj->function = impl_->functions.size() - 1;
+  obj->function = index;
   obj->target = target;
   obj->weakrefs = nullptr;
   Py_INCREF(target);
@@ -343,16 +525,14 @@ PyObject* Session::compile(PyObject* target) {
 
 PyObject* Session::call(size_t index, PyObject* args, PyObject* kwargs) {
   Impl& s = *impl_;
-  Impl::Function& fn = s.functions[index];
-  fn.calls++;
+  Impl::Unit& fn = *s.units[index];
   if (kwargs && PyDict_GET_SIZE(kwargs) == 0) kwargs = nullptr;
-  LiveRoots roots{fn.shape.self, args, kwargs, fn.shape.homeModule};
 
-  bool logged = int(s.log.size()) < s.options.logCalls;
+  bool logging = int(s.log.size()) < s.options.logCalls;
   record::LoggedCall entry;
   entry.function = uint32_t(index);
   try {
-    if (logged) {
+    if (logging) {
       entry.updates = s.changesBefore(index);
       entry.args = s.snapshotArgs(fn, args, kwargs, &entry.kwargs);
     }
@@ -361,118 +541,27 @@ PyObject* Session::call(size_t index, PyObject* args, PyObject* kwargs) {
     return nullptr;
   }
 
-  std::optional<LiveMiss> firstMiss;
-  std::map<size_t, record::Value> entryArgs;
-  std::map<std::string, record::Value> entryKwargs;
-  PyRef result;
-  int used = -1;
-  for (size_t r = 0; r < fn.entries.size() && used < 0; ++r) {
-    Impl::Entry& e = fn.entries[r];
-    auto miss = e.guards->check(roots);
-    if (miss) {
-      if (!firstMiss) firstMiss = miss;
-      continue;
-    }
-    used = int(r);
-    if (!e.plan) {
-      // A record with graph breaks: the function runs as plain Python.
-      fn.eager++;
-      result = PyRef::steal(PyObject_Call(fn.target.get(), args, kwargs));
-      if (!result) return nullptr;
-      break;
-    }
-    try {
-      std::vector<c10::IValue> inputs;
-      for (auto& path : e.plan->inputPaths()) {
-        PyRef v = resolveLive(path, roots);
-        if (!v || !isTensor(v.get())) throw Error("graph input " + record::toString(path) + " is not a tensor");
-        inputs.emplace_back(tensorOf(v.get()));
-      }
-      auto outputs = e.plan->runWith(std::move(inputs));
-      result = applyLiveMock(e.record.mock, outputs, roots);
-    } catch (const std::exception& ex) {
-      if (!PyErr_Occurred()) PyErr_Format(PyExc_RuntimeError, "magpy: replaying a record of %s failed: %s", fn.name.c_str(), ex.what());
-      return nullptr;
-    }
-    fn.hits++;
-  }
+  Impl::Invocation inv;
+  inv.roots = LiveRoots{fn.shape.self, args, kwargs, fn.shape.homeModule};
+  inv.run = [&] { return PyObject_Call(fn.target.get(), args, kwargs); };
+  inv.runEager = [&] {
+    // Its first Python frame is called from the frame running now.
+    size_t outer = s.activeUnit;
+    s.activeUnit = index;
+    s.eagerRootCaller = currentFrameId();
+    installInterceptor(&s);
+    PyObject* result = PyObject_Call(fn.target.get(), args, kwargs);
+    removeInterceptor();
+    s.eagerRootCaller = nullptr;
+    s.activeUnit = outer;
+    return result;
+  };
+  PyRef result = PyRef::steal(s.callUnit(index, inv, logging ? &entry : nullptr));
+  if (!result) return nullptr;
 
-  if (used < 0) {
-    if (s.options.explain && firstMiss)
-      std::cerr << "magpy: " << fn.name << ": call " << fn.calls - 1 << " matches no record (record 0: " << firstMiss->path
-                << ": expected " << firstMiss->expected << ", got " << firstMiss->actual << "); monitoring it\n";
-    // A monitored run: the call runs for real, traced.
-    Monitor monitor(s.annotations);
-    CallSpec spec = fn.shape;
-    spec.args = args;
-    spec.kwargs = kwargs;
-    ++tMonitoring;
-    result = PyRef::steal(monitor.run(spec));
-    --tMonitoring;
-    if (!result) return nullptr;  // the function raised: no record, as the plain call would
-    fn.monitored++;
-
-    BuiltRecord built;
-    bool broke = !monitor.breaks().empty();
-    if (!broke) {
-      try {
-        built = buildRecord(monitor, spec, s.blobs);
-      } catch (const Error& e) {
-        record::GraphBreak b;
-        b.function = fn.name;
-        b.reason = e.what();
-        built = buildBreakRecord(monitor);
-        built.record.breaks.push_back(b);
-        broke = true;
-      }
-    } else {
-      built = buildBreakRecord(monitor);
-    }
-    built.record.origin = fn.entries.empty() ? "first call"
-                                             : "no record matched: record 0 needs " + firstMiss->path + " " +
-                                                   firstMiss->expected + ", got " + firstMiss->actual;
-    if (s.options.explain && broke)
-      for (auto& b : built.record.breaks) std::cerr << "magpy: " << fn.name << ": graph break at " << record::toString(b) << "\n";
-
-    entryArgs = built.argsEntry;
-    entryKwargs = built.kwargsEntry;
-    Impl::Entry created;
-    try {
-      if (!broke) {
-        s.noteState(fn, built);
-        created.plan = std::make_unique<replay::Plan>(built.record.graph, s.blobs.blobs());
-      }
-    } catch (const Error& e) {
-      PyErr_Format(PyExc_RuntimeError, "magpy: cannot use the record captured for %s: %s", fn.name.c_str(), e.what());
-      return nullptr;
-    }
-    created.guards = std::make_unique<LiveGuards>(built.record.guards, built.expected);
-    for (auto& g : built.record.guards)
-      if (g.check.kind != record::Check::Kind::Absent &&
-          (g.path.root == record::AccessPath::Root::Self || g.path.root == record::AccessPath::Root::Global))
-        fn.statePaths.insert(g.path);
-    created.args = built.argPaths;
-    created.kwargs = built.kwargPaths;
-    created.record = std::move(built.record);
-    fn.entries.push_back(std::move(created));
-    used = int(fn.entries.size() - 1);
-    entry.monitored = true;
-  }
-
-  if (logged) {
-    entry.record = used;
+  if (logging) {
     try {
       entry.result = snapshot(result.get(), PathTrie{}, s.blobs);
-      if (entry.monitored) {
-        // The record just made may read arguments' attributes the log must
-        // keep: as they were when the call began.
-        for (auto& [i, value] : entryArgs)
-          if (i < entry.args.items.size()) mergeSnapshot(entry.args.items[i], value);
-        for (size_t k = 0; k < entry.kwargs.keys.size(); ++k) {
-          auto it = entryKwargs.find(entry.kwargs.keys[k].s);
-          if (it != entryKwargs.end()) mergeSnapshot(entry.kwargs.items[k], it->second);
-        }
-      }
     } catch (const Error& e) {
       PyErr_Format(PyExc_RuntimeError, "magpy: cannot log the call's result: %s", e.what());
       return nullptr;
@@ -484,26 +573,37 @@ PyObject* Session::call(size_t index, PyObject* args, PyObject* kwargs) {
 }
 
 PyObject* Session::stats(size_t index) {
-  const Impl::Function& fn = impl_->functions[index];
-  size_t breaks = 0, graphs = 0;
-  for (auto& e : fn.entries) {
-    breaks += e.record.breaks.size();
-    graphs += e.plan ? 1 : 0;
-  }
-  return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n,s:n}", "records", Py_ssize_t(fn.entries.size()), "graphs",
+  auto count = [&](const Impl::Unit& u, size_t& graphs, size_t& breaks) {
+    for (auto& e : u.entries) {
+      breaks += e.record.breaks.size();
+      graphs += e.plan ? 1 : 0;
+    }
+  };
+  const Impl::Unit& fn = *impl_->units[index];
+  size_t breaks = 0, graphs = 0, segments = 0, segmentGraphs = 0, segmentBreaks = 0, segmentHits = 0;
+  count(fn, graphs, breaks);
+  for (auto& u : impl_->units)
+    if (u->parent == index) {
+      ++segments;
+      count(*u, segmentGraphs, segmentBreaks);
+      segmentHits += u->hits;
+    }
+  return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n}", "records", Py_ssize_t(fn.entries.size()), "graphs",
                        Py_ssize_t(graphs), "breaks", Py_ssize_t(breaks), "calls", Py_ssize_t(fn.calls), "hits",
-                       Py_ssize_t(fn.hits), "monitored", Py_ssize_t(fn.monitored), "eager", Py_ssize_t(fn.eager));
+                       Py_ssize_t(fn.hits), "monitored", Py_ssize_t(fn.monitored), "eager", Py_ssize_t(fn.eager),
+                       "segments", Py_ssize_t(segments), "segment_graphs", Py_ssize_t(segmentGraphs),
+                       "segment_hits", Py_ssize_t(segmentHits));
 }
 
 record::RecordFile Session::recordFile() {
   Impl& s = *impl_;
   record::RecordFile f;
-  for (auto& fn : s.functions) {
+  for (auto& fn : s.units) {
     record::CompiledFunction out;
-    out.name = fn.name;
-    out.module = fn.shape.homeModule;
-    out.self = fn.haveSelf ? fn.self : snapshot(fn.shape.self, PathTrie{}, s.blobs);
-    for (auto& e : fn.entries) out.records.push_back(e.record);
+    out.name = fn->name;
+    out.module = fn->shape.homeModule;
+    out.self = fn->haveSelf ? fn->self : snapshot(fn->shape.self, PathTrie{}, s.blobs);
+    for (auto& e : fn->entries) out.records.push_back(e.record);
     f.functions.push_back(std::move(out));
   }
   for (auto& [module, value] : s.globals) f.globals.push_back({module, value});
@@ -514,17 +614,17 @@ record::RecordFile Session::recordFile() {
 
 std::string Session::summary() const {
   std::string out;
-  for (auto& fn : impl_->functions) {
+  for (auto& fn : impl_->units) {
     size_t breaks = 0, graphs = 0, nodes = 0, guards = 0;
-    for (auto& e : fn.entries) {
+    for (auto& e : fn->entries) {
       breaks += e.record.breaks.size();
       graphs += e.plan ? 1 : 0;
       nodes += e.record.graph.numOps();
       guards += e.record.guards.size();
     }
-    out += "  " + fn.name + ": " + std::to_string(fn.calls) + " calls, " + std::to_string(fn.entries.size()) +
+    out += "  " + fn->name + ": " + std::to_string(fn->calls) + " calls, " + std::to_string(fn->entries.size()) +
            " records (" + std::to_string(graphs) + " graphs, " + std::to_string(breaks) + " breaks), " +
-           std::to_string(fn.hits) + " replayed from a record, " + std::to_string(nodes) + " graph ops, " +
+           std::to_string(fn->hits) + " replayed from a record, " + std::to_string(nodes) + " graph ops, " +
            std::to_string(guards) + " guards\n";
   }
   return out;

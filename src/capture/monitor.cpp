@@ -122,7 +122,7 @@ PyObject* Monitor::run(const CallSpec& call) {
   PyEval_SetTrace(traceTrampoline, nullptr);
   ops_->setEnabled(true);
   // Calling self binds it as Python would (a module's __call__, a bound method).
-  PyObject* result = PyObject_Call(call.self, call.args, call.kwargs);
+  PyObject* result = call.invoke ? call.invoke() : PyObject_Call(call.self, call.args, call.kwargs);
   ops_->setEnabled(false);
   PyEval_SetTrace(nullptr, nullptr);
   tMonitor = previous;

@@ -12,6 +12,7 @@
 
 #include <Python.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -36,6 +37,9 @@ struct CallSpec {
   PyObject* args = nullptr;       // tuple
   PyObject* kwargs = nullptr;     // dict or null
   std::string homeModule;         // the module G[...] refers to
+  // Runs the call (its first Python frame is the root of the run); by
+  // default, self(*args, **kwargs).
+  std::function<PyObject*()> invoke;
 };
 
 class Monitor : public OpRecorder::Delegate {

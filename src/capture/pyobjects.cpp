@@ -44,6 +44,7 @@ std::string canonical(std::string name) {
   static const std::pair<const char*, const char*> kAliases[] = {
       {"torch._VariableFunctionsClass.", "torch."},
       {"torch._C._TensorBase.", "torch.Tensor."},
+      {"torch._tensor.Tensor.", "torch.Tensor."},
       {"torch._C._VariableFunctions.", "torch."},
   };
   for (auto& [from, to] : kAliases) {

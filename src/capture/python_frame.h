@@ -91,4 +91,43 @@ PyObject* frameGenerator(PyFrameObject* frame);
 // The frame that called this one (borrowed; valid while both run), or null.
 PyFrameObject* frameBack(PyFrameObject* frame);
 
+// Intercepting calls of Python functions (PEP 523's frame evaluation hook).
+// While a FrameInterceptor is installed, every Python function frame about
+// to start (not generators resuming) is offered to it; it either runs the
+// frame (FrameCall::run) or returns a result without running it.
+class FrameCall {
+ public:
+  PyObject* function() const;  // borrowed; null for frames without one
+  PyCodeObject* code() const;
+  const void* id() const { return frame_; }      // this frame, while it runs
+  const void* caller() const { return caller_; } // the frame that called it
+  // The arguments as the frame holds them: positional parameters then any
+  // extra positional ones (*args) as a tuple; keyword-only parameters then
+  // any extra keywords (**kwargs) as a dict, or null when there are none.
+  PyObject* args() const;    // new reference
+  PyObject* kwargs() const;  // new reference or null
+  PyObject* run() const;     // evaluates the frame as CPython would
+
+  FrameCall(void* tstate, void* frame, void* caller) : tstate_(tstate), frame_(frame), caller_(caller) {}
+
+ private:
+  void* tstate_;
+  void* frame_;
+  void* caller_;
+};
+
+class FrameInterceptor {
+ public:
+  virtual ~FrameInterceptor() = default;
+  // A result (new reference), or null with the Python error set.
+  virtual PyObject* onCall(const FrameCall& call) = 0;
+};
+
+// Nested installs count: the hook goes when the last one is removed, so
+// Python-to-Python calls are inlined again by the interpreter.
+void installInterceptor(FrameInterceptor* interceptor);
+void removeInterceptor();
+// The frame currently running on this thread (null outside Python code).
+const void* currentFrameId();
+
 }  // namespace magpy::capture

@@ -53,6 +53,11 @@ class Builder {
   Builder(Monitor& m, const CallSpec& call, BlobPool& blobs)
       : m_(m), g_(m.refs()), call_(call), blobs_(blobs), entry_(entryPaths(g_, call.homeModule)) {}
 
+  BuiltRecord buildGuards() {
+    guards();
+    return std::move(out_);
+  }
+
   BuiltRecord build() {
     guards();
     graphInputs();
@@ -475,9 +480,10 @@ BuiltRecord buildRecord(Monitor& monitor, const CallSpec& call, BlobPool& blobs)
   return Builder(monitor, call, blobs).build();
 }
 
-BuiltRecord buildBreakRecord(const Monitor& monitor) {
-  BuiltRecord r;
-  r.record.breaks = monitor.breaks();
+BuiltRecord buildBreakRecord(Monitor& monitor, const CallSpec& call, std::vector<record::GraphBreak> breaks) {
+  BlobPool unused;
+  BuiltRecord r = Builder(monitor, call, unused).buildGuards();
+  r.record.breaks = std::move(breaks);
   return r;
 }
 

@@ -33,7 +33,9 @@ struct BuiltRecord {
 // reported as a graph break).
 BuiltRecord buildRecord(Monitor& monitor, const CallSpec& call, BlobPool& blobs);
 
-// The record of a run that broke: it keeps the breaks and runs eagerly.
-BuiltRecord buildBreakRecord(const Monitor& monitor);
+// The record of a run that broke: its guards are those of what the run read
+// before the break (so the same reads predict the same break); calls it
+// accepts run as Python, with the calls they make compiled as segments.
+BuiltRecord buildBreakRecord(Monitor& monitor, const CallSpec& call, std::vector<record::GraphBreak> breaks);
 
 }  // namespace magpy::capture
