@@ -1,5 +1,6 @@
 #include "capture/jit.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Tensor.h>
 
 #include <iostream>
@@ -10,6 +11,7 @@
 #include "capture/monitor.h"
 #include "capture/record_builder.h"
 #include "magpy/replay/plan.h"
+#include "magpy/replay/tensors.h"
 #include "magpy/support/error.h"
 #include "magpy/support/hash.h"
 
@@ -535,6 +537,12 @@ PyObject* Session::call(size_t index, PyObject* args, PyObject* kwargs) {
     if (logging) {
       entry.updates = s.changesBefore(index);
       entry.args = s.snapshotArgs(fn, args, kwargs, &entry.kwargs);
+      // Random operators replay as random operators: replay starts each
+      // call from the generator state Python had.
+      at::Tensor rng = at::detail::getDefaultCPUGenerator().get_state();
+      entry.rng.kind = record::Value::Kind::Tensor;
+      entry.rng.meta = replay::metaOf(rng);
+      entry.rng.blob = s.blobs.add(rng);
     }
   } catch (const Error& e) {
     PyErr_Format(PyExc_RuntimeError, "magpy: cannot log the call's inputs: %s", e.what());

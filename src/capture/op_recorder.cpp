@@ -127,9 +127,24 @@ OpRecorder::~OpRecorder() {
   tRecorder = nullptr;
 }
 
-int OpRecorder::valueOf(const at::Tensor& t) const {
+namespace {
+std::string viewKey(const at::Tensor& t) {
+  if (!t.has_storage()) return "";
+  std::string k = std::to_string(reinterpret_cast<uintptr_t>(t.storage().unsafeGetStorageImpl())) + "/" +
+                  std::to_string(t.storage_offset()) + "/" + std::to_string(int(t.scalar_type()));
+  for (auto d : t.sizes()) k += "," + std::to_string(d);
+  k += "/";
+  for (auto d : t.strides()) k += "," + std::to_string(d);
+  return k;
+}
+}  // namespace
+
+int OpRecorder::valueOf(const at::Tensor& t) {
   auto it = values_.find(t.unsafeGetTensorImpl());
-  return it == values_.end() ? -1 : it->second;
+  if (it != values_.end()) return it->second;
+  auto view = byView_.find(viewKey(t));
+  if (view == byView_.end() || view->first.empty()) return -1;
+  return bind(t, view->second);
 }
 
 bool OpRecorder::hasDataDependentShape(const at::Tensor& t) const {
@@ -147,6 +162,8 @@ std::string OpRecorder::uniqueName(const std::string& base) {
 
 int OpRecorder::bind(const at::Tensor& t, int node) {
   values_[t.unsafeGetTensorImpl()] = node;
+  std::string key = viewKey(t);
+  if (!key.empty()) byView_[key] = node;
   keepAlive_.push_back(t);
   return node;
 }

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <map>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -44,8 +45,10 @@ class OpRecorder {
   void setLocation(std::string where) { where_ = std::move(where); }
 
   record::Graph& graph() { return graph_; }
-  // The graph value currently holding t, or -1.
-  int valueOf(const at::Tensor& t) const;
+  // The graph value currently holding t, or -1. A tensor that is a shallow
+  // copy of a graph value (same storage and view: what torch's factories
+  // hand to Python, or .data) is that value.
+  int valueOf(const at::Tensor& t);
   // Adds a placeholder/get_attr node for an external tensor (source filled later).
   int addInput(const at::Tensor& t, std::string name);
   // Adds a constant tensor made during the run (torch.tensor(...) data).
@@ -75,6 +78,7 @@ class OpRecorder {
   std::string where_;
   record::Graph graph_;
   std::unordered_map<c10::TensorImpl*, int> values_;
+  std::map<std::string, int> byView_;  // storage + view metadata -> latest value
   std::vector<at::Tensor> keepAlive_;  // so TensorImpl addresses are not reused during the run
   std::unordered_set<c10::TensorImpl*> dataDependentShape_;
   std::unordered_set<c10::TensorImpl*> written_;

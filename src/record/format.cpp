@@ -312,6 +312,7 @@ template <class Ar> void io(Ar& ar, RecordFile& f) {
       io(ar, u.path);
       io(ar, u.value);
     });
+    io(ar, c.rng);
   });
   ioVec(ar, "blobs", f.blobs, [&](TensorBlob& b) {
     ar.str(b.dtype);
@@ -374,6 +375,7 @@ void validate(const RecordFile& f, const std::string& origin) {
     checkValue(checkValue, c.args);
     checkValue(checkValue, c.kwargs);
     checkValue(checkValue, c.result);
+    checkValue(checkValue, c.rng);
     for (auto& u : c.updates) {
       if (u.function >= int32_t(f.functions.size())) bad("a state update names missing function " + std::to_string(u.function));
       checkValue(checkValue, u.value);

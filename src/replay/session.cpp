@@ -1,5 +1,6 @@
 #include "magpy/replay/session.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/InferenceMode.h>
 
 #include "magpy/record/format.h"
@@ -149,6 +150,11 @@ std::vector<std::optional<GuardMiss>> Session::explain(size_t function, const st
 
 void Session::applyLoggedUpdates(size_t call) {
   Impl& p = *impl_;
+  const record::Value& rng = p.file.calls.at(call).rng;
+  if (rng.kind == record::Value::Kind::Tensor) {
+    at::Generator generator = at::detail::getDefaultCPUGenerator();
+    generator.set_state(materialize(rng, p.file).tensor);
+  }
   for (auto& u : p.file.calls.at(call).updates) {
     size_t f = u.function >= 0 ? size_t(u.function) : p.file.calls[call].function;
     CallState state = p.stateFor(f, {}, Value::dict({}, {}));

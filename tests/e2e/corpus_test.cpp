@@ -48,7 +48,7 @@ TEST_P(Corpus, MatchesEagerAndReplays) {
                      s.path(name + ".mgp") + "' " + file);
   ASSERT_EQ(cap.status, 0) << cap.out << cap.err;
 
-  Result run = s.run("magpy-run " + name + ".mgp");
+  Result run = s.run("magpy-run --explain " + name + ".mgp");
   if (contains(marker(file, "magpy-test"), "breaks")) {
     EXPECT_EQ(run.status, 1) << run.out << run.err;
     EXPECT_TRUE(contains(run.out, "graph breaks, which need Python")) << run.out;

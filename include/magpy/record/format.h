@@ -26,7 +26,7 @@
 //   break       := where:string function:string opcode:string reason:string
 //   module_state:= module:string globals:value
 //   logged_call := function:varint record:zigzag monitored:u8 args:value kwargs:value result:value
-//                  count:varint update*
+//                  count:varint update* rng:value
 //   update      := function:zigzag path value
 //   blob        := dtype:string shape:zigzags hash:u64 bytes:string
 //   value       := kind:u8 atom blob:varint meta type:string

@@ -68,6 +68,7 @@ struct LoggedCall {
   Value kwargs;             // Dict
   Value result;
   std::vector<StateUpdate> updates;  // applied before the call
+  Value rng;                         // the CPU random generator's state before the call (a uint8 tensor)
 };
 
 struct Fingerprint {

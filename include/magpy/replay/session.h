@@ -63,7 +63,8 @@ class Session {
   Value& self(size_t function);
   Globals& globals();
 
-  // Applies the state changes the script made before a logged call.
+  // Applies the state changes the script made before a logged call, and
+  // sets the random generator to the state the call started with.
   void applyLoggedUpdates(size_t call);
 
   // A logged call's inputs and expected result, as runtime values.
