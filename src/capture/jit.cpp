@@ -1,8 +1,10 @@
 #include "capture/jit.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <structmember.h>
 #include <ATen/core/Tensor.h>
 
+#include <algorithm>
 #include <iostream>
 #include <map>
 #include <set>
@@ -66,6 +68,10 @@ PyMethodDef kCompiledMethods[] = {
      "of the segments compiled inside its graph breaks."},
     {nullptr, nullptr, 0, nullptr}};
 
+PyMemberDef kCompiledMembers[] = {
+    {"__wrapped__", T_OBJECT, offsetof(CompiledObject, target), READONLY, "The function or module magpy compiled."},
+    {nullptr, 0, 0, 0, nullptr}};
+
 PyTypeObject CompiledType = [] {
   PyTypeObject t{};
   t.ob_base.ob_base.ob_refcnt = 1;
@@ -79,6 +85,7 @@ PyTypeObject CompiledType = [] {
   t.tp_doc = "A function compiled by magpy: calls run a captured record when its guards hold.";
   t.tp_weaklistoffset = offsetof(CompiledObject, weakrefs);
   t.tp_methods = kCompiledMethods;
+  t.tp_members = kCompiledMembers;
   return t;
 }();
 
@@ -142,6 +149,7 @@ struct Session::Impl : FrameInterceptor {
     record::Value self;
     bool haveSelf = false;
     std::set<record::AccessPath> statePaths;  // self- and module-rooted paths its records read
+    std::set<record::AccessPath> absentPaths; // of those, the ones first read as absent
     size_t calls = 0, hits = 0, monitored = 0, eager = 0;
   };
   // How to run one call of a unit.
@@ -262,17 +270,56 @@ struct Session::Impl : FrameInterceptor {
 
   // The state a new record read, as it was when the run began; what an
   // earlier record already read stays as it was then (first read wins).
+  // A path first read as absent stays absent in the initial state, even
+  // when a later record finds it present (the script added it: an update).
   void noteState(Unit& fn, const BuiltRecord& built) {
+    record::Value self = built.selfEntry;
+    std::map<std::string, record::Value> moduleGlobals = built.globalsEntry;
+    for (auto& path : fn.absentPaths) {
+      if (path.root == record::AccessPath::Root::Self) {
+        removePath(self, path.steps);
+      } else if (path.root == record::AccessPath::Root::Global) {
+        auto it = moduleGlobals.find(path.name.empty() ? fn.shape.homeModule : path.name);
+        if (it != moduleGlobals.end()) removePath(it->second, path.steps);
+      }
+    }
     if (!fn.haveSelf) {
-      fn.self = built.selfEntry;
+      fn.self = self;
       fn.haveSelf = true;
     } else {
-      mergeSnapshot(fn.self, built.selfEntry);
+      mergeSnapshot(fn.self, self);
     }
-    for (auto& [module, value] : built.globalsEntry) {
+    for (auto& [module, value] : moduleGlobals) {
       auto it = globals.find(module);
       if (it == globals.end()) globals.emplace(module, value);
       else mergeGlobals(it->second, value);
+    }
+  }
+
+  // Removes the value at steps below root, if the tree has it.
+  static void removePath(record::Value& root, const std::vector<record::PathStep>& steps) {
+    record::Value* cur = &root;
+    for (size_t k = 0; k < steps.size(); ++k) {
+      const record::PathStep& s = steps[k];
+      auto& names = cur->names;
+      auto& keys = cur->keys;
+      size_t at = SIZE_MAX;
+      if (s.kind == record::PathStep::Kind::Attr) {
+        auto it = std::find(names.begin(), names.end(), s.name);
+        if (it != names.end()) at = size_t(it - names.begin());
+      } else if (s.kind == record::PathStep::Kind::Key) {
+        record::Atom key = s.keyIsInt ? record::Atom::integer(s.index) : record::Atom::string(s.name);
+        auto it = std::find(keys.begin(), keys.end(), key);
+        if (it != keys.end()) at = size_t(it - keys.begin());
+      }
+      if (at == SIZE_MAX) return;
+      if (k + 1 == steps.size()) {
+        cur->items.erase(cur->items.begin() + long(at));
+        if (s.kind == record::PathStep::Kind::Attr) names.erase(names.begin() + long(at));
+        else keys.erase(keys.begin() + long(at));
+        return;
+      }
+      cur = &cur->items[at];
     }
   }
 
@@ -372,19 +419,18 @@ struct Session::Impl : FrameInterceptor {
 
     Entry created;
     try {
-      if (breaks.empty()) {
-        noteState(fn, built);
-        created.plan = std::make_unique<replay::Plan>(built.record.graph, blobs.blobs());
-      }
+      if (breaks.empty()) created.plan = std::make_unique<replay::Plan>(built.record.graph, blobs.blobs());
     } catch (const Error& e) {
       PyErr_Format(PyExc_RuntimeError, "magpy: cannot use the record captured for %s: %s", fn.name.c_str(), e.what());
       return nullptr;
     }
     created.guards = std::make_unique<LiveGuards>(built.record.guards, built.expected);
-    for (auto& g : built.record.guards)
-      if (g.check.kind != record::Check::Kind::Absent &&
-          (g.path.root == record::AccessPath::Root::Self || g.path.root == record::AccessPath::Root::Global))
-        fn.statePaths.insert(g.path);
+    for (auto& g : built.record.guards) {
+      if (g.path.root != record::AccessPath::Root::Self && g.path.root != record::AccessPath::Root::Global) continue;
+      if (g.check.kind == record::Check::Kind::Absent && !fn.statePaths.count(g.path)) fn.absentPaths.insert(g.path);
+      fn.statePaths.insert(g.path);
+    }
+    if (breaks.empty()) noteState(fn, built);
     created.args = built.argPaths;
     created.kwargs = built.kwargPaths;
     created.record = std::move(built.record);

@@ -83,10 +83,18 @@ PyRef resolveLive(const record::AccessPath& path, const LiveRoots& roots) {
       cur = PyRef::borrow(roots.self);
       break;
     case record::AccessPath::Root::Arg:
+      if (path.index == -1) {
+        cur = roots.args ? PyRef::borrow(roots.args) : PyRef::steal(PyTuple_New(0));
+        break;
+      }
       if (!roots.args || path.index >= PyTuple_GET_SIZE(roots.args)) return {};
       cur = PyRef::borrow(PyTuple_GET_ITEM(roots.args, path.index));
       break;
     case record::AccessPath::Root::Kwarg:
+      if (path.name.empty()) {
+        cur = roots.kwargs ? PyRef::borrow(roots.kwargs) : PyRef::steal(PyDict_New());
+        break;
+      }
       if (!roots.kwargs) return {};
       cur = PyRef::borrow(PyDict_GetItemString(roots.kwargs, path.name.c_str()));
       break;

@@ -72,6 +72,7 @@ bool isPlainType(PyObject* o) {
 
 Monitor::Monitor(const record::AnnotationSet& annotations) : annotations_(annotations) {
   ops_ = std::make_unique<OpRecorder>(*this);
+  refs_.onTensor([this](NodeId id) { registerTensor(id); });
 }
 
 Monitor::~Monitor() = default;
@@ -265,9 +266,10 @@ void Monitor::enterFrame(PyFrameObject* frame) {
     return;
   }
   Pending* caller = root ? nullptr : frames_.back()->pending.get();
-  if (caller && !caller->inlined && caller->ins.op != Op::CALL && caller->ins.op != Op::CALL_FUNCTION_EX) {
-    // An implicit call (a special method, a property, __getattr__): an
-    // annotated callee is summarized by the instruction's own semantics.
+  if (caller && !caller->inlined) {
+    // An implicit call (a special method, a property, __getattr__) or a
+    // callback from native code: an annotated callee is summarized by the
+    // instruction's own semantics or its caller's annotation.
     if (PyObject* f = view.function()) {
       const record::FunctionAnnotation* a = annotations_.find(qualifiedName(f));
       if (a) {

@@ -76,6 +76,20 @@ class Builder {
 
   void guards() {
     using K = record::Check::Kind;
+    // The call's shape: how many positional arguments, which keywords.
+    // Parameters not passed take defaults the run may have relied on.
+    record::Check count;
+    count.kind = K::Length;
+    count.i = call_.args ? PyTuple_GET_SIZE(call_.args) : 0;
+    addGuard(AccessPath::allArgs(), count);
+    record::Check keys;
+    keys.kind = K::DictKeys;
+    if (call_.kwargs) {
+      PyObject *k, *v;
+      Py_ssize_t pos = 0;
+      while (PyDict_Next(call_.kwargs, &pos, &k, &v)) keys.keys.push_back(*atomOf(k));
+    }
+    addGuard(AccessPath::allKwargs(), keys);
     // Arguments first: they change most often, so a miss is found early.
     std::vector<NodeId> order;
     for (NodeId id : entry_.order)

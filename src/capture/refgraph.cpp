@@ -75,8 +75,10 @@ NodeId RefGraph::add(NodeKind kind, PyObject* obj) {
   Py_XINCREF(obj);
   if (kind == NodeKind::Atom) n.atom = *atomOf(obj);
   nodes_.push_back(std::move(n));
-  if (obj && kind != NodeKind::Atom) byObject_[obj] = nodes_.back().id;
-  return nodes_.back().id;
+  NodeId id = nodes_.back().id;
+  if (obj && kind != NodeKind::Atom) byObject_[obj] = id;
+  if (kind == NodeKind::Tensor && onTensor_) onTensor_(id);
+  return id;
 }
 
 NodeId RefGraph::find(PyObject* obj) const {

@@ -14,6 +14,7 @@
 #include <Python.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -127,6 +128,9 @@ class RefGraph {
   // of the first (version 0) or last (version -1) version of each node.
   std::vector<NodeId> search(bool lastVersion) const;
 
+  // Called for every tensor node made, including container elements.
+  void onTensor(std::function<void(NodeId)> f) { onTensor_ = std::move(f); }
+
   static NodeKind classify(PyObject* obj);
   static bool isAtom(PyObject* obj);
 
@@ -139,6 +143,7 @@ class RefGraph {
   std::vector<ShadowNode> nodes_;
   std::unordered_map<PyObject*, NodeId> byObject_;
   std::unordered_map<NodeId, std::vector<Relation>> lazyRoots_;
+  std::function<void(NodeId)> onTensor_;
 };
 
 }  // namespace magpy::capture

@@ -77,6 +77,10 @@ class PathParser {
       p.root = AccessPath::Root::Kwarg;
       p.name = string();
       expect(']');
+    } else if (eat("args")) {
+      p = AccessPath::allArgs();
+    } else if (eat("kwargs")) {
+      p = AccessPath::allKwargs();
     } else if (eat("G(")) {
       p.root = AccessPath::Root::Global;
       size_t end = t_.find(')', pos_);
@@ -171,8 +175,8 @@ std::string toString(const AccessPath& p) {
   std::string out;
   switch (p.root) {
     case AccessPath::Root::Self: out = "self"; break;
-    case AccessPath::Root::Arg: out = "args[" + std::to_string(p.index) + "]"; break;
-    case AccessPath::Root::Kwarg: out = "kwargs[" + quote(p.name) + "]"; break;
+    case AccessPath::Root::Arg: out = p.index < 0 ? "args" : "args[" + std::to_string(p.index) + "]"; break;
+    case AccessPath::Root::Kwarg: out = p.name.empty() ? "kwargs" : "kwargs[" + quote(p.name) + "]"; break;
     case AccessPath::Root::Global: out = p.name.empty() ? "G" : "G(" + p.name + ")"; break;
     case AccessPath::Root::Runtime: out = "runtime." + p.name; break;
   }

@@ -34,12 +34,20 @@ Value resolve(const record::AccessPath& path, const CallState& state) {
       cur = state.self;
       break;
     case Root::Arg:
+      if (path.index == -1) {
+        cur = Value::tuple(state.args);
+        break;
+      }
       if (path.index < 0 || size_t(path.index) >= state.args.size())
         throw Error(record::toString(path) + " does not exist: the call has " + std::to_string(state.args.size()) +
                     " positional arguments");
       cur = state.args[size_t(path.index)];
       break;
     case Root::Kwarg: {
+      if (path.name.empty()) {
+        cur = state.kwargs;
+        break;
+      }
       Value* v = state.kwargs.heap->item(record::Atom::string(path.name));
       if (!v) throw Error(record::toString(path) + " does not exist: the call has no keyword argument '" + path.name + "'");
       cur = *v;

@@ -6,6 +6,7 @@
 //   root  := "self"                      the object given to magpy.compile
 //          | "args[" int "]"             positional argument of the call
 //          | "kwargs[" str "]"           keyword argument of the call
+//          | "args" | "kwargs"           all of them (a tuple, a dict): the call's shape
 //          | "G[" str "]"                global of the compiled function's module
 //          | "G(" module ")[" str "]"    global of another module
 //          | "runtime." name             interpreter state (grad_enabled)
@@ -41,6 +42,9 @@ struct AccessPath {
   static AccessPath self() { return {}; }
   static AccessPath arg(int64_t i) { AccessPath p; p.root = Root::Arg; p.index = i; return p; }
   static AccessPath kwarg(std::string n) { AccessPath p; p.root = Root::Kwarg; p.name = std::move(n); return p; }
+  // The whole tuple of positional / dict of keyword arguments.
+  static AccessPath allArgs() { return arg(-1); }
+  static AccessPath allKwargs() { return kwarg(""); }
   static AccessPath global(std::string module, std::string key);
   static AccessPath runtime(std::string n) { AccessPath p; p.root = Root::Runtime; p.name = std::move(n); return p; }
 
