@@ -5,6 +5,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <algorithm>
+#include <chrono>
 #include <iostream>
 #include <map>
 #include <set>
@@ -133,7 +134,7 @@ struct Session::Impl : FrameInterceptor {
   // (none for a record with graph breaks, which runs as Python).
   struct Entry {
     record::Record record;
-    std::unique_ptr<LiveGuards> guards;
+    std::unique_ptr<LiveRecord> live;
     std::unique_ptr<replay::Plan> plan;
     std::map<size_t, PathTrie> args;
     std::map<std::string, PathTrie> kwargs;
@@ -151,6 +152,8 @@ struct Session::Impl : FrameInterceptor {
     std::set<record::AccessPath> statePaths;  // self- and module-rooted paths its records read
     std::set<record::AccessPath> absentPaths; // of those, the ones first read as absent
     size_t calls = 0, hits = 0, monitored = 0, eager = 0;
+    // Where the time goes (seconds, summed over calls): the paper's Figure 16.
+    double guardTime = 0, graphTime = 0, mockTime = 0, monitorTime = 0, buildTime = 0;
   };
   // How to run one call of a unit.
   struct Invocation {
@@ -354,9 +357,14 @@ struct Session::Impl : FrameInterceptor {
     Unit& fn = *units[index];
     fn.calls++;
     std::optional<LiveMiss> firstMiss;
+    using Clock = std::chrono::steady_clock;
+    auto since = [](Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); };
     for (size_t r = 0; r < fn.entries.size(); ++r) {
       Entry& e = fn.entries[r];
-      auto miss = e.guards->check(inv.roots);
+      LivePaths::Values values(e.live->paths(), inv.roots);
+      auto t0 = Clock::now();
+      auto miss = e.live->check(values);
+      fn.guardTime += since(t0);
       if (miss) {
         if (!firstMiss) firstMiss = miss;
         continue;
@@ -367,14 +375,12 @@ struct Session::Impl : FrameInterceptor {
         return inv.runEager();
       }
       try {
-        std::vector<c10::IValue> inputs;
-        for (auto& path : e.plan->inputPaths()) {
-          PyRef v = resolveLive(path, inv.roots);
-          if (!v || !isTensor(v.get())) throw Error("graph input " + record::toString(path) + " is not a tensor");
-          inputs.emplace_back(tensorOf(v.get()));
-        }
-        auto outputs = e.plan->runWith(std::move(inputs));
-        PyRef result = applyLiveMock(e.record.mock, outputs, inv.roots);
+        auto t1 = Clock::now();
+        auto outputs = e.plan->runWith(e.live->inputs(values));
+        fn.graphTime += since(t1);
+        auto t2 = Clock::now();
+        PyRef result = e.live->mock(outputs, values);
+        fn.mockTime += since(t2);
         fn.hits++;
         return result.release();
       } catch (const std::exception& ex) {
@@ -393,10 +399,13 @@ struct Session::Impl : FrameInterceptor {
     spec.kwargs = inv.roots.kwargs;
     spec.invoke = inv.run;
     ++tMonitoring;
+    auto t3 = Clock::now();
     PyRef result = PyRef::steal(monitor.run(spec));
+    fn.monitorTime += since(t3);
     --tMonitoring;
     if (!result) return nullptr;  // the function raised: no record, as the plain call would
     fn.monitored++;
+    auto t4 = Clock::now();
 
     std::vector<record::GraphBreak> breaks = monitor.breaks();
     BuiltRecord built;
@@ -424,13 +433,15 @@ struct Session::Impl : FrameInterceptor {
       PyErr_Format(PyExc_RuntimeError, "magpy: cannot use the record captured for %s: %s", fn.name.c_str(), e.what());
       return nullptr;
     }
-    created.guards = std::make_unique<LiveGuards>(built.record.guards, built.expected);
+    created.live = std::make_unique<LiveRecord>(built.record, built.expected,
+                                                created.plan ? created.plan->inputPaths() : std::vector<record::AccessPath>{});
     for (auto& g : built.record.guards) {
       if (g.path.root != record::AccessPath::Root::Self && g.path.root != record::AccessPath::Root::Global) continue;
       if (g.check.kind == record::Check::Kind::Absent && !fn.statePaths.count(g.path)) fn.absentPaths.insert(g.path);
       fn.statePaths.insert(g.path);
     }
     if (breaks.empty()) noteState(fn, built);
+    fn.buildTime += since(t4);
     created.args = built.argPaths;
     created.kwargs = built.kwargPaths;
     created.record = std::move(built.record);
@@ -642,11 +653,13 @@ PyObject* Session::stats(size_t index) {
       count(*u, segmentGraphs, segmentBreaks);
       segmentHits += u->hits;
     }
-  return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n}", "records", Py_ssize_t(fn.entries.size()), "graphs",
-                       Py_ssize_t(graphs), "breaks", Py_ssize_t(breaks), "calls", Py_ssize_t(fn.calls), "hits",
-                       Py_ssize_t(fn.hits), "monitored", Py_ssize_t(fn.monitored), "eager", Py_ssize_t(fn.eager),
-                       "segments", Py_ssize_t(segments), "segment_graphs", Py_ssize_t(segmentGraphs),
-                       "segment_hits", Py_ssize_t(segmentHits));
+  return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:d,s:d,s:d,s:d,s:d}", "records",
+                       Py_ssize_t(fn.entries.size()), "graphs", Py_ssize_t(graphs), "breaks", Py_ssize_t(breaks), "calls",
+                       Py_ssize_t(fn.calls), "hits", Py_ssize_t(fn.hits), "monitored", Py_ssize_t(fn.monitored), "eager",
+                       Py_ssize_t(fn.eager), "segments", Py_ssize_t(segments), "segment_graphs", Py_ssize_t(segmentGraphs),
+                       "segment_hits", Py_ssize_t(segmentHits), "guard_seconds", fn.guardTime, "graph_seconds",
+                       fn.graphTime, "mock_seconds", fn.mockTime, "monitor_seconds", fn.monitorTime, "build_seconds",
+                       fn.buildTime);
 }
 
 record::RecordFile Session::recordFile() {

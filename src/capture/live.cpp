@@ -1,6 +1,7 @@
 #include "capture/live.h"
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/GradMode.h>
 
 #include <algorithm>
 #include <unordered_map>
@@ -11,34 +12,6 @@
 
 namespace magpy::capture {
 namespace {
-
-PyRef keyObject(const record::PathStep& s) {
-  return PyRef::steal(s.keyIsInt ? PyLong_FromLongLong(s.index) : PyUnicode_FromStringAndSize(s.name.data(), Py_ssize_t(s.name.size())));
-}
-
-PyRef step(PyObject* cur, const record::PathStep& s) {
-  PyObject* v = nullptr;
-  switch (s.kind) {
-    case record::PathStep::Kind::Attr:
-      v = PyObject_GetAttrString(cur, s.name.c_str());
-      break;
-    case record::PathStep::Kind::Index:
-      v = PySequence_Check(cur) ? PySequence_GetItem(cur, Py_ssize_t(s.index)) : nullptr;
-      break;
-    case record::PathStep::Kind::Key: {
-      PyRef key = keyObject(s);
-      if (PyDict_Check(cur)) {
-        v = PyDict_GetItemWithError(cur, key.get());
-        Py_XINCREF(v);
-      } else if (PyMapping_Check(cur)) {
-        v = PyObject_GetItem(cur, key.get());
-      }
-      break;
-    }
-  }
-  if (!v) PyErr_Clear();
-  return PyRef::steal(v);
-}
 
 PyRef moduleDict(const std::string& name) {
   PyRef n = PyRef::steal(PyUnicode_FromString(name.c_str()));
@@ -76,84 +49,223 @@ std::string describeLive(PyObject* o) {
 
 }  // namespace
 
-PyRef resolveLive(const record::AccessPath& path, const LiveRoots& roots) {
-  PyRef cur;
+namespace {
+
+PyRef keyFor(const record::PathStep& s) {
+  if (s.kind == record::PathStep::Kind::Index || s.keyIsInt) return PyRef::steal(PyLong_FromLongLong(s.index));
+  return PyRef::steal(PyUnicode_InternFromString(s.name.c_str()));
+}
+
+// nn.Module keeps parameters, buffers and submodules out of __dict__ and
+// finds them in Module.__getattr__, in Python. For modules that do not
+// change how attributes are looked up, the same lookup in C.
+bool plainModule(PyTypeObject* t) {
+  static std::unordered_map<PyTypeObject*, bool> cache;
+  static PyObject* moduleGetattr = nullptr;
+  static PyObject* objectGetattribute = nullptr;
+  auto it = cache.find(t);
+  if (it != cache.end()) return it->second;
+  if (!moduleGetattr) {
+    PyRef nn = PyRef::steal(PyImport_ImportModule("torch.nn"));
+    PyRef module = nn ? PyRef::steal(PyObject_GetAttrString(nn.get(), "Module")) : PyRef();
+    PyObject* dict = module ? reinterpret_cast<PyTypeObject*>(module.get())->tp_dict : nullptr;
+    moduleGetattr = dict ? PyDict_GetItemString(dict, "__getattr__") : nullptr;
+    objectGetattribute = PyDict_GetItemString(PyBaseObject_Type.tp_dict, "__getattribute__");
+    PyErr_Clear();
+  }
+  PyRef ga = PyRef::steal(PyUnicode_InternFromString("__getattr__"));
+  PyRef gab = PyRef::steal(PyUnicode_InternFromString("__getattribute__"));
+  bool plain = moduleGetattr && _PyType_Lookup(t, ga.get()) == moduleGetattr &&
+               _PyType_Lookup(t, gab.get()) == objectGetattribute;
+  cache.emplace(t, plain);
+  return plain;
+}
+
+// An attribute the module's class does not define: in the instance's
+// __dict__, or in one of the dicts Module.__setattr__ files it into.
+PyRef moduleAttr(PyObject* obj, PyObject* name) {
+  PyObject** dictPtr = _PyObject_GetDictPtr(obj);
+  PyObject* dict = dictPtr ? *dictPtr : nullptr;
+  if (!dict) return PyRef();
+  if (PyObject* v = PyDict_GetItemWithError(dict, name)) return PyRef::borrow(v);
+  for (const char* holder : {"_parameters", "_buffers", "_modules"}) {
+    PyObject* d = PyDict_GetItemString(dict, holder);
+    if (d && PyDict_Check(d))
+      if (PyObject* v = PyDict_GetItemWithError(d, name)) return PyRef::borrow(v);
+  }
+  return PyRef();
+}
+
+// One step: Attr (getattr), Index (sequence item), Key (mapping item).
+PyRef stepOn(PyObject* cur, const record::PathStep& s, PyObject* key) {
+  PyObject* v = nullptr;
+  switch (s.kind) {
+    case record::PathStep::Kind::Attr:
+      if (plainModule(Py_TYPE(cur)) && !_PyType_Lookup(Py_TYPE(cur), key)) {
+        PyRef found = moduleAttr(cur, key);
+        PyErr_Clear();
+        return found;  // null: not on the instance, its class, or the module's dicts
+      }
+      v = PyObject_GetAttr(cur, key);
+      break;
+    case record::PathStep::Kind::Index:
+      v = PySequence_Check(cur) ? PySequence_GetItem(cur, Py_ssize_t(s.index)) : nullptr;
+      break;
+    case record::PathStep::Kind::Key:
+      if (PyDict_Check(cur)) {
+        v = PyDict_GetItemWithError(cur, key);
+        Py_XINCREF(v);
+      } else if (PyMapping_Check(cur)) {
+        v = PyObject_GetItem(cur, key);
+      }
+      break;
+  }
+  if (!v) PyErr_Clear();
+  return PyRef::steal(v);
+}
+
+PyRef rootOf(const record::AccessPath& path, const LiveRoots& roots) {
   switch (path.root) {
     case record::AccessPath::Root::Self:
-      cur = PyRef::borrow(roots.self);
-      break;
+      return PyRef::borrow(roots.self);
     case record::AccessPath::Root::Arg:
-      if (path.index == -1) {
-        cur = roots.args ? PyRef::borrow(roots.args) : PyRef::steal(PyTuple_New(0));
-        break;
-      }
+      if (path.index == -1) return roots.args ? PyRef::borrow(roots.args) : PyRef::steal(PyTuple_New(0));
       if (!roots.args || path.index >= PyTuple_GET_SIZE(roots.args)) return {};
-      cur = PyRef::borrow(PyTuple_GET_ITEM(roots.args, path.index));
-      break;
+      return PyRef::borrow(PyTuple_GET_ITEM(roots.args, path.index));
     case record::AccessPath::Root::Kwarg:
-      if (path.name.empty()) {
-        cur = roots.kwargs ? PyRef::borrow(roots.kwargs) : PyRef::steal(PyDict_New());
-        break;
-      }
+      if (path.name.empty()) return roots.kwargs ? PyRef::borrow(roots.kwargs) : PyRef::steal(PyDict_New());
       if (!roots.kwargs) return {};
-      cur = PyRef::borrow(PyDict_GetItemString(roots.kwargs, path.name.c_str()));
-      break;
+      return PyRef::borrow(PyDict_GetItemString(roots.kwargs, path.name.c_str()));
     case record::AccessPath::Root::Global:
-      cur = moduleDict(path.name.empty() ? roots.homeModule : path.name);
-      break;
+      return moduleDict(path.name.empty() ? roots.homeModule : path.name);
     case record::AccessPath::Root::Runtime: {
       if (path.name != "grad_enabled") return {};
-      PyRef torch = PyRef::steal(PyImport_ImportModule("torch"));
-      cur = torch ? PyRef::steal(PyObject_CallMethod(torch.get(), "is_grad_enabled", nullptr)) : PyRef();
-      if (!cur) PyErr_Clear();
-      break;
+      return PyRef::borrow(at::GradMode::is_enabled() ? Py_True : Py_False);
     }
   }
+  return {};
+}
+
+}  // namespace
+
+PyRef resolveLive(const record::AccessPath& path, const LiveRoots& roots) {
+  PyRef cur = rootOf(path.root == record::AccessPath::Root::Global || path.root == record::AccessPath::Root::Runtime
+                         ? path
+                         : record::AccessPath{path.root, path.index, path.name, {}},
+                     roots);
   for (auto& s : path.steps) {
     if (!cur) return {};
-    cur = step(cur.get(), s);
+    PyRef key = keyFor(s);
+    cur = stepOn(cur.get(), s, key.get());
   }
   return cur;
 }
 
-LiveGuards::LiveGuards(const std::vector<record::Guard>& guards, std::vector<PyRef> expected)
-    : guards_(guards), expected_(std::move(expected)) {
-  expected_.resize(guards_.size());
+int LivePaths::add(const record::AccessPath& path) {
+  record::AccessPath root = path;
+  root.steps.clear();
+  auto it = roots_.find(root);
+  int node;
+  if (it != roots_.end()) {
+    node = it->second;
+  } else {
+    node = int(nodes_.size());
+    nodes_.push_back({-1, root, {}, {}});
+    roots_.emplace(root, node);
+  }
+  for (auto& s : path.steps) {
+    auto child = children_.find({node, s});
+    if (child != children_.end()) {
+      node = child->second;
+      continue;
+    }
+    int next = int(nodes_.size());
+    nodes_.push_back({node, {}, s, keyFor(s)});
+    children_.emplace(std::make_pair(node, s), next);
+    node = next;
+  }
+  return node;
 }
 
-std::optional<LiveMiss> LiveGuards::check(const LiveRoots& roots) const {
+LivePaths::Values::Values(const LivePaths& paths, const LiveRoots& roots)
+    : paths_(paths), roots_(roots), values_(paths.nodes_.size()), state_(paths.nodes_.size(), 0) {}
+
+PyObject* LivePaths::Values::get(int node) {
+  if (state_[size_t(node)]) return values_[size_t(node)].get();
+  const Node& n = paths_.nodes_[size_t(node)];
+  PyRef v;
+  if (n.parent < 0) {
+    v = rootOf(n.root, roots_);
+  } else if (PyObject* parent = get(n.parent)) {
+    v = stepOn(parent, n.step, n.key.get());
+  }
+  state_[size_t(node)] = v ? 1 : 2;
+  values_[size_t(node)] = std::move(v);
+  return values_[size_t(node)].get();
+}
+
+namespace {
+
+void collectMockPaths(const record::ValueExpr& e, std::vector<record::AccessPath>& out) {
+  if (e.kind == record::ValueExpr::Kind::Read) out.push_back(e.path);
+  for (auto& item : e.items) collectMockPaths(item, out);
+}
+
+}  // namespace
+
+LiveRecord::LiveRecord(const record::Record& record, std::vector<PyRef> expected,
+                       const std::vector<record::AccessPath>& inputs)
+    : record_(record) {
+  expected.resize(record_.guards.size());
+  for (size_t i = 0; i < record_.guards.size(); ++i) {
+    const record::Guard& g = record_.guards[i];
+    GuardStep step{&g, paths_.add(g.path), -1, std::move(expected[i]), c10::ScalarType::Undefined};
+    if (g.check.kind == record::Check::Kind::Alias) step.other = paths_.add(g.check.path);
+    if (g.check.kind == record::Check::Kind::Tensor) step.dtype = replay::dtypeFromName(g.check.meta.dtype);
+    guards_.push_back(std::move(step));
+  }
+  for (auto& p : inputs) inputs_.push_back(paths_.add(p));
+  std::vector<record::AccessPath> reads;
+  collectMockPaths(record_.mock.result, reads);
+  for (auto& e : record_.mock.effects) {
+    reads.push_back(e.target);
+    collectMockPaths(e.value, reads);
+  }
+  for (auto& p : reads) mockPaths_.emplace(p, paths_.add(p));
+}
+
+std::optional<LiveMiss> LiveRecord::check(LivePaths::Values& values) const {
   using K = record::Check::Kind;
-  for (size_t i = 0; i < guards_.size(); ++i) {
-    const record::Guard& g = guards_[i];
-    PyRef v = resolveLive(g.path, roots);
+  for (const GuardStep& gs : guards_) {
+    const record::Guard& g = *gs.guard;
+    PyObject* v = values.get(gs.node);
     bool ok = false;
     if (!v) {
       ok = g.check.kind == K::Absent;
     } else {
       switch (g.check.kind) {
         case K::Type:
-          ok = expected_[i] ? reinterpret_cast<PyObject*>(Py_TYPE(v.get())) == expected_[i].get()
-                            : typeName(Py_TYPE(v.get())) == g.check.s;
+          ok = gs.expected ? reinterpret_cast<PyObject*>(Py_TYPE(v)) == gs.expected.get() : typeName(Py_TYPE(v)) == g.check.s;
           break;
         case K::Identity:
-          ok = expected_[i] ? v.get() == expected_[i].get() : qualifiedName(v.get()) == g.check.s;
+          ok = gs.expected ? v == gs.expected.get() : qualifiedName(v) == g.check.s;
           break;
         case K::Equals: {
-          auto a = atomOf(v.get());
+          auto a = atomOf(v);
           ok = a && *a == g.check.atom;
           break;
         }
         case K::Length:
-          ok = PyObject_Length(v.get()) == g.check.i;
+          ok = PyObject_Length(v) == g.check.i;
           if (PyErr_Occurred()) PyErr_Clear();
           break;
         case K::DictKeys: {
-          if (!PyDict_Check(v.get()) || PyDict_GET_SIZE(v.get()) != Py_ssize_t(g.check.keys.size())) break;
+          if (!PyDict_Check(v) || PyDict_GET_SIZE(v) != Py_ssize_t(g.check.keys.size())) break;
           PyObject *k, *val;
           Py_ssize_t pos = 0;
           size_t n = 0;
           ok = true;
-          while (PyDict_Next(v.get(), &pos, &k, &val)) {
+          while (PyDict_Next(v, &pos, &k, &val)) {
             auto a = atomOf(k);
             if (!a || !(*a == g.check.keys[n++])) {
               ok = false;
@@ -163,26 +275,36 @@ std::optional<LiveMiss> LiveGuards::check(const LiveRoots& roots) const {
           break;
         }
         case K::Tensor:
-          ok = tensorMatches(v.get(), g.check.meta, replay::dtypeFromName(g.check.meta.dtype));
+          ok = tensorMatches(v, g.check.meta, gs.dtype);
           break;
-        case K::Alias: {
-          PyRef other = resolveLive(g.check.path, roots);
-          ok = other && other.get() == v.get();
+        case K::Alias:
+          ok = values.get(gs.other) == v;
           break;
-        }
         case K::Absent:
           ok = false;
           break;
       }
     }
-    if (!ok) return LiveMiss{record::toString(g.path), record::describe(g.check), describeLive(v.get())};
+    if (!ok) return LiveMiss{record::toString(g.path), record::describe(g.check), describeLive(v)};
   }
   return std::nullopt;
 }
 
+std::vector<c10::IValue> LiveRecord::inputs(LivePaths::Values& values) const {
+  std::vector<c10::IValue> out;
+  out.reserve(inputs_.size());
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    PyObject* v = values.get(inputs_[i]);
+    if (!v || !isTensor(v)) throw Error("a graph input is not a tensor");
+    out.emplace_back(tensorOf(v));
+  }
+  return out;
+}
+
 namespace {
 
-PyRef build(const record::ValueExpr& e, const std::vector<c10::IValue>& outputs, const LiveRoots& roots) {
+PyRef build(const record::ValueExpr& e, const std::vector<c10::IValue>& outputs,
+            const std::function<PyObject*(const record::AccessPath&)>& read) {
   using K = record::ValueExpr::Kind;
   switch (e.kind) {
     case K::Const:
@@ -196,15 +318,15 @@ PyRef build(const record::ValueExpr& e, const std::vector<c10::IValue>& outputs,
       throw Error("a graph output of kind " + std::string(v.tagKind()) + " cannot be returned");
     }
     case K::Read: {
-      PyRef v = resolveLive(e.path, roots);
+      PyObject* v = read(e.path);
       if (!v) throw Error("the mock reads " + record::toString(e.path) + ", which does not exist");
-      return v;
+      return PyRef::borrow(v);
     }
     case K::Tuple:
     case K::List: {
       PyRef c = PyRef::steal(e.kind == K::Tuple ? PyTuple_New(Py_ssize_t(e.items.size())) : PyList_New(Py_ssize_t(e.items.size())));
       for (size_t i = 0; i < e.items.size(); ++i) {
-        PyObject* item = build(e.items[i], outputs, roots).release();
+        PyObject* item = build(e.items[i], outputs, read).release();
         if (e.kind == K::Tuple) PyTuple_SET_ITEM(c.get(), Py_ssize_t(i), item);
         else PyList_SET_ITEM(c.get(), Py_ssize_t(i), item);
       }
@@ -213,54 +335,56 @@ PyRef build(const record::ValueExpr& e, const std::vector<c10::IValue>& outputs,
     case K::Dict: {
       PyRef d = PyRef::steal(PyDict_New());
       for (size_t i = 0; i < e.items.size(); ++i)
-        PyDict_SetItem(d.get(), atomObject(e.keys[i]).get(), build(e.items[i], outputs, roots).get());
+        PyDict_SetItem(d.get(), atomObject(e.keys[i]).get(), build(e.items[i], outputs, read).get());
       return d;
     }
   }
   throw Error("unknown mock expression");
 }
 
-void check(int status, const std::string& what) {
+void ensure(int status, const std::string& what) {
   if (status < 0) throw Error(what + ": " + takePythonError());
 }
 
 }  // namespace
 
-PyRef applyLiveMock(const record::MockSpec& mock, const std::vector<c10::IValue>& outputs, const LiveRoots& roots) {
+PyRef LiveRecord::mock(const std::vector<c10::IValue>& outputs, LivePaths::Values& values) const {
+  auto read = [&](const record::AccessPath& p) { return values.get(mockPaths_.at(p)); };
+  const record::MockSpec& mock = record_.mock;
   // Reads first, against the entry state; then the writes, in order.
-  PyRef result = build(mock.result, outputs, roots);
+  PyRef result = build(mock.result, outputs, read);
   struct Write {
     const record::Effect* effect;
     PyRef target, value;
   };
   std::vector<Write> writes;
   for (auto& e : mock.effects) {
-    PyRef target = resolveLive(e.target, roots);
+    PyObject* target = read(e.target);
     if (!target) throw Error("the mock writes to " + record::toString(e.target) + ", which does not exist");
-    writes.push_back({&e, std::move(target), build(e.value, outputs, roots)});
+    writes.push_back({&e, PyRef::borrow(target), build(e.value, outputs, read)});
   }
   for (auto& w : writes) {
     const record::Effect& e = *w.effect;
     std::string what = "the mock's write " + record::toString(e);
     switch (e.kind) {
       case record::Effect::Kind::SetAttr:
-        check(PyObject_SetAttrString(w.target.get(), e.name.c_str(), w.value.get()), what);
+        ensure(PyObject_SetAttrString(w.target.get(), e.name.c_str(), w.value.get()), what);
         break;
       case record::Effect::Kind::DelAttr:
-        check(PyObject_DelAttrString(w.target.get(), e.name.c_str()), what);
+        ensure(PyObject_DelAttrString(w.target.get(), e.name.c_str()), what);
         break;
       case record::Effect::Kind::SetItem:
-        check(PyObject_SetItem(w.target.get(), atomObject(e.key).get(), w.value.get()), what);
+        ensure(PyObject_SetItem(w.target.get(), atomObject(e.key).get(), w.value.get()), what);
         break;
       case record::Effect::Kind::DelItem:
-        check(PyObject_DelItem(w.target.get(), atomObject(e.key).get()), what);
+        ensure(PyObject_DelItem(w.target.get(), atomObject(e.key).get()), what);
         break;
       case record::Effect::Kind::Assign:
         if (PyList_Check(w.target.get())) {
-          check(PyList_SetSlice(w.target.get(), 0, PyList_GET_SIZE(w.target.get()), w.value.get()), what);
+          ensure(PyList_SetSlice(w.target.get(), 0, PyList_GET_SIZE(w.target.get()), w.value.get()), what);
         } else if (PyDict_Check(w.target.get())) {
           PyDict_Clear(w.target.get());
-          check(PyDict_Update(w.target.get(), w.value.get()), what);
+          ensure(PyDict_Update(w.target.get(), w.value.get()), what);
         } else {
           throw Error(what + ": the target is neither a list nor a dict");
         }
@@ -364,7 +488,8 @@ record::Value snap(PyObject* o, const PathTrie& wanted, SnapshotContext& ctx) {
   // Attributes: only those records read.
   for (auto& [s, sub] : wanted.children) {
     if (s.kind != record::PathStep::Kind::Attr) continue;
-    PyRef a = step(o, s);
+    PyRef key = keyFor(s);
+    PyRef a = stepOn(o, s, key.get());
     if (!a) continue;
     v.names.push_back(s.name);
     v.items.push_back(snap(a.get(), sub, ctx));

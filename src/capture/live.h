@@ -32,20 +32,66 @@ struct LiveMiss {
   std::string path, expected, actual;
 };
 
-// A record's guards, prepared for checking against live objects: types and
-// identities compare by pointer with the objects the monitored run saw.
-class LiveGuards {
+// A set of access paths compiled into a prefix tree: a call resolves each
+// shared prefix once (self.layer1 for all of layer1's parameters), and
+// nn.Module attributes are looked up in the module's dicts directly rather
+// than through Module.__getattr__ in Python.
+class LivePaths {
  public:
-  LiveGuards(const std::vector<record::Guard>& guards, std::vector<PyRef> expected);
-  std::optional<LiveMiss> check(const LiveRoots& roots) const;
+  int add(const record::AccessPath& path);  // the node naming path
+
+  // The objects resolved for one call.
+  class Values {
+   public:
+    Values(const LivePaths& paths, const LiveRoots& roots);
+    PyObject* get(int node);  // borrowed; null when the path leads nowhere
+    const LiveRoots& roots() const { return roots_; }
+
+   private:
+    const LivePaths& paths_;
+    const LiveRoots& roots_;
+    std::vector<PyRef> values_;
+    std::vector<uint8_t> state_;  // 0 unresolved, 1 resolved, 2 missing
+  };
 
  private:
-  std::vector<record::Guard> guards_;
-  std::vector<PyRef> expected_;  // per guard: the type or object an identity/type check wants
+  struct Node {
+    int parent = -1;       // -1: a root
+    record::AccessPath root;
+    record::PathStep step;
+    PyRef key;             // step's name or key as a Python object
+  };
+  std::vector<Node> nodes_;
+  std::map<std::pair<int, record::PathStep>, int> children_;
+  std::map<record::AccessPath, int> roots_;
 };
 
-// Runs a record's mock on live objects; returns the call's result.
-PyRef applyLiveMock(const record::MockSpec& mock, const std::vector<c10::IValue>& outputs, const LiveRoots& roots);
+// A record prepared for running on live objects: its guards (types and
+// identities compare by pointer with what the monitored run saw), its graph
+// inputs and its mock, all over one LivePaths.
+class LiveRecord {
+ public:
+  LiveRecord(const record::Record& record, std::vector<PyRef> expected, const std::vector<record::AccessPath>& inputs);
+
+  std::optional<LiveMiss> check(LivePaths::Values& v) const;
+  std::vector<c10::IValue> inputs(LivePaths::Values& v) const;  // throws Error
+  PyRef mock(const std::vector<c10::IValue>& outputs, LivePaths::Values& v) const;  // throws Error
+  const LivePaths& paths() const { return paths_; }
+
+ private:
+  struct GuardStep {
+    const record::Guard* guard;
+    int node;
+    int other = -1;  // Alias: the other path's node
+    PyRef expected;
+    c10::ScalarType dtype = c10::ScalarType::Undefined;
+  };
+  record::Record record_;
+  LivePaths paths_;
+  std::vector<GuardStep> guards_;
+  std::vector<int> inputs_;
+  std::map<record::AccessPath, int> mockPaths_;
+};
 
 // Deduplicated tensor contents for a record file.
 class BlobPool {
