@@ -100,6 +100,7 @@ class Monitor : public OpRecorder::Delegate {
   void beginCall(ShadowFrame& sf, Pending& p);
   bool finishCall(ShadowFrame& sf, Pending& p, std::vector<NodeId>& out);
   NodeId applyAnnotation(Pending& p, PyObject* result);
+  void readLayer(NodeId layer);
 
   // Helpers.
   NodeId slotNode(ShadowFrame& sf, int index);  // stack slot shadow, from the bottom

@@ -164,6 +164,7 @@ void Monitor::beginCall(ShadowFrame& sf, Pending& p) {
     p.traceCallees = !PyFunction_Check(callable);
     // A constant factory fills its tensor without operators: record none.
     p.suppressOps = a.constant;
+    if (a.module && !p.positional.empty() && p.positional[0] >= 0) readLayer(p.positional[0]);
     if (!a.pure && !a.op) {
       graphBreak(p.calleeName + " is dynamic (annotated pure: false at " + a.origin + "); it runs eagerly");
       return;
@@ -212,6 +213,31 @@ void Monitor::beginCall(ShadowFrame& sf, Pending& p) {
   }
   graphBreak((p.calleeName.empty() ? std::string(Py_TYPE(callable)->tp_name) : p.calleeName) +
              " is native code without an annotation; add one (magpy-capture --annotations) if it is pure");
+}
+
+// A standard layer's forward, summarized: what it reads of the layer is its
+// parameters, buffers and plain attributes (hyperparameters, `training`).
+void Monitor::readLayer(NodeId layer) {
+  PyObject* obj = refs_.node(layer).obj;
+  PyObject** dictPtr = obj ? _PyObject_GetDictPtr(obj) : nullptr;
+  PyObject* dict = dictPtr ? *dictPtr : nullptr;
+  if (!dict || !PyDict_Check(dict)) return;
+  auto readAll = [&](PyObject* d, bool plainOnly) {
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    std::vector<std::pair<std::string, PyObject*>> items;
+    while (PyDict_Next(d, &pos, &k, &v)) {
+      std::string name = utf8(k);
+      if (plainOnly && (name.empty() || name[0] == '_')) continue;
+      items.push_back({name, v});
+    }
+    for (auto& [name, value] : items) registerTensor(refs_.read(layer, Relation::attr(name), value));
+  };
+  readAll(dict, true);
+  for (const char* holder : {"_parameters", "_buffers"}) {
+    PyObject* d = PyDict_GetItemString(dict, holder);
+    if (d && PyDict_Check(d)) readAll(d, false);
+  }
 }
 
 bool Monitor::finishCall(ShadowFrame& sf, Pending& p, std::vector<NodeId>& out) {

@@ -86,7 +86,7 @@ class Loader {
   }
 
   std::vector<FunctionAnnotation> entry(const YAML::Node& n, const FunctionAnnotation& defaults) const {
-    onlyKeys(n, {"name", "names", "op", "pure", "constant", "inputs", "rest", "output", "relations", "runtime"},
+    onlyKeys(n, {"name", "names", "op", "pure", "constant", "module", "inputs", "rest", "output", "relations", "runtime"},
              "a function entry");
     std::vector<std::string> names;
     if (n["name"]) names.push_back(n["name"].as<std::string>());
@@ -101,6 +101,7 @@ class Loader {
     a.op = flag(n, "op", a.op);
     a.pure = flag(n, "pure", a.pure);
     a.constant = flag(n, "constant", a.constant);
+    a.module = flag(n, "module", a.module);
     if (n["rest"]) a.rest = input(n["rest"], a.rest);
     if (n["inputs"]) {
       if (!n["inputs"].IsSequence()) fail(n["inputs"], "'inputs' must be a list");
@@ -209,7 +210,7 @@ const FunctionAnnotation* AnnotationSet::find(const std::string& qualname) const
 uint64_t AnnotationSet::hash() const {
   Hasher h;
   auto one = [&](const FunctionAnnotation& a) {
-    h.text(a.name).u64(a.op).u64(a.pure).u64(a.constant).u64(a.inputs.size());
+    h.text(a.name).u64(a.op).u64(a.pure).u64(a.constant).u64(a.module).u64(a.inputs.size());
     for (auto& i : a.inputs) h.u64(i.value_read).u64(i.in_place);
     h.u64(a.rest.value_read).u64(a.rest.in_place).u64(a.output_in_place).u64(a.relations.size());
     for (auto& r : a.relations)

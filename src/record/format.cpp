@@ -23,7 +23,7 @@ namespace {
 
 constexpr char kMagic[8] = {'M', 'A', 'G', 'P', 'Y', 'R', 'E', 'C'};
 constexpr size_t kHeaderSize = 8 + 4 + 4 + 8 + 8 + 8;
-constexpr int kZstdLevel = 9;
+constexpr int kZstdLevel = 3;  // tensor data barely compresses; higher levels only cost time
 
 class Writer {
  public:

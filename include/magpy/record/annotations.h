@@ -11,6 +11,8 @@
 //     - names: [torch.relu, torch.sigmoid]   # or name: builtins.len
 //       op: true                 # AsOpNode: the ATen ops it dispatches become graph nodes
 //       constant: true           # makes a tensor from Python data (torch.tensor): kept by value
+//       module: true             # an nn layer's forward: reads the layer's parameters, buffers
+//                                # and plain attributes (with op: true, its body is not traced)
 //       pure: true               # PureClosure: same inputs give the same result, no hidden effects
 //       inputs:                  # per position; input 0 is `self` for methods
 //         - {value_read: true, in_place: false}
@@ -58,6 +60,8 @@ struct FunctionAnnotation {
   bool op = false;
   bool pure = true;
   bool constant = false;   // the result is a tensor made from Python data: recorded by value
+  bool module = false;     // a standard nn layer's forward: it reads input 0's parameters,
+                           // buffers and plain attributes (what its guards cover)
   std::vector<InputAnnotation> inputs;
   InputAnnotation rest;
   bool output_in_place = false;
