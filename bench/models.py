@@ -19,7 +19,19 @@ def mlp(batch):
     return MLP().eval(), (torch.randn(batch, 16),)
 
 
-MODELS = {"mlp": mlp}
+def resnet18(batch):
+    import torchvision
+    torch.manual_seed(0)
+    return torchvision.models.resnet18().eval(), (torch.randn(batch, 3, 224, 224),)
+
+
+def resnet50(batch):
+    import torchvision
+    torch.manual_seed(0)
+    return torchvision.models.resnet50().eval(), (torch.randn(batch, 3, 224, 224),)
+
+
+MODELS = {"mlp": mlp, "resnet18": resnet18, "resnet50": resnet50}
 
 
 def build(name, batch):
