@@ -25,6 +25,8 @@ struct Options {
   std::string output;
   int repeat = 0;
   int threads = 0;
+  std::string optimize = "all";
+  bool showOptimizations = false;
   bool check = true;
   bool explain = false;
   magpy::replay::Tolerance tol;
@@ -161,6 +163,10 @@ int main(int argc, char** argv) {
   app.add_flag("--no-check", noCheck, "Do not compare results with the captured ones");
   app.add_option("--threads", opt.threads, "Intra-op threads for the operators (default: libtorch's choice)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--optimize", opt.optimize,
+                 "Graph optimizations: all, none, or a list of dce, cse, fold, conv-bn, dropout")
+      ->capture_default_str();
+  app.add_flag("--show-optimizations", opt.showOptimizations, "Print what the optimizations did to each record");
   app.add_flag("--explain", opt.explain, "When no record accepts a call, print each record's failing guard");
   app.add_option("--rtol", opt.tol.rtol, "Relative tolerance of the result check")->capture_default_str();
   app.add_option("--atol", opt.tol.atol, "Absolute tolerance of the result check")->capture_default_str();
@@ -173,11 +179,25 @@ int main(int argc, char** argv) {
 
   try {
     if (opt.threads > 0) at::set_num_threads(opt.threads);
-    Session session = Session::open(opt.record);
+    magpy::replay::SessionOptions sessionOptions;
+    sessionOptions.passes = magpy::replay::PassOptions::parse(opt.optimize);
+    auto loadStart = std::chrono::steady_clock::now();
+    Session session = Session::open(opt.record, sessionOptions);
+    double loadMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - loadStart).count();
     const auto& env = session.file().env;
     std::cout << "magpy-run: " << opt.record << " (captured by magpy " << env.magpy_version << ", python "
               << env.python_version << ", torch " << env.torch_version << "; replaying on libtorch "
               << magpy::replay::libtorchVersion() << " with " << at::get_num_threads() << " threads, no Python)\n";
+    if (opt.showOptimizations) {
+      const auto& fns = session.file().functions;
+      for (size_t f = 0; f < fns.size(); ++f)
+        for (size_t r = 0; r < fns[f].records.size(); ++r) {
+          std::cout << fns[f].name << " record " << r << ":";
+          for (auto& line : session.optimizations(f, r)) std::cout << " " << line << ";";
+          std::cout << "\n";
+        }
+    }
+    if (opt.repeat > 0) std::cout << "loaded in " << std::fixed << std::setprecision(1) << loadMs << " ms\n" << std::defaultfloat;
     if (!opt.output.empty() && opt.inputs.empty()) throw magpy::Error("--output needs --inputs");
     int status = opt.inputs.empty() ? replayLog(session, opt) : runInputs(session, opt);
     if (status == 0 && opt.repeat > 0) time(session, opt);

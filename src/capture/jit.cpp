@@ -428,7 +428,11 @@ struct Session::Impl : FrameInterceptor {
 
     Entry created;
     try {
-      if (breaks.empty()) created.plan = std::make_unique<replay::Plan>(built.record.graph, blobs.blobs());
+      // The JIT runs with autograd (training works through it): only the
+      // optimizations that keep autograd's view of the graph apply.
+      replay::PlanOptions planOptions;
+      planOptions.passes.deadCode = planOptions.passes.commonSubexpr = true;
+      if (breaks.empty()) created.plan = std::make_unique<replay::Plan>(built.record.graph, blobs.blobs(), planOptions);
     } catch (const Error& e) {
       PyErr_Format(PyExc_RuntimeError, "magpy: cannot use the record captured for %s: %s", fn.name.c_str(), e.what());
       return nullptr;

@@ -3,6 +3,8 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/scalar_tensor.h>
 
+#include <set>
+
 #include "magpy/replay/tensors.h"
 #include "magpy/support/error.h"
 
@@ -25,6 +27,7 @@ struct Step {
   std::vector<Operand> operands;
   std::vector<int> outputs;  // slot per returned value
   bool unpackList = false;   // the op returns one Tensor[]: its elements go to `outputs`
+  bool folded = false;       // depends only on parameters: computed once while they are unchanged
   std::vector<int> release;  // slots dead after this step
 };
 
@@ -75,7 +78,13 @@ bool isOptionalTensorList(const c10::Argument& a) {
 }  // namespace
 
 struct Plan::Impl {
+  std::vector<std::string> applied;
   std::vector<std::pair<int, c10::IValue>> constants;  // slot, constant tensor
+  // Folding: the inputs folded steps read, and their results as last computed.
+  std::vector<size_t> foldInputs;  // indices into inputSlots
+  std::vector<int> foldOutputs;    // slots
+  mutable std::vector<std::pair<const c10::TensorImpl*, uint32_t>> foldKey;
+  mutable std::vector<c10::IValue> foldValues;
   std::vector<int> inputSlots;
   std::vector<record::AccessPath> inputPaths;
   std::vector<Step> steps;
@@ -83,7 +92,11 @@ struct Plan::Impl {
   size_t numSlots = 0;
 };
 
-Plan::Plan(const record::Graph& graph, const std::vector<record::TensorBlob>& blobs) : impl_(std::make_unique<Impl>()) {
+Plan::Plan(const record::Graph& input, const std::vector<record::TensorBlob>& blobs, const PlanOptions& options)
+    : impl_(std::make_unique<Impl>()) {
+  OptimizedGraph optimized = optimize(input, options.passes, options.inference);
+  const record::Graph& graph = optimized.graph;
+  impl_->applied = optimized.applied;
   auto& dispatcher = c10::Dispatcher::singleton();
   std::vector<std::vector<int>> nodeSlots(graph.nodes.size());
   std::vector<int> lastUse;
@@ -141,7 +154,7 @@ Plan::Plan(const record::Graph& graph, const std::vector<record::TensorBlob>& bl
         if (n.args.size() > params.size())
           throw Error(where + ": " + n.opName() + " takes " + std::to_string(params.size()) + " arguments in this libtorch, the record passes " +
                       std::to_string(n.args.size()));
-        Step step{*handle, n.opName(), {}, {}, {}};
+        Step step{*handle, n.opName(), {}, {}, false, optimized.folded[ni], {}};
         int stepIndex = int(impl_->steps.size());
         for (size_t ai = 0; ai < params.size(); ++ai) {
           Operand op;
@@ -183,6 +196,21 @@ Plan::Plan(const record::Graph& graph, const std::vector<record::TensorBlob>& bl
     }
   }
 
+  // Folded steps: the inputs they read and the results they keep.
+  std::vector<int> inputIndex(impl_->numSlots, -1);
+  for (size_t i = 0; i < impl_->inputSlots.size(); ++i) inputIndex[size_t(impl_->inputSlots[i])] = int(i);
+  std::set<size_t> foldInputs;
+  for (auto& step : impl_->steps) {
+    if (!step.folded) continue;
+    for (auto& op : step.operands) {
+      if (op.kind == Operand::Kind::Slot && inputIndex[size_t(op.slot)] >= 0) foldInputs.insert(size_t(inputIndex[size_t(op.slot)]));
+      for (int s : op.slots)
+        if (s >= 0 && inputIndex[size_t(s)] >= 0) foldInputs.insert(size_t(inputIndex[size_t(s)]));
+    }
+    impl_->foldOutputs.insert(impl_->foldOutputs.end(), step.outputs.begin(), step.outputs.end());
+  }
+  impl_->foldInputs.assign(foldInputs.begin(), foldInputs.end());
+
   // Release every slot after its last use, except graph outputs; slots
   // never read again (unused results) are released right after the step
   // that made them.
@@ -201,6 +229,7 @@ Plan& Plan::operator=(Plan&&) noexcept = default;
 
 const std::vector<record::AccessPath>& Plan::inputPaths() const { return impl_->inputPaths; }
 size_t Plan::numSteps() const { return impl_->steps.size(); }
+const std::vector<std::string>& Plan::optimizations() const { return impl_->applied; }
 
 std::vector<c10::IValue> Plan::run(const CallState& state) const {
   std::vector<c10::IValue> inputs;
@@ -219,10 +248,34 @@ std::vector<c10::IValue> Plan::runWith(std::vector<c10::IValue> inputs) const {
     throw Error("the graph takes " + std::to_string(p.inputSlots.size()) + " inputs, got " + std::to_string(inputs.size()));
   std::vector<c10::IValue> slots(p.numSlots);
   for (auto& [slot, value] : p.constants) slots[size_t(slot)] = value;
+
+  // Folded results stay valid while the tensors they were computed from are
+  // the same objects, unchanged since (their version counters say so).
+  bool reuseFolded = false;
+  if (!p.foldOutputs.empty()) {
+    std::vector<std::pair<const c10::TensorImpl*, uint32_t>> key;
+    for (size_t i : p.foldInputs) {
+      const c10::IValue& v = inputs[i];
+      if (!v.isTensor()) {
+        key.push_back({nullptr, 0});
+        continue;
+      }
+      const c10::TensorImpl* impl = v.toTensor().unsafeGetTensorImpl();
+      key.push_back({impl, impl->version_counter().current_version()});
+    }
+    reuseFolded = key == p.foldKey && p.foldValues.size() == p.foldOutputs.size();
+    if (reuseFolded) {
+      for (size_t k = 0; k < p.foldOutputs.size(); ++k) slots[size_t(p.foldOutputs[k])] = p.foldValues[k];
+    } else {
+      p.foldKey = std::move(key);
+      p.foldValues.clear();
+    }
+  }
   for (size_t i = 0; i < inputs.size(); ++i) slots[size_t(p.inputSlots[i])] = std::move(inputs[i]);
 
   std::vector<c10::IValue> stack;
   for (const Step& step : p.steps) {
+    if (step.folded && reuseFolded) continue;
     stack.clear();
     for (const Operand& op : step.operands) {
       switch (op.kind) {
@@ -254,6 +307,8 @@ std::vector<c10::IValue> Plan::runWith(std::vector<c10::IValue> inputs) const {
     } else {
       for (size_t r = 0; r < step.outputs.size(); ++r) slots[size_t(step.outputs[r])] = std::move(stack[r]);
     }
+    if (step.folded)  // kept for the next runs, in the order foldOutputs lists them
+      for (int s : step.outputs) p.foldValues.push_back(slots[size_t(s)]);
     for (int s : step.release) slots[size_t(s)] = c10::IValue();
   }
   std::vector<c10::IValue> out;

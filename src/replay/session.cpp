@@ -77,7 +77,7 @@ struct Session::Impl {
   }
 };
 
-Session::Session(record::RecordFile file) : impl_(std::make_unique<Impl>()) {
+Session::Session(record::RecordFile file, const SessionOptions& options) : impl_(std::make_unique<Impl>()) {
   impl_->file = std::move(file);
   const auto& f = impl_->file;
   for (auto& fn : f.functions) {
@@ -85,7 +85,7 @@ Session::Session(record::RecordFile file) : impl_(std::make_unique<Impl>()) {
     std::vector<std::unique_ptr<Plan>> plans;
     std::vector<GuardSet> guards;
     for (auto& r : fn.records) {
-      plans.push_back(r.breaks.empty() ? std::make_unique<Plan>(r.graph, f.blobs) : nullptr);
+      plans.push_back(r.breaks.empty() ? std::make_unique<Plan>(r.graph, f.blobs, PlanOptions{options.passes, true}) : nullptr);
       guards.emplace_back(r.guards);
     }
     impl_->plans.push_back(std::move(plans));
@@ -98,7 +98,15 @@ Session::~Session() = default;
 Session::Session(Session&&) noexcept = default;
 Session& Session::operator=(Session&&) noexcept = default;
 
-Session Session::open(const std::string& path) { return Session(record::readRecordFile(path)); }
+Session Session::open(const std::string& path, const SessionOptions& options) {
+  return Session(record::readRecordFile(path), options);
+}
+
+const std::vector<std::string>& Session::optimizations(size_t function, size_t record) const {
+  static const std::vector<std::string> kNone;
+  const auto& plan = impl_->plans.at(function).at(record);
+  return plan ? plan->optimizations() : kNone;
+}
 
 const record::RecordFile& Session::file() const { return impl_->file; }
 

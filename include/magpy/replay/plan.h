@@ -10,16 +10,23 @@
 #include <vector>
 
 #include "magpy/record/graph.h"
+#include "magpy/replay/passes.h"
 #include "magpy/replay/state.h"
 
 namespace magpy::replay {
 
+struct PlanOptions {
+  PassOptions passes = PassOptions::none();
+  bool inference = false;  // no autograd: parameter-only results may be cached
+};
+
+// Not thread-safe: a plan caches folded results between runs.
 class Plan {
  public:
   // Throws Error when an operator does not exist in this libtorch or its
   // schema cannot take the recorded arguments. `blobs` holds the contents of
   // the graph's constant tensors (get_attr nodes with a blob).
-  Plan(const record::Graph& graph, const std::vector<record::TensorBlob>& blobs);
+  Plan(const record::Graph& graph, const std::vector<record::TensorBlob>& blobs, const PlanOptions& options = {});
   ~Plan();
   Plan(Plan&&) noexcept;
   Plan& operator=(Plan&&) noexcept;
@@ -36,6 +43,8 @@ class Plan {
   const std::vector<record::AccessPath>& inputPaths() const;
 
   size_t numSteps() const;
+  // What the optimizations did ("cse: 2 duplicate operators merged").
+  const std::vector<std::string>& optimizations() const;
 
  private:
   struct Impl;

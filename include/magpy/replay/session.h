@@ -18,6 +18,7 @@
 
 #include "magpy/record/record.h"
 #include "magpy/replay/guards.h"
+#include "magpy/replay/passes.h"
 #include "magpy/replay/state.h"
 #include "magpy/replay/value.h"
 #include "magpy/support/error.h"
@@ -38,14 +39,18 @@ struct CallOutcome {
   size_t record = 0;  // which record ran
 };
 
+struct SessionOptions {
+  PassOptions passes;  // graph optimizations, all on by default
+};
+
 class Session {
  public:
-  explicit Session(record::RecordFile file);
+  explicit Session(record::RecordFile file, const SessionOptions& options = {});
   ~Session();
   Session(Session&&) noexcept;
   Session& operator=(Session&&) noexcept;
 
-  static Session open(const std::string& path);
+  static Session open(const std::string& path, const SessionOptions& options = {});
 
   const record::RecordFile& file() const;
   // Index of the function with this name (or a unique suffix of it, such as
@@ -58,6 +63,9 @@ class Session {
   // entries (no miss) for records that would run. Runs nothing.
   std::vector<std::optional<GuardMiss>> explain(size_t function, const std::vector<Value>& args,
                                                 const Value& kwargs = Value::dict({}, {}));
+
+  // What the graph optimizations did to a record's graph.
+  const std::vector<std::string>& optimizations(size_t function, size_t record) const;
 
   // The state a function reads and its mocks write.
   Value& self(size_t function);

@@ -1,0 +1,44 @@
+// Graph-level optimizations applied when a record is loaded for replay.
+//
+// Each pass takes a graph and returns an equivalent one. "Folded" nodes
+// depend only on state tensors (parameters, buffers) and constants: the plan
+// computes them once and reuses the result for as long as those tensors are
+// the same objects at the same version, so folding stays right when a mock
+// or an update replaces or changes a parameter.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "magpy/record/graph.h"
+
+namespace magpy::replay {
+
+struct PassOptions {
+  bool deadCode = true;       // drop operators whose results nothing uses
+  bool commonSubexpr = true;  // compute identical operators once
+  bool foldConstants = true;  // compute parameter-only subgraphs once (inference only)
+  bool foldConvBatchNorm = true;  // fold eval-mode batch norm into the convolution before it
+  bool dropoutEval = true;    // dropout with train=False is the identity
+
+  static PassOptions none();
+  // Parses "all", "none", or a comma list of pass names (dce, cse, fold,
+  // conv-bn, dropout); throws Error naming an unknown pass.
+  static PassOptions parse(const std::string& text);
+};
+
+struct OptimizedGraph {
+  record::Graph graph;
+  std::vector<bool> folded;  // per node: compute once while its state inputs are unchanged
+  std::vector<std::string> applied;  // what each pass did, for reports ("cse: 3 nodes merged")
+};
+
+// `inference`: replay runs without autograd, so results that depend only on
+// parameters can be cached and batch norm can be folded.
+OptimizedGraph optimize(const record::Graph& graph, const PassOptions& options, bool inference);
+
+// Facts about an ATen operator that passes need, from its schema.
+bool writesArguments(const record::Node& node);  // in-place, out=, running statistics
+bool isRandom(const record::Node& node);         // draws from a generator
+
+}  // namespace magpy::replay

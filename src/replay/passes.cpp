@@ -1,0 +1,398 @@
+#include "magpy/replay/passes.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <cstring>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include "magpy/support/error.h"
+
+namespace magpy::replay {
+namespace {
+
+using record::Arg;
+using record::Node;
+using record::NodeKind;
+
+const c10::FunctionSchema* schemaOf(const Node& n) {
+  static std::map<std::string, c10::optional<c10::OperatorHandle>> cache;
+  auto key = n.target + "." + n.overload;
+  auto it = cache.find(key);
+  if (it == cache.end()) it = cache.emplace(key, c10::Dispatcher::singleton().findSchema({n.target, n.overload})).first;
+  return it->second ? &it->second->schema() : nullptr;
+}
+
+bool isInput(const Node& n) { return n.kind == NodeKind::Placeholder || n.kind == NodeKind::GetAttr; }
+
+template <class F>
+void forEachNodeArg(Node& n, F&& f) {
+  for (auto& a : n.args) {
+    if (a.kind == Arg::Kind::Node) f(a.i);
+    if (a.kind == Arg::Kind::NodeList)
+      for (auto& i : a.ints)
+        if (i >= 0) f(i);
+  }
+}
+
+// Applies `replace` (old value -> new value) to every use, then drops the
+// nodes not `keep` and renumbers.
+record::Graph rebuild(const std::vector<Node>& nodes, const std::vector<int64_t>& replace, const std::vector<bool>& keep,
+                      std::vector<bool>* flags = nullptr) {
+  std::vector<int64_t> renumber(nodes.size(), -1);
+  record::Graph out;
+  std::vector<bool> outFlags;
+  auto resolve = [&](int64_t i) {
+    while (replace[size_t(i)] != i) i = replace[size_t(i)];
+    return i;
+  };
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (!keep[i]) continue;
+    Node n = nodes[i];
+    forEachNodeArg(n, [&](int64_t& j) {
+      j = renumber[size_t(resolve(j))];
+      if (j < 0) throw Error("internal: an optimization left a use of a removed node");
+    });
+    renumber[i] = int64_t(out.nodes.size());
+    out.nodes.push_back(std::move(n));
+    if (flags) outFlags.push_back((*flags)[i]);
+  }
+  if (flags) *flags = outFlags;
+  return out;
+}
+
+std::vector<int64_t> identity(size_t n) {
+  std::vector<int64_t> r(n);
+  for (size_t i = 0; i < n; ++i) r[i] = int64_t(i);
+  return r;
+}
+
+// Inputs first, in their order: later passes add operators that read
+// parameters, and those must be defined before them.
+record::Graph inputsFirst(const record::Graph& g) {
+  std::vector<size_t> order;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (isInput(g.nodes[i])) order.push_back(i);
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (!isInput(g.nodes[i])) order.push_back(i);
+  std::vector<int64_t> position(g.nodes.size());
+  for (size_t k = 0; k < order.size(); ++k) position[order[k]] = int64_t(k);
+  record::Graph out;
+  for (size_t k : order) {
+    Node n = g.nodes[k];
+    forEachNodeArg(n, [&](int64_t& j) { j = position[size_t(j)]; });
+    out.nodes.push_back(std::move(n));
+  }
+  return out;
+}
+
+size_t dropoutEval(record::Graph& g) {
+  static const std::set<std::string> kDropouts = {"aten::dropout", "aten::feature_dropout", "aten::alpha_dropout",
+                                                  "aten::feature_alpha_dropout"};
+  auto replace = identity(g.nodes.size());
+  std::vector<bool> keep(g.nodes.size(), true);
+  size_t removed = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (!kDropouts.count(n.target) || n.args.size() < 3 || n.args[2].kind != Arg::Kind::Bool || n.args[2].i) continue;
+    if (n.args[0].kind != Arg::Kind::Node) continue;
+    replace[i] = n.args[0].i;
+    keep[i] = false;
+    ++removed;
+  }
+  if (removed) g = rebuild(g.nodes, replace, keep);
+  return removed;
+}
+
+// conv2d(x, w, b, ...) -> batch_norm(., gamma, beta, mean, var, training=False, momentum, eps, ...)
+// becomes conv2d(x, w * s, (b - mean) * s + beta, ...) with s = gamma / sqrt(var + eps),
+// all of it computed from parameters (so folded when the plan runs).
+size_t foldConvBatchNorm(record::Graph& g) {
+  std::vector<int> users(g.nodes.size(), 0);
+  for (auto& n : g.nodes) {
+    Node copy = n;
+    forEachNodeArg(copy, [&](int64_t& j) { ++users[size_t(j)]; });
+  }
+  std::vector<Node> out;
+  size_t folded = 0;
+  auto isState = [&](const Arg& a) {
+    return a.kind == Arg::Kind::Node && g.nodes[size_t(a.i)].kind == NodeKind::GetAttr;
+  };
+  // For each batch norm that qualifies, its convolution's index.
+  std::map<size_t, size_t> bnOfConv;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& bn = g.nodes[i];
+    if (bn.target != "aten::batch_norm" || bn.args.size() < 8) continue;
+    if (bn.args[5].kind != Arg::Kind::Bool || bn.args[5].i) continue;  // training mode: statistics change
+    if (bn.args[0].kind != Arg::Kind::Node || !isState(bn.args[3]) || !isState(bn.args[4])) continue;
+    if ((bn.args[1].kind != Arg::Kind::None && !isState(bn.args[1])) || (bn.args[2].kind != Arg::Kind::None && !isState(bn.args[2])))
+      continue;
+    size_t c = size_t(bn.args[0].i);
+    const Node& conv = g.nodes[c];
+    if (conv.target != "aten::conv2d" || users[c] != 1 || conv.args.size() < 3 || !isState(conv.args[1])) continue;
+    if (conv.args[2].kind != Arg::Kind::None && !isState(conv.args[2])) continue;
+    bnOfConv[c] = i;
+  }
+  if (bnOfConv.empty()) return 0;
+
+  std::vector<int64_t> newIndex(g.nodes.size(), -1);
+  auto emit = [&](Node n) {
+    out.push_back(std::move(n));
+    return int64_t(out.size() - 1);
+  };
+  auto op = [&](const std::string& target, const std::string& overload, std::vector<Arg> args, const std::string& name) {
+    Node n;
+    n.kind = NodeKind::CallFunction;
+    n.target = target;
+    n.overload = overload;
+    n.args = std::move(args);
+    n.name = name;
+    return emit(std::move(n));
+  };
+  auto ref = [&](const Arg& a) { return Arg::node(newIndex[size_t(a.i)]); };
+  std::map<size_t, int64_t> foldedConv;  // bn index -> new conv index
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node n = g.nodes[i];
+    if (auto it = foldedConv.find(i); it != foldedConv.end()) {
+      newIndex[i] = it->second;  // the batch norm is now the folded convolution
+      continue;
+    }
+    forEachNodeArg(n, [&](int64_t& j) { j = newIndex[size_t(j)]; });
+    auto bn = bnOfConv.find(i);
+    if (bn == bnOfConv.end()) {
+      newIndex[i] = emit(std::move(n));
+      continue;
+    }
+    const Node& norm = g.nodes[bn->second];
+    std::string base = n.name + "_bnfold";
+    Arg eps = norm.args[7];
+    int64_t varEps = op("aten::add", "Scalar", {ref(norm.args[4]), eps, Arg::integer(1)}, base + "_var");
+    int64_t stdv = op("aten::sqrt", "", {Arg::node(varEps)}, base + "_std");
+    int64_t scale = norm.args[1].kind == Arg::Kind::None ? op("aten::reciprocal", "", {Arg::node(stdv)}, base + "_scale")
+                                                         : op("aten::div", "Tensor", {ref(norm.args[1]), Arg::node(stdv)}, base + "_scale");
+    Arg shape;
+    shape.kind = Arg::Kind::IntList;
+    shape.ints = {-1, 1, 1, 1};
+    int64_t scale4 = op("aten::reshape", "", {Arg::node(scale), shape}, base + "_scale4");
+    int64_t weight = op("aten::mul", "Tensor", {ref(g.nodes[i].args[1]), Arg::node(scale4)}, base + "_weight");
+    int64_t shifted = g.nodes[i].args[2].kind == Arg::Kind::None
+                          ? op("aten::neg", "", {ref(norm.args[3])}, base + "_shift")
+                          : op("aten::sub", "Tensor", {ref(g.nodes[i].args[2]), ref(norm.args[3]), Arg::integer(1)}, base + "_shift");
+    int64_t bias = op("aten::mul", "Tensor", {Arg::node(shifted), Arg::node(scale)}, base + "_bias0");
+    if (norm.args[2].kind != Arg::Kind::None)
+      bias = op("aten::add", "Tensor", {Arg::node(bias), ref(norm.args[2]), Arg::integer(1)}, base + "_bias");
+    n.args[1] = Arg::node(weight);
+    n.args[2] = Arg::node(bias);
+    n.outputs = norm.outputs;
+    newIndex[i] = emit(std::move(n));
+    foldedConv[bn->second] = newIndex[i];
+    ++folded;
+  }
+  g.nodes = std::move(out);
+  return folded;
+}
+
+std::string signature(const Node& n) {
+  std::ostringstream s;
+  s << n.target << "." << n.overload;
+  for (auto& a : n.args) {
+    s << "|" << int(a.kind) << ":" << a.i << ":" << a.s << ":";
+    uint64_t bits;
+    std::memcpy(&bits, &a.f, 8);
+    s << bits;
+    for (auto v : a.ints) s << "," << v;
+    for (double f : a.floats) {
+      std::memcpy(&bits, &f, 8);
+      s << ";" << bits;
+    }
+  }
+  return s.str();
+}
+
+size_t commonSubexpressions(record::Graph& g) {
+  auto replace = identity(g.nodes.size());
+  std::vector<bool> keep(g.nodes.size(), true);
+  std::map<std::string, int64_t> seen;
+  size_t merged = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& n = g.nodes[i];
+    forEachNodeArg(n, [&](int64_t& j) {
+      while (replace[size_t(j)] != j) j = replace[size_t(j)];
+    });
+    if (n.kind != NodeKind::CallFunction) continue;
+    if (n.isOp() && (writesArguments(n) || isRandom(n))) {
+      seen.clear();  // a write may change what an earlier identical read saw
+      continue;
+    }
+    auto [it, inserted] = seen.emplace(signature(n), int64_t(i));
+    if (inserted) continue;
+    replace[i] = it->second;
+    keep[i] = false;
+    ++merged;
+  }
+  if (merged) g = rebuild(g.nodes, replace, keep);
+  return merged;
+}
+
+size_t deadCode(record::Graph& g) {
+  std::vector<bool> live(g.nodes.size(), false);
+  for (size_t i = g.nodes.size(); i-- > 0;) {
+    Node& n = g.nodes[i];
+    if (n.kind == NodeKind::Output || isInput(n) || (n.isOp() && writesArguments(n))) live[i] = true;
+    if (!live[i]) continue;
+    forEachNodeArg(n, [&](int64_t& j) { live[size_t(j)] = true; });
+  }
+  size_t removed = 0;
+  for (bool l : live) removed += !l;
+  if (removed) g = rebuild(g.nodes, identity(g.nodes.size()), live);
+  return removed;
+}
+
+// The nodes whose storage a node's result may share: views and in-place
+// results share their input's (per the schema's alias annotations); other
+// results are new storage.
+std::vector<std::set<size_t>> storageRoots(const record::Graph& g) {
+  std::vector<std::set<size_t>> roots(g.nodes.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (n.target == "getitem" && n.args.size() == 2 && n.args[0].kind == Arg::Kind::Node) {
+      roots[i] = roots[size_t(n.args[0].i)];
+      continue;
+    }
+    const c10::FunctionSchema* s = n.isOp() ? schemaOf(n) : nullptr;
+    bool aliases = false;
+    if (s) {
+      for (auto& ret : s->returns()) {
+        if (!ret.alias_info()) continue;
+        for (size_t a = 0; a < s->arguments().size() && a < n.args.size(); ++a) {
+          const auto* info = s->arguments()[a].alias_info();
+          if (!info || n.args[a].kind != Arg::Kind::Node) continue;
+          for (auto& set : info->beforeSets())
+            if (ret.alias_info()->beforeSets().count(set)) {
+              roots[i].insert(roots[size_t(n.args[a].i)].begin(), roots[size_t(n.args[a].i)].end());
+              aliases = true;
+            }
+        }
+      }
+    }
+    if (!aliases) roots[i] = {i};
+  }
+  return roots;
+}
+
+// Nodes computed from parameters and constants only, deterministic, and
+// reading no tensor the graph writes (batch norm's running statistics in
+// training mode are written, for one).
+std::vector<bool> foldable(const record::Graph& g) {
+  auto roots = storageRoots(g);
+  std::vector<bool> written(g.nodes.size(), false);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (!n.isOp() || !writesArguments(n)) continue;
+    const c10::FunctionSchema* s = schemaOf(n);
+    for (size_t a = 0; a < n.args.size(); ++a) {
+      if (n.args[a].kind != Arg::Kind::Node) continue;
+      bool writes = !s || (a < s->arguments().size() && s->arguments()[a].alias_info() && s->arguments()[a].alias_info()->isWrite()) ||
+                    ((a == 3 || a == 4) && n.target.find("norm") != std::string::npos);
+      if (writes)
+        for (size_t r : roots[size_t(n.args[a].i)]) written[r] = true;
+    }
+  }
+  // Sources: the inputs each node's value is computed from.
+  std::vector<std::set<size_t>> sources(g.nodes.size());
+  std::vector<bool> fold(g.nodes.size(), false);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node n = g.nodes[i];
+    if (isInput(n)) {
+      sources[i] = {i};
+      continue;
+    }
+    forEachNodeArg(n, [&](int64_t& j) { sources[i].insert(sources[size_t(j)].begin(), sources[size_t(j)].end()); });
+    if (n.kind != NodeKind::CallFunction || (n.isOp() && (writesArguments(n) || isRandom(n))) || sources[i].empty()) continue;
+    bool ok = !written[i];
+    for (size_t src : sources[i]) ok = ok && g.nodes[src].kind == NodeKind::GetAttr && !written[src];
+    fold[i] = ok;
+  }
+  return fold;
+}
+
+}  // namespace
+
+PassOptions PassOptions::none() {
+  PassOptions o;
+  o.deadCode = o.commonSubexpr = o.foldConstants = o.foldConvBatchNorm = o.dropoutEval = false;
+  return o;
+}
+
+PassOptions PassOptions::parse(const std::string& text) {
+  if (text == "all") return PassOptions();
+  PassOptions o = none();
+  if (text == "none") return o;
+  std::stringstream in(text);
+  for (std::string name; std::getline(in, name, ',');) {
+    if (name == "dce") o.deadCode = true;
+    else if (name == "cse") o.commonSubexpr = true;
+    else if (name == "fold") o.foldConstants = true;
+    else if (name == "conv-bn") o.foldConvBatchNorm = true;
+    else if (name == "dropout") o.dropoutEval = true;
+    else throw Error("unknown optimization '" + name + "' (known: dce, cse, fold, conv-bn, dropout, all, none)");
+  }
+  return o;
+}
+
+bool writesArguments(const record::Node& n) {
+  if (!n.isOp()) return false;
+  static const std::set<std::string> kRunningStats = {"aten::batch_norm", "aten::native_batch_norm",
+                                                      "aten::_batch_norm_impl_index", "aten::instance_norm",
+                                                      "aten::_native_batch_norm_legit"};
+  if (kRunningStats.count(n.target) && n.args.size() > 5 && n.args[5].kind == Arg::Kind::Bool && n.args[5].i) return true;
+  const c10::FunctionSchema* s = schemaOf(n);
+  if (!s) return true;  // unknown: assume the worst
+  for (auto& a : s->arguments())
+    if (a.alias_info() && a.alias_info()->isWrite()) return true;
+  return false;
+}
+
+bool isRandom(const record::Node& n) {
+  if (!n.isOp()) return false;
+  // Samplers without a Generator argument in their schema (rand_like) and
+  // the dropout family.
+  static const std::set<std::string> kRandom = {
+      "aten::dropout", "aten::feature_dropout", "aten::alpha_dropout", "aten::feature_alpha_dropout",
+      "aten::native_dropout", "aten::rrelu", "aten::rrelu_with_noise", "aten::bernoulli", "aten::bernoulli_",
+      "aten::multinomial", "aten::normal", "aten::normal_", "aten::poisson", "aten::uniform_", "aten::exponential_",
+      "aten::geometric_", "aten::log_normal_", "aten::cauchy_", "aten::random_"};
+  if (kRandom.count(n.target) || n.target.rfind("aten::rand", 0) == 0) return true;
+  const c10::FunctionSchema* s = schemaOf(n);
+  if (!s) return true;
+  for (auto& a : s->arguments()) {
+    auto t = a.real_type();
+    if (t->kind() == c10::TypeKind::OptionalType) t = t->containedType(0);
+    if (t->kind() == c10::TypeKind::GeneratorType) return true;
+  }
+  return false;
+}
+
+OptimizedGraph optimize(const record::Graph& graph, const PassOptions& o, bool inference) {
+  OptimizedGraph out;
+  out.graph = inputsFirst(graph);
+  auto note = [&](const char* pass, size_t n, const char* what) {
+    if (n) out.applied.push_back(std::string(pass) + ": " + std::to_string(n) + " " + what);
+  };
+  if (inference && o.dropoutEval) note("dropout", dropoutEval(out.graph), "eval-mode dropouts removed");
+  if (inference && o.foldConvBatchNorm) note("conv-bn", foldConvBatchNorm(out.graph), "batch norms folded into convolutions");
+  if (o.commonSubexpr) note("cse", commonSubexpressions(out.graph), "duplicate operators merged");
+  if (o.deadCode) note("dce", deadCode(out.graph), "unused nodes removed");
+  out.folded.assign(out.graph.nodes.size(), false);
+  if (inference && o.foldConstants) {
+    out.folded = foldable(out.graph);
+    size_t n = 0;
+    for (bool f : out.folded) n += f;
+    note("fold", n, "parameter-only operators computed once");
+  }
+  return out;
+}
+
+}  // namespace magpy::replay

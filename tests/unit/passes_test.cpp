@@ -1,0 +1,161 @@
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+
+#include "magpy/replay/passes.h"
+#include "magpy/replay/plan.h"
+#include "magpy/support/error.h"
+
+using namespace magpy;
+using namespace magpy::record;
+using replay::PassOptions;
+
+namespace {
+
+// Builds graphs node by node; values are node indices.
+struct Builder {
+  Graph g;
+  int64_t input(NodeKind kind, const std::string& name) {
+    Node n;
+    n.kind = kind;
+    n.name = n.target = name;
+    n.source = kind == NodeKind::Placeholder ? AccessPath::arg(int64_t(g.nodes.size())) : AccessPath::self().attr(name);
+    return add(n);
+  }
+  int64_t op(const std::string& target, const std::string& overload, std::vector<Arg> args) {
+    Node n;
+    n.name = target.substr(6) + std::to_string(g.nodes.size());
+    n.target = target;
+    n.overload = overload;
+    n.args = std::move(args);
+    return add(n);
+  }
+  void output(std::vector<int64_t> values) {
+    Node n;
+    n.kind = NodeKind::Output;
+    n.name = "output";
+    for (auto v : values) n.args.push_back(Arg::node(v));
+    add(n);
+  }
+  int64_t add(Node n) {
+    g.nodes.push_back(std::move(n));
+    return int64_t(g.nodes.size() - 1);
+  }
+  size_t ops() const { return g.numOps(); }
+};
+
+Arg ints(std::vector<int64_t> v) {
+  Arg a;
+  a.kind = Arg::Kind::IntList;
+  a.ints = std::move(v);
+  return a;
+}
+
+replay::PassOptions only(const char* names) { return PassOptions::parse(names); }
+
+}  // namespace
+
+TEST(Passes, DeadCodeKeepsWritesAndOutputs) {
+  Builder b;
+  auto x = b.input(NodeKind::Placeholder, "x");
+  b.op("aten::relu", "", {Arg::node(x)});                       // unused: dropped
+  b.op("aten::add_", "Scalar", {Arg::node(x), Arg::floating(1), Arg::integer(1)});  // writes x: kept
+  auto y = b.op("aten::neg", "", {Arg::node(x)});
+  b.output({y});
+  auto out = replay::optimize(b.g, only("dce"), true);
+  EXPECT_EQ(out.graph.numOps(), 2u);
+  EXPECT_EQ(out.applied, std::vector<std::string>{"dce: 1 unused nodes removed"});
+  at::Tensor t = at::zeros({2});
+  replay::Plan plan(b.g, {}, {only("dce"), true});
+  auto r = plan.runWith({t});
+  EXPECT_TRUE(at::allclose(t, at::ones({2})));  // the write happened
+  EXPECT_TRUE(at::allclose(r[0].toTensor(), -at::ones({2})));
+}
+
+TEST(Passes, CommonSubexpressionsStopAtWrites) {
+  Builder b;
+  auto x = b.input(NodeKind::Placeholder, "x");
+  auto a = b.op("aten::exp", "", {Arg::node(x)});
+  auto a2 = b.op("aten::exp", "", {Arg::node(x)});              // same as a: merged
+  b.op("aten::mul_", "Scalar", {Arg::node(x), Arg::floating(2)});  // x changes
+  auto a3 = b.op("aten::exp", "", {Arg::node(x)});              // not the same as a any more
+  auto r1 = b.op("aten::rand_like", "", {Arg::node(x), Arg::none(), Arg::none(), Arg::none(), Arg::none(), Arg::none()});
+  auto r2 = b.op("aten::rand_like", "", {Arg::node(x), Arg::none(), Arg::none(), Arg::none(), Arg::none(), Arg::none()});
+  b.output({a, a2, a3, r1, r2});
+  auto out = replay::optimize(b.g, only("cse"), true);
+  EXPECT_EQ(out.graph.numOps(), 5u) << "one exp merged, random ops never";
+  at::Tensor t = at::randn({3});
+  at::Tensor t0 = t.clone();
+  auto r = replay::Plan(b.g, {}, {only("cse"), true}).runWith({t});
+  EXPECT_TRUE(at::allclose(r[0].toTensor(), t0.exp()));
+  EXPECT_TRUE(at::allclose(r[1].toTensor(), t0.exp()));
+  EXPECT_TRUE(at::allclose(r[2].toTensor(), (t0 * 2).exp()));
+  EXPECT_FALSE(at::allclose(r[3].toTensor(), r[4].toTensor()));
+}
+
+TEST(Passes, EvalDropoutIsIdentity) {
+  Builder b;
+  auto x = b.input(NodeKind::Placeholder, "x");
+  auto d = b.op("aten::dropout", "", {Arg::node(x), Arg::floating(0.5), Arg::boolean(false)});
+  auto t = b.op("aten::dropout", "", {Arg::node(d), Arg::floating(0.5), Arg::boolean(true)});
+  b.output({d, t});
+  auto out = replay::optimize(b.g, only("dropout"), true);
+  EXPECT_EQ(out.graph.numOps(), 1u);  // the training-mode one stays
+}
+
+TEST(Passes, ConvBatchNormFolding) {
+  Builder b;
+  auto x = b.input(NodeKind::Placeholder, "x");
+  auto w = b.input(NodeKind::GetAttr, "w");
+  auto gamma = b.input(NodeKind::GetAttr, "gamma");
+  auto beta = b.input(NodeKind::GetAttr, "beta");
+  auto mean = b.input(NodeKind::GetAttr, "mean");
+  auto var = b.input(NodeKind::GetAttr, "var");
+  auto conv = b.op("aten::conv2d", "", {Arg::node(x), Arg::node(w), Arg::none(), ints({1, 1}), ints({1, 1}), ints({1, 1}), Arg::integer(1)});
+  auto bn = b.op("aten::batch_norm", "", {Arg::node(conv), Arg::node(gamma), Arg::node(beta), Arg::node(mean), Arg::node(var),
+                                          Arg::boolean(false), Arg::floating(0.1), Arg::floating(1e-5), Arg::boolean(false)});
+  auto r = b.op("aten::relu", "", {Arg::node(bn)});
+  b.output({r});
+
+  auto out = replay::optimize(b.g, PassOptions(), true);
+  for (auto& n : out.graph.nodes) EXPECT_NE(n.target, "aten::batch_norm");
+  size_t folded = 0;
+  for (bool f : out.folded) folded += f;
+  EXPECT_GE(folded, 5u);  // the new weight and bias are parameter-only
+
+  at::Tensor tx = at::randn({2, 3, 8, 8}), tw = at::randn({4, 3, 3, 3}), tg = at::rand({4}) + 0.5, tb = at::randn({4}),
+             tm = at::randn({4}), tv = at::rand({4}) + 0.5;
+  auto expected = at::batch_norm(at::conv2d(tx, tw, {}, 1, 1), tg, tb, tm, tv, false, 0.1, 1e-5, false).relu();
+  replay::Plan plan(b.g, {}, {PassOptions(), true});
+  EXPECT_TRUE(at::allclose(plan.runWith({tx, tw, tg, tb, tm, tv})[0].toTensor(), expected, 1e-4, 1e-5));
+  // The folded weights are cached, and recomputed when a parameter changes.
+  EXPECT_TRUE(at::allclose(plan.runWith({tx, tw, tg, tb, tm, tv})[0].toTensor(), expected, 1e-4, 1e-5));
+  tg.mul_(2);
+  auto changed = at::batch_norm(at::conv2d(tx, tw, {}, 1, 1), tg, tb, tm, tv, false, 0.1, 1e-5, false).relu();
+  EXPECT_TRUE(at::allclose(plan.runWith({tx, tw, tg, tb, tm, tv})[0].toTensor(), changed, 1e-4, 1e-5));
+  at::Tensor other = tw.clone().neg_();
+  auto replaced = at::batch_norm(at::conv2d(tx, other, {}, 1, 1), tg, tb, tm, tv, false, 0.1, 1e-5, false).relu();
+  EXPECT_TRUE(at::allclose(plan.runWith({tx, other, tg, tb, tm, tv})[0].toTensor(), replaced, 1e-4, 1e-5));
+}
+
+TEST(Passes, TrainingBatchNormIsNotFolded) {
+  Builder b;
+  auto x = b.input(NodeKind::Placeholder, "x");
+  auto mean = b.input(NodeKind::GetAttr, "mean");
+  auto var = b.input(NodeKind::GetAttr, "var");
+  auto doubled = b.op("aten::mul", "Scalar", {Arg::node(mean), Arg::floating(2)});
+  auto bn = b.op("aten::batch_norm", "", {Arg::node(x), Arg::none(), Arg::none(), Arg::node(mean), Arg::node(var),
+                                          Arg::boolean(true), Arg::floating(0.1), Arg::floating(1e-5), Arg::boolean(false)});
+  b.output({bn, doubled});
+  auto out = replay::optimize(b.g, PassOptions(), true);
+  for (bool f : out.folded) EXPECT_FALSE(f) << "mean is written by the batch norm: nothing read from it is constant";
+}
+
+TEST(Passes, Parse) {
+  EXPECT_FALSE(PassOptions::parse("none").deadCode);
+  PassOptions o = PassOptions::parse("cse,fold");
+  EXPECT_TRUE(o.commonSubexpr);
+  EXPECT_TRUE(o.foldConstants);
+  EXPECT_FALSE(o.deadCode);
+  EXPECT_THROW(PassOptions::parse("cse,fast"), Error);
+}
