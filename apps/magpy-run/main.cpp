@@ -205,6 +205,9 @@ int main(int argc, char** argv) {
   } catch (const magpy::Error& e) {
     std::cerr << "magpy-run: error: " << e.what() << "\n";
     return 2;
+  } catch (const c10::Error& e) {
+    std::cerr << "magpy-run: error: libtorch: " << e.what_without_backtrace() << "\n";
+    return 2;
   } catch (const std::exception& e) {
     std::cerr << "magpy-run: error: " << e.what() << "\n";
     return 2;

@@ -1,7 +1,8 @@
 #include "magpy/replay/session.h"
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <c10/core/InferenceMode.h>
+#include <ATen/core/grad_mode.h>
+#include <c10/util/Exception.h>
 
 #include "magpy/record/format.h"
 #include "magpy/replay/mock.h"
@@ -136,9 +137,16 @@ CallOutcome Session::call(size_t function, std::vector<Value> args, Value kwargs
       misses.push_back(*miss);
       continue;
     }
-    // Native replay never builds autograd graphs.
-    c10::InferenceMode inference;
-    auto outputs = p.plans[function][r]->run(state);
+    // Native replay never builds autograd graphs. (Not InferenceMode: its
+    // tensors have no version counters, which folding and users rely on.)
+    at::NoGradGuard noGrad;
+    std::vector<c10::IValue> outputs;
+    try {
+      outputs = p.plans[function][r]->run(state);
+    } catch (const c10::Error& e) {
+      throw Error("running record " + std::to_string(r) + " of " + p.file.functions[function].name + " failed: " +
+                  e.what_without_backtrace());
+    }
     const record::MockSpec& mock = p.file.functions[function].records[r].mock;
     Value result = applyMock(mock, outputs, state);
     if (!mock.effects.empty()) ++p.stateVersion;
