@@ -1,21 +1,26 @@
-"""Per-call time of a model in eager PyTorch (Python) and in magpy-run
-(native replay of its record), measured in one run, with their ratio.
+"""Per-call time of models in eager PyTorch (Python, no_grad), TorchScript
+(torch.jit.trace + freeze, run from C++ with torch::jit::load) and magpy-run
+(native replay of the model's record, with and without graph optimizations),
+measured in one run with the same thread count; ratios to eager; record
+load time, guard check time per call and peak memory.
 
-    /usr/bin/python3 bench/bench.py [--models mlp] [--batches 1] [--calls 2000] [--out build/bench]
+    /usr/bin/python3 bench/bench.py [--models mlp:1,bert:1,resnet18:1,resnet18:8,resnet50:1,resnet50:8]
+                                    [--calls N] [--rounds R] [--threads T] [--out build/bench]
 
-Writes OUT/results.md and prints it. Needs OpenBLAS installed (scripts/setup.sh)
-and the tools built (scripts/build.sh). Every timing is a median over
---calls calls after warm-up, repeated --rounds times, alternating the two
-sides so machine noise hits both; the table reports the median round.
+Each side runs in a process of its own (so peak memory is its own); the
+three alternate for --rounds rounds so machine noise hits all of them; a
+figure is the median over rounds of the per-round median. Writes
+OUT/results.md and prints it. Needs OpenBLAS (scripts/setup.sh) and a build
+(scripts/build.sh).
 """
 import argparse
+import json
 import os
 import platform
 import re
 import statistics
 import subprocess
 import sys
-import time
 
 import torch
 
@@ -23,85 +28,95 @@ import models
 
 ROOT = models.ROOT
 BIN = os.path.join(ROOT, "build", "bin")
+HERE = os.path.dirname(os.path.abspath(__file__))
+PY = "/usr/bin/python3"
 
 
-def eager_us(model, inputs, calls):
-    with torch.no_grad():
-        for _ in range(max(20, calls // 10)):
-            model(*inputs)
-        times = []
-        for _ in range(calls):
-            t0 = time.perf_counter()
-            model(*inputs)
-            times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e6
+def run(cmd, **kw):
+    return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw).stdout
 
 
-def capture(name, batch, out_dir):
-    record = os.path.join(out_dir, f"{name}_b{batch}.mgp")
-    subprocess.run([os.path.join(BIN, "magpy-capture"), "-q", "-o", record,
-                    os.path.join(ROOT, "bench", "capture_model.py"), name, str(batch)],
-                   check=True, cwd=out_dir)
-    return record
+def eager(name, batch, calls, threads):
+    return json.loads(run([PY, os.path.join(HERE, "eager_runner.py"), name, str(batch), str(calls), str(threads)]))
 
 
-def replay_us(record, calls):
-    out = subprocess.run([os.path.join(BIN, "magpy-run"), record, "--repeat", str(calls),
-                          "--threads", str(torch.get_num_threads())],
-                         check=True, capture_output=True, text=True).stdout
-    match = re.search(r"median ([0-9.]+) us per call", out)
-    if not match:
+def torchscript(module, inputs, calls, threads):
+    return json.loads(run([os.path.join(BIN, "magpy-bench-torchscript"), module, inputs, str(calls), str(threads)]))
+
+
+def replay(record, calls, threads, optimize):
+    out = run([os.path.join(BIN, "magpy-run"), record, "--repeat", str(calls), "--threads", str(threads),
+               "--optimize", optimize])
+    median = re.search(r"median ([0-9.]+) us per call .*guards ([0-9.]+) us", out)
+    load = re.search(r"loaded in ([0-9.]+) ms", out)
+    peak = re.search(r"peak memory ([0-9]+) MB", out)
+    if not (median and load and peak):
         raise SystemExit(f"magpy-run printed no timing:\n{out}")
-    return float(match.group(1))
+    return {"median_us": float(median.group(1)), "guard_us": float(median.group(2)), "load_ms": float(load.group(1)),
+            "peak_mb": float(peak.group(1))}
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--models", default="mlp")
-    p.add_argument("--batches", default="1")
-    p.add_argument("--calls", type=int, default=2000)
-    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--models", default="mlp:1,bert:1,resnet18:1,resnet18:8,resnet50:1,resnet50:8")
+    p.add_argument("--calls", type=int, default=0, help="calls per measurement (default: by model size)")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--threads", type=int, default=torch.get_num_threads())
     p.add_argument("--out", default=os.path.join(ROOT, "build", "bench"))
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
 
     rows = []
-    for name in args.models.split(","):
-        for batch in [int(b) for b in args.batches.split(",")]:
-            model, inputs = models.build(name, batch)
-            record = capture(name, batch, args.out)
-            eager, native = [], []
-            for _ in range(args.rounds):
-                eager.append(eager_us(model, inputs, args.calls))
-                native.append(replay_us(record, args.calls))
-            e, n = statistics.median(eager), statistics.median(native)
-            rows.append((name, batch, e, n, e / n))
+    for spec in args.models.split(","):
+        name, batch = spec.split(":")
+        batch = int(batch)
+        calls = args.calls or {"mlp": 2000, "bert": 50}.get(name, 20 if batch == 1 else 5)
+        tag = f"{name}_b{batch}"
+        record = os.path.join(args.out, tag + ".mgp")
+        run([os.path.join(BIN, "magpy-capture"), "-q", "-o", record, os.path.join(HERE, "capture_model.py"), name,
+             str(batch)], cwd=args.out)
+        ts_module, ts_inputs = os.path.join(args.out, tag + ".ts.pt"), os.path.join(args.out, tag + ".inputs.pt")
+        run([PY, os.path.join(HERE, "export_torchscript.py"), name, str(batch), ts_module, ts_inputs])
+        results = {"eager": [], "ts": [], "magpy": [], "magpy0": []}
+        for _ in range(args.rounds):
+            results["eager"].append(eager(name, batch, calls, args.threads))
+            results["ts"].append(torchscript(ts_module, ts_inputs, calls, args.threads))
+            results["magpy"].append(replay(record, calls, args.threads, "all"))
+            results["magpy0"].append(replay(record, calls, args.threads, "none"))
+        med = {k: statistics.median(r["median_us"] for r in v) for k, v in results.items()}
+        last = {k: v[-1] for k, v in results.items()}
+        rows.append((name, batch, med, last, statistics.median(r["guard_us"] for r in results["magpy"])))
+        print(f"{tag}: eager {med['eager']:.1f} us, torchscript {med['ts']:.1f} us, magpy-run {med['magpy']:.1f} us",
+              file=sys.stderr)
 
     lines = [
-        "# magpy benchmark results",
+        "# Native replay benchmark",
         "",
-        f"Machine: {platform.machine()}, {os.cpu_count()} cores; torch {torch.__version__}, "
-        f"{torch.get_num_threads()} intra-op threads; BLAS: {blas()}.",
-        f"Median per-call time over {args.calls} calls after warm-up; median of {args.rounds} alternating rounds.",
+        f"{platform.machine()}, {os.cpu_count()} cores, {args.threads} intra-op threads for every side; torch "
+        f"{torch.__version__}; BLAS: {blas()}. Median per-call time after warm-up (median over {args.rounds} "
+        "alternating rounds). Ratios are eager time over the column's time (above 1: faster than eager).",
         "",
-        "| model | batch | eager PyTorch (us) | magpy-run (us) | eager / magpy-run |",
-        "|---|---:|---:|---:|---:|",
+        "| model | batch | eager (ms) | TorchScript C++ (ms) | magpy-run (ms) | magpy-run, no opt. (ms) "
+        "| TorchScript vs eager | magpy-run vs eager | magpy-run vs TorchScript | record load (ms) | guards per call (us) "
+        "| peak MB eager / TS / magpy |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
-    for name, batch, e, n, ratio in rows:
-        lines.append(f"| {name} | {batch} | {e:.1f} | {n:.1f} | {ratio:.2f}x |")
+    for name, batch, med, last, guards in rows:
+        ms = {k: v / 1000 for k, v in med.items()}
+        lines.append(
+            f"| {name} | {batch} | {ms['eager']:.3f} | {ms['ts']:.3f} | {ms['magpy']:.3f} | {ms['magpy0']:.3f} | "
+            f"{med['eager'] / med['ts']:.2f}x | {med['eager'] / med['magpy']:.2f}x | {med['ts'] / med['magpy']:.2f}x | "
+            f"{last['magpy']['load_ms']:.0f} | {guards:.2f} | "
+            f"{last['eager']['peak_mb']:.0f} / {last['ts']['peak_mb']:.0f} / {last['magpy']['peak_mb']:.0f} |")
     text = "\n".join(lines) + "\n"
     with open(os.path.join(args.out, "results.md"), "w") as f:
         f.write(text)
     print(text)
-    print(f"written to {os.path.join(args.out, 'results.md')}")
 
 
 def blas():
-    try:
-        target = os.path.realpath("/usr/lib/x86_64-linux-gnu/libblas.so.3")
-        return "OpenBLAS" if "openblas" in target else os.path.basename(os.path.dirname(target))
-    except OSError:
-        return "unknown"
+    target = os.path.realpath("/usr/lib/x86_64-linux-gnu/libblas.so.3")
+    return "OpenBLAS" if "openblas" in target else target
 
 
 if __name__ == "__main__":

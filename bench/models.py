@@ -8,7 +8,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path[:0] = [os.path.join(ROOT, "examples"), os.path.join(ROOT, "python")]
+sys.path[:0] = [os.path.join(ROOT, "examples"), os.path.join(ROOT, "examples", "models"), os.path.join(ROOT, "python")]
 
 import torch  # noqa: E402
 
@@ -31,7 +31,12 @@ def resnet50(batch):
     return torchvision.models.resnet50().eval(), (torch.randn(batch, 3, 224, 224),)
 
 
-MODELS = {"mlp": mlp, "resnet18": resnet18, "resnet50": resnet50}
+def bert(batch):
+    import bert as bert_model
+    return bert_model.build("small", batch, 128)
+
+
+MODELS = {"mlp": mlp, "bert": bert, "resnet18": resnet18, "resnet50": resnet50}
 
 
 def build(name, batch):

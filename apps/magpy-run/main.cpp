@@ -1,6 +1,7 @@
 // magpy-run: replay a record natively (no Python): guards, graph, mock.
 #include <CLI/CLI.hpp>
 #include <malloc.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -26,6 +27,9 @@ struct Options {
   int repeat = 0;
   int threads = 0;
   std::string optimize = "all";
+  std::string device = "cpu";
+  bool noCudaGraphs = false;
+  bool strictEnv = false;
   bool showOptimizations = false;
   bool check = true;
   bool explain = false;
@@ -129,14 +133,20 @@ void time(Session& session, const Options& opt) {
       kwargs = session.loggedKwargs(call);
     }
     std::vector<double> us;
+    magpy::replay::SessionTiming before = session.timing();
     for (int k = 0; k < opt.repeat; ++k) {
       auto t0 = std::chrono::steady_clock::now();
       session.call(f, args, kwargs);
       us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
     }
     std::sort(us.begin(), us.end());
+    const auto& after = session.timing();
+    double n = double(after.calls - before.calls);
     std::cout << "timing " << file.functions[f].name << ": median " << std::fixed << std::setprecision(1)
-              << us[us.size() / 2] << " us per call over " << opt.repeat << " calls (min " << us.front() << " us)\n"
+              << us[us.size() / 2] << " us per call over " << opt.repeat << " calls (min " << us.front()
+              << " us; guards " << std::setprecision(2) << (after.guards - before.guards) * 1e6 / n << " us, graph "
+              << std::setprecision(1) << (after.graph - before.graph) * 1e6 / n << " us, mock " << std::setprecision(2)
+              << (after.mock - before.mock) * 1e6 / n << " us on average)\n"
               << std::defaultfloat;
   }
 }
@@ -167,6 +177,11 @@ int main(int argc, char** argv) {
                  "Graph optimizations: all, none, or a list of dce, cse, fold, conv-bn, dropout")
       ->capture_default_str();
   app.add_flag("--show-optimizations", opt.showOptimizations, "Print what the optimizations did to each record");
+  app.add_option("--device", opt.device, "Where to replay: cpu, cuda, cuda:N (CUDA needs a CUDA libtorch)")
+      ->capture_default_str();
+  app.add_flag("--no-cuda-graphs", opt.noCudaGraphs, "On CUDA, run operators one by one instead of as CUDA graphs");
+  app.add_flag("--strict-env", opt.strictEnv,
+               "Refuse a record captured with another torch major.minor (by default, a warning)");
   app.add_flag("--explain", opt.explain, "When no record accepts a call, print each record's failing guard");
   app.add_option("--rtol", opt.tol.rtol, "Relative tolerance of the result check")->capture_default_str();
   app.add_option("--atol", opt.tol.atol, "Absolute tolerance of the result check")->capture_default_str();
@@ -181,10 +196,16 @@ int main(int argc, char** argv) {
     if (opt.threads > 0) at::set_num_threads(opt.threads);
     magpy::replay::SessionOptions sessionOptions;
     sessionOptions.passes = magpy::replay::PassOptions::parse(opt.optimize);
+    sessionOptions.device = opt.device;
+    sessionOptions.cudaGraphs = !opt.noCudaGraphs;
     auto loadStart = std::chrono::steady_clock::now();
     Session session = Session::open(opt.record, sessionOptions);
     double loadMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - loadStart).count();
     const auto& env = session.file().env;
+    if (std::string concern = magpy::replay::torchVersionConcern(env.torch_version); !concern.empty()) {
+      if (opt.strictEnv) throw magpy::Error(opt.record + ": " + concern + " (--strict-env)");
+      std::cerr << "magpy-run: warning: " << concern << "\n";
+    }
     std::cout << "magpy-run: " << opt.record << " (captured by magpy " << env.magpy_version << ", python "
               << env.python_version << ", torch " << env.torch_version << "; replaying on libtorch "
               << magpy::replay::libtorchVersion() << " with " << at::get_num_threads() << " threads, no Python)\n";
@@ -200,7 +221,12 @@ int main(int argc, char** argv) {
     if (opt.repeat > 0) std::cout << "loaded in " << std::fixed << std::setprecision(1) << loadMs << " ms\n" << std::defaultfloat;
     if (!opt.output.empty() && opt.inputs.empty()) throw magpy::Error("--output needs --inputs");
     int status = opt.inputs.empty() ? replayLog(session, opt) : runInputs(session, opt);
-    if (status == 0 && opt.repeat > 0) time(session, opt);
+    if (status == 0 && opt.repeat > 0) {
+      time(session, opt);
+      rusage usage{};
+      getrusage(RUSAGE_SELF, &usage);
+      std::cout << "peak memory " << usage.ru_maxrss / 1024 << " MB\n";
+    }
     return status;
   } catch (const magpy::Error& e) {
     std::cerr << "magpy-run: error: " << e.what() << "\n";

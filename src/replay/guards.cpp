@@ -1,5 +1,7 @@
 #include "magpy/replay/guards.h"
 
+#include <algorithm>
+
 #include "magpy/replay/tensors.h"
 #include "magpy/support/error.h"
 
@@ -30,8 +32,15 @@ std::string violation(const record::Check& c, const Value& v, const CallState& s
     }
     case K::Tensor: {
       if (v.kind != Value::Kind::Tensor) return describe(v);
-      auto meta = metaOf(v.tensor);
-      return meta == c.meta ? "" : "tensor " + record::toString(meta);
+      // Field by field: building the metadata record is the slow way.
+      const at::Tensor& t = v.tensor;
+      auto sizes = t.sizes();
+      auto strides = t.strides();
+      bool same = sizes.size() == c.meta.shape.size() && t.requires_grad() == c.meta.requires_grad &&
+                  std::equal(sizes.begin(), sizes.end(), c.meta.shape.begin()) &&
+                  std::equal(strides.begin(), strides.end(), c.meta.strides.begin()) &&
+                  dtypeName(t.scalar_type()) == c.meta.dtype && (t.is_cpu() ? c.meta.device == "cpu" : deviceName(t.device()) == c.meta.device);
+      return same ? "" : "tensor " + record::toString(metaOf(t));
     }
     case K::Alias: {
       Value other = resolve(c.path, state);
@@ -50,6 +59,13 @@ std::optional<GuardMiss> firstFailingGuard(const std::vector<record::Guard>& gua
     // Interpreter state (grad mode) decides what autograd records, never
     // what replay computes, and replay records nothing.
     if (g.path.root == record::AccessPath::Root::Runtime) continue;
+    // The call's shape, without building a tuple of the arguments.
+    if (g.check.kind == record::Check::Kind::Length && g.path.root == record::AccessPath::Root::Arg &&
+        g.path.index == -1 && g.path.steps.empty()) {
+      if (int64_t(state.args.size()) != g.check.i)
+        return GuardMiss{record::toString(g.path), record::describe(g.check), "len " + std::to_string(state.args.size())};
+      continue;
+    }
     std::string actual;
     try {
       actual = violation(g.check, resolve(g.path, state), state);

@@ -97,6 +97,7 @@ Plan::Plan(const record::Graph& input, const std::vector<record::TensorBlob>& bl
   OptimizedGraph optimized = optimize(input, options.passes, options.inference);
   const record::Graph& graph = optimized.graph;
   impl_->applied = optimized.applied;
+  c10::Device device(options.device);
   auto& dispatcher = c10::Dispatcher::singleton();
   std::vector<std::vector<int>> nodeSlots(graph.nodes.size());
   std::vector<int> lastUse;
@@ -120,7 +121,7 @@ Plan::Plan(const record::Graph& input, const std::vector<record::TensorBlob>& bl
         nodeSlots[ni] = {s};
         if (n.blob >= 0) {
           if (size_t(n.blob) >= blobs.size() || n.outputs.empty()) throw Error(where + ": constant without contents");
-          impl_->constants.push_back({s, c10::IValue(tensorFromBlob(blobs[size_t(n.blob)], n.outputs[0]))});
+          impl_->constants.push_back({s, c10::IValue(tensorFromBlob(blobs[size_t(n.blob)], n.outputs[0]).to(device))});
         } else {
           impl_->inputSlots.push_back(s);
           impl_->inputPaths.push_back(n.source);
@@ -179,6 +180,10 @@ Plan::Plan(const record::Graph& input, const std::vector<record::TensorBlob>& bl
               }
             } else {
               op.constant = constantFor(a, params[ai], where + " (" + n.opName() + ")");
+              // Tensors a factory makes go where the record replays.
+              if (params[ai].name() == "device" && !device.is_cpu() &&
+                  (op.constant.isNone() || (op.constant.isDevice() && op.constant.toDevice().is_cpu())))
+                op.constant = c10::IValue(device);
             }
           }
           step.operands.push_back(std::move(op));
@@ -231,7 +236,9 @@ const std::vector<record::AccessPath>& Plan::inputPaths() const { return impl_->
 size_t Plan::numSteps() const { return impl_->steps.size(); }
 const std::vector<std::string>& Plan::optimizations() const { return impl_->applied; }
 
-std::vector<c10::IValue> Plan::run(const CallState& state) const {
+std::vector<c10::IValue> Plan::run(const CallState& state) const { return runWith(inputsFrom(state)); }
+
+std::vector<c10::IValue> Plan::inputsFrom(const CallState& state) const {
   std::vector<c10::IValue> inputs;
   inputs.reserve(impl_->inputPaths.size());
   for (auto& path : impl_->inputPaths) {
@@ -239,7 +246,7 @@ std::vector<c10::IValue> Plan::run(const CallState& state) const {
     if (v.kind != Value::Kind::Tensor) throw Error("graph input " + record::toString(path) + " is " + describe(v) + ", not a tensor");
     inputs.emplace_back(v.tensor);
   }
-  return runWith(std::move(inputs));
+  return inputs;
 }
 
 std::vector<c10::IValue> Plan::runWith(std::vector<c10::IValue> inputs) const {

@@ -4,9 +4,15 @@
 #include <ATen/core/grad_mode.h>
 #include <c10/util/Exception.h>
 
+#include <ATen/Context.h>
+
+#include <chrono>
+#include <set>
+
 #include "magpy/record/format.h"
 #include "magpy/replay/mock.h"
 #include "magpy/replay/plan.h"
+#include "replay/cuda_graph.h"
 
 namespace magpy::replay {
 
@@ -44,16 +50,34 @@ struct GuardSet {
 
 }  // namespace
 
+// Moves every tensor in a value to the device (heap objects visited once).
+void moveTo(Value& v, const c10::Device& device, std::set<const HeapObject*>& seen) {
+  if (v.kind == Value::Kind::Tensor) {
+    if (v.tensor.device() != device) v.tensor = v.tensor.to(device);
+    return;
+  }
+  if (!v.heap || !seen.insert(v.heap.get()).second) return;
+  for (auto& item : v.heap->items) moveTo(item, device, seen);
+}
+
 struct Session::Impl {
   record::RecordFile file;
+  c10::Device device{c10::kCPU};
   std::vector<Value> selves;
   Globals globals;
   // plans[f][r]; null for records that cannot run natively (graph breaks)
   std::vector<std::vector<std::unique_ptr<Plan>>> plans;
   std::vector<std::vector<GuardSet>> guards;
+  std::vector<std::vector<std::unique_ptr<CudaGraphRunner>>> cudaGraphs;  // per record, or null
   uint64_t stateVersion = 0;  // bumped whenever state may have changed
+  SessionTiming timing;
 
   CallState stateFor(size_t f, std::vector<Value> args, Value kwargs) {
+    if (!device.is_cpu()) {
+      std::set<const HeapObject*> seen;
+      for (auto& a : args) moveTo(a, device, seen);
+      moveTo(kwargs, device, seen);
+    }
     CallState s;
     s.self = selves[f];
     s.args = std::move(args);
@@ -81,18 +105,35 @@ struct Session::Impl {
 Session::Session(record::RecordFile file, const SessionOptions& options) : impl_(std::make_unique<Impl>()) {
   impl_->file = std::move(file);
   const auto& f = impl_->file;
+  try {
+    impl_->device = c10::Device(options.device);
+  } catch (const c10::Error&) {
+    throw Error("unknown device '" + options.device + "' (use cpu, cuda or cuda:N)");
+  }
+  if (impl_->device.is_cuda() && !at::hasCUDA())
+    throw Error("device " + options.device + " asked for, but this libtorch has no CUDA support or no GPU is visible");
+  PlanOptions planOptions{options.passes, true, options.device};
   for (auto& fn : f.functions) {
     impl_->selves.push_back(materialize(fn.self, f));
     std::vector<std::unique_ptr<Plan>> plans;
     std::vector<GuardSet> guards;
+    std::vector<std::unique_ptr<CudaGraphRunner>> graphs;
     for (auto& r : fn.records) {
-      plans.push_back(r.breaks.empty() ? std::make_unique<Plan>(r.graph, f.blobs, PlanOptions{options.passes, true}) : nullptr);
+      plans.push_back(r.breaks.empty() ? std::make_unique<Plan>(r.graph, f.blobs, planOptions) : nullptr);
       guards.emplace_back(r.guards);
+      bool cudaGraph = plans.back() && impl_->device.is_cuda() && options.cudaGraphs;
+      graphs.push_back(cudaGraph ? CudaGraphRunner::make(*plans.back(), r.graph) : nullptr);
     }
     impl_->plans.push_back(std::move(plans));
     impl_->guards.push_back(std::move(guards));
+    impl_->cudaGraphs.push_back(std::move(graphs));
   }
   for (auto& m : f.globals) impl_->globals.modules[m.module] = materialize(m.globals, f);
+  if (!impl_->device.is_cpu()) {
+    std::set<const HeapObject*> seen;
+    for (auto& s : impl_->selves) moveTo(s, impl_->device, seen);
+    for (auto& [name, g] : impl_->globals.modules) moveTo(g, impl_->device, seen);
+  }
 }
 
 Session::~Session() = default;
@@ -102,6 +143,8 @@ Session& Session::operator=(Session&&) noexcept = default;
 Session Session::open(const std::string& path, const SessionOptions& options) {
   return Session(record::readRecordFile(path), options);
 }
+
+const SessionTiming& Session::timing() const { return impl_->timing; }
 
 const std::vector<std::string>& Session::optimizations(size_t function, size_t record) const {
   static const std::vector<std::string> kNone;
@@ -129,11 +172,17 @@ size_t Session::findFunction(const std::string& name) const {
 }
 
 CallOutcome Session::call(size_t function, std::vector<Value> args, Value kwargs) {
+  using Clock = std::chrono::steady_clock;
+  auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
   Impl& p = *impl_;
   CallState state = p.stateFor(function, std::move(args), std::move(kwargs));
   std::vector<GuardMiss> misses;
+  p.timing.calls++;
   for (size_t r = 0; r < p.plans[function].size(); ++r) {
-    if (auto miss = p.missFor(function, r, state)) {
+    auto t0 = Clock::now();
+    auto miss = p.missFor(function, r, state);
+    p.timing.guards += since(t0);
+    if (miss) {
       misses.push_back(*miss);
       continue;
     }
@@ -141,14 +190,20 @@ CallOutcome Session::call(size_t function, std::vector<Value> args, Value kwargs
     // tensors have no version counters, which folding and users rely on.)
     at::NoGradGuard noGrad;
     std::vector<c10::IValue> outputs;
+    auto t1 = Clock::now();
     try {
-      outputs = p.plans[function][r]->run(state);
+      const Plan& plan = *p.plans[function][r];
+      auto& cudaGraph = p.cudaGraphs[function][r];
+      outputs = cudaGraph ? cudaGraph->run(plan.inputsFrom(state)) : plan.run(state);
     } catch (const c10::Error& e) {
       throw Error("running record " + std::to_string(r) + " of " + p.file.functions[function].name + " failed: " +
                   e.what_without_backtrace());
     }
+    p.timing.graph += since(t1);
+    auto t2 = Clock::now();
     const record::MockSpec& mock = p.file.functions[function].records[r].mock;
     Value result = applyMock(mock, outputs, state);
+    p.timing.mock += since(t2);
     if (!mock.effects.empty()) ++p.stateVersion;
     return {std::move(result), r};
   }

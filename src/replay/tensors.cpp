@@ -95,4 +95,16 @@ at::Tensor tensorFromBlob(const record::TensorBlob& blob, const record::TensorMe
 
 namespace magpy::replay {
 std::string libtorchVersion() { return TORCH_VERSION; }
+
+std::string torchVersionConcern(const std::string& recordTorch) {
+  auto majorMinor = [](const std::string& v) {
+    size_t first = v.find('.');
+    size_t second = first == std::string::npos ? std::string::npos : v.find('.', first + 1);
+    return v.substr(0, second);
+  };
+  if (majorMinor(recordTorch) == majorMinor(libtorchVersion())) return "";
+  return "the record was captured with torch " + recordTorch + " and replays on libtorch " + libtorchVersion() +
+         ": operators are matched by name and overload and missing trailing arguments take their defaults, but an "
+         "operator's behaviour may differ between releases";
+}
 }  // namespace magpy::replay

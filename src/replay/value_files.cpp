@@ -88,7 +88,8 @@ Value loadValueFile(const std::string& path) {
     v = torch::jit::pickle_load(bytes);
   } catch (const std::exception& e) {
     std::string what = e.what();
-    throw Error(path + ": not a file written by torch.save (zip format): " + what.substr(0, what.find('\n')));
+    throw Error(path + ": libtorch cannot read it (" + what.substr(0, what.find('\n')) +
+                "); write inputs with torch.save (zip format) as tensors, numbers, or tuples, lists and dicts of them");
   }
   return fromIValue(v, path);
 }

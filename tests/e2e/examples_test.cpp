@@ -80,10 +80,37 @@ TEST(Examples, ReplaysInputsFromATensorFile) {
   Result check = s.run("/usr/bin/python3 check.py");
   EXPECT_EQ(check.status, 0) << check.out << check.err;
 
-  s.write("bad.py", "import torch\ntorch.save((torch.randn(3, 16),), 'bad.pt')\n");
+  s.write("bad.py",
+          "import torch\n"
+          "torch.save((torch.randn(3, 16),), 'shape.pt')\n"
+          "torch.save((torch.randn(1, 16, dtype=torch.float64),), 'dtype.pt')\n"
+          "torch.save((torch.randn(1, 16), torch.randn(1)), 'count.pt')\n"
+          "torch.save((7,), 'scalar.pt')\n"
+          "torch.save({'weights': [1, 2], 'bias': 0.5}, 'object.pt')\n");
   ASSERT_EQ(s.run("/usr/bin/python3 bad.py").status, 0);
-  Result bad = s.run("magpy-run mlp.mgp --inputs bad.pt");
-  EXPECT_EQ(bad.status, 1);
-  EXPECT_TRUE(contains(bad.out, "record 0: args[0]: expected tensor float32[1, 16] strides=[16, 1] cpu, got tensor float32[3, 16] strides=[16, 1] cpu"))
-      << bad.out;
+  const std::pair<const char*, const char*> cases[] = {
+      {"shape.pt", "record 0: args[0]: expected tensor float32[1, 16] strides=[16, 1] cpu, got tensor float32[3, 16] strides=[16, 1] cpu"},
+      {"dtype.pt", "record 0: args[0]: expected tensor float32[1, 16] strides=[16, 1] cpu, got tensor float64[1, 16]"},
+      {"count.pt", "record 0: args: expected len 1, got len 2"},
+      {"scalar.pt", "record 0: args[0]: expected tensor float32[1, 16] strides=[16, 1] cpu, got 7"},
+      {"object.pt", "record 0: args: expected len 1, got len 0"},
+  };
+  for (auto& [file, message] : cases) {
+    Result bad = s.run(std::string("magpy-run mlp.mgp --inputs ") + file);
+    EXPECT_EQ(bad.status, 1) << file;
+    EXPECT_TRUE(contains(bad.out, message)) << file << ":\n" << bad.out;
+  }
+  Result missing = s.run("magpy-run mlp.mgp --inputs nothere.pt");
+  EXPECT_EQ(missing.status, 2);
+  EXPECT_TRUE(contains(missing.err, "nothere.pt: cannot open the input file")) << missing.err;
+}
+
+TEST(Examples, CppApiExample) {
+  Scratch s("cpp_api");
+  ASSERT_EQ(s.run("magpy-capture -q " + example("mlp.py")).status, 0);
+  Result r = s.run("magpy-replay-example mlp.mgp");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_TRUE(contains(r.out, "record 0 ran: result tensor float32[1, 8]")) << r.out;
+  EXPECT_TRUE(contains(r.out, "self.scale = 0.5")) << r.out;
+  EXPECT_TRUE(contains(r.out, "refused: args[0]: expected tensor float32[1, 16]")) << r.out;
 }

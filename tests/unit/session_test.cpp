@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "magpy/replay/session.h"
+#include "magpy/replay/tensors.h"
 #include "magpy/replay/value_files.h"
 #include "sample.h"
 
@@ -78,4 +79,10 @@ TEST(ValueFiles, RoundTrip) {
   EXPECT_TRUE(compare(back, v, {}, "v").equal());
   std::filesystem::remove(path);
   EXPECT_THROW(loadValueFile(path), Error);
+}
+
+TEST(Environment, TorchVersionConcern) {
+  EXPECT_EQ(torchVersionConcern(libtorchVersion()), "");
+  EXPECT_EQ(torchVersionConcern(libtorchVersion() + "a0"), "");
+  EXPECT_NE(torchVersionConcern("0.4.1").find("replays on libtorch"), std::string::npos);
 }

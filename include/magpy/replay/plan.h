@@ -17,7 +17,8 @@ namespace magpy::replay {
 
 struct PlanOptions {
   PassOptions passes = PassOptions::none();
-  bool inference = false;  // no autograd: parameter-only results may be cached
+  bool inference = false;      // no autograd: parameter-only results may be cached
+  std::string device = "cpu";  // constants and factory operators are placed there
 };
 
 // Not thread-safe: a plan caches folded results between runs.
@@ -34,6 +35,9 @@ class Plan {
   // Runs the graph on the tensors its placeholders and get_attrs read from
   // `state`; returns the values listed by the output node.
   std::vector<c10::IValue> run(const CallState& state) const;
+
+  // The graph inputs read from `state`, in the order of inputPaths().
+  std::vector<c10::IValue> inputsFrom(const CallState& state) const;
 
   // Runs with the graph inputs given directly, in the order of inputPaths().
   std::vector<c10::IValue> runWith(std::vector<c10::IValue> inputs) const;

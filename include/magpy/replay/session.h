@@ -40,7 +40,15 @@ struct CallOutcome {
 };
 
 struct SessionOptions {
-  PassOptions passes;  // graph optimizations, all on by default
+  PassOptions passes;          // graph optimizations, all on by default
+  std::string device = "cpu";  // where state, inputs and operators live: "cpu", "cuda", "cuda:1"
+  bool cudaGraphs = true;      // on CUDA: replay static records as CUDA graphs
+};
+
+// Where replay's time went, summed over calls (seconds).
+struct SessionTiming {
+  size_t calls = 0;
+  double guards = 0, graph = 0, mock = 0;
 };
 
 class Session {
@@ -63,6 +71,8 @@ class Session {
   // entries (no miss) for records that would run. Runs nothing.
   std::vector<std::optional<GuardMiss>> explain(size_t function, const std::vector<Value>& args,
                                                 const Value& kwargs = Value::dict({}, {}));
+
+  const SessionTiming& timing() const;
 
   // What the graph optimizations did to a record's graph.
   const std::vector<std::string>& optimizations(size_t function, size_t record) const;

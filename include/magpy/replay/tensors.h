@@ -27,4 +27,8 @@ at::Tensor tensorFromBlob(const record::TensorBlob& blob, const record::TensorMe
 namespace magpy::replay {
 // The version of the libtorch replay runs on, e.g. "1.13.0".
 std::string libtorchVersion();
+// Empty when a record captured with torch `recordTorch` replays on this
+// libtorch without concern; otherwise why it may not (a different
+// major.minor: operators can change between releases).
+std::string torchVersionConcern(const std::string& recordTorch);
 }  // namespace magpy::replay
