@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs magpy's build and test dependencies on Debian 12 (as root, or
 # through sudo). Installing OpenBLAS makes it the system BLAS, which eager
-# PyTorch and libtorch then both use: timings need it.
+# PyTorch and libtorch then both use: timings need it. Graphviz renders
+# magpy-inspect --png pictures.
 set -euo pipefail
 
 packages=(
@@ -11,6 +12,7 @@ packages=(
   libcli11-dev libyaml-cpp-dev libzstd-dev
   googletest libgtest-dev
   libopenblas0-pthread
+  graphviz
 )
 
 missing=()

@@ -2,6 +2,8 @@
 // magpy.compile(...), write the records to a .mgp file.
 #include <CLI/CLI.hpp>
 
+#include <unistd.h>
+
 #include <iostream>
 
 #include "magpy/capture/capture.h"
@@ -24,6 +26,12 @@ int main(int argc, char** argv) {
   app.add_option("--log-calls", opt.logCalls, "Calls whose inputs and results the record keeps for replay")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--report", opt.report,
+                 "Write a coverage report: records and why each was made, graph breaks, suggested annotations");
+  std::string format = "text";
+  app.add_option("--format", format, "Format of the --report: text or json")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
   app.add_flag("-q,--quiet", quiet, "Print nothing but errors");
   app.prefix_command();  // everything from the script on belongs to the script
   app.footer("Usage: magpy-capture [options] script.py [script arguments...]");
@@ -39,11 +47,14 @@ int main(int argc, char** argv) {
   }
   opt.script = rest.front();
   opt.args.assign(rest.begin() + 1, rest.end());
+  opt.reportJson = format == "json";
+  opt.progress = !quiet && isatty(STDERR_FILENO);
 
   try {
     auto out = magpy::capture::captureScript(opt);
     if (out.wrote && !quiet)
-      std::cerr << "magpy-capture: wrote " << out.output << "\n" << out.summary;
+      std::cerr << "magpy-capture: wrote " << out.output << (out.wroteReport ? " and " + opt.report : "") << "\n"
+                << out.summary;
     else if (!out.wrote)
       std::cerr << "magpy-capture: " << opt.script << " exited with status " << out.exitStatus
                 << "; no record written (use --keep-partial to keep what was captured)\n";

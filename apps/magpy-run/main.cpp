@@ -183,8 +183,10 @@ int main(int argc, char** argv) {
   app.add_flag("--strict-env", opt.strictEnv,
                "Refuse a record captured with another torch major.minor (by default, a warning)");
   app.add_flag("--explain", opt.explain, "When no record accepts a call, print each record's failing guard");
-  app.add_option("--rtol", opt.tol.rtol, "Relative tolerance of the result check")->capture_default_str();
-  app.add_option("--atol", opt.tol.atol, "Absolute tolerance of the result check")->capture_default_str();
+  app.add_option_function<double>("--rtol", [&](double v) { opt.tol.rtol = v; },
+                                  "Relative tolerance of the result check (default: torch.testing's for the dtype)");
+  app.add_option_function<double>("--atol", [&](double v) { opt.tol.atol = v; },
+                                  "Absolute tolerance of the result check (default: torch.testing's for the dtype)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -133,6 +133,7 @@ Outcome captureScript(const Options& o) {
   initInterpreter(o);
   session->activate();
   out.exitStatus = runMain(o);
+  session->endProgress();
   try {
     if (out.exitStatus == 0 || o.keepPartial) {
       record::RecordFile file = session->recordFile();
@@ -148,6 +149,10 @@ Outcome captureScript(const Options& o) {
       file.env.annotations_hash = set.hash();
       record::writeRecordFile(file, out.output);
       out.wrote = true;
+      if (!o.report.empty()) {
+        record::writeFileAtomically(o.report, record::coverageReport(file, session->callCounts(), o.reportJson));
+        out.wroteReport = true;
+      }
     }
     out.summary = session->summary();
   } catch (...) {

@@ -348,6 +348,28 @@ struct Session::Impl : FrameInterceptor {
     return a;
   }
 
+  // ---- progress ----
+
+  // A line on stderr, redrawn at most four times a second, for captures
+  // long enough that a terminal user wonders what is happening.
+  std::chrono::steady_clock::time_point lastProgress;
+  bool progressShown = false;
+
+  void showProgress() {
+    auto now = std::chrono::steady_clock::now();
+    if (progressShown && now - lastProgress < std::chrono::milliseconds(250)) return;
+    lastProgress = now;
+    progressShown = true;
+    size_t calls = 0, records = 0, broken = 0;
+    for (auto& u : units) {
+      calls += u->calls;
+      records += u->entries.size();
+      for (auto& e : u->entries) broken += e.record.breaks.empty() ? 0 : 1;
+    }
+    std::cerr << "\rmagpy: " << calls << " calls, " << records << " records, " << broken << " with graph breaks"
+              << std::flush;
+  }
+
   // ---- calls ----
 
   // One call of a unit: the first record whose guards hold runs (its graph
@@ -356,7 +378,8 @@ struct Session::Impl : FrameInterceptor {
   PyObject* callUnit(size_t index, Invocation& inv, record::LoggedCall* logged) {
     Unit& fn = *units[index];
     fn.calls++;
-    std::optional<LiveMiss> firstMiss;
+    if (options.progress) showProgress();
+    std::vector<LiveMiss> misses;  // one per record, in order
     using Clock = std::chrono::steady_clock;
     auto since = [](Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); };
     for (size_t r = 0; r < fn.entries.size(); ++r) {
@@ -366,7 +389,7 @@ struct Session::Impl : FrameInterceptor {
       auto miss = e.live->check(values);
       fn.guardTime += since(t0);
       if (miss) {
-        if (!firstMiss) firstMiss = miss;
+        misses.push_back(*miss);
         continue;
       }
       if (logged) logged->record = int32_t(r);
@@ -390,9 +413,16 @@ struct Session::Impl : FrameInterceptor {
       }
     }
 
-    if (options.explain && firstMiss)
-      std::cerr << "magpy: " << fn.name << ": call " << fn.calls - 1 << " matches no record (record 0: " << firstMiss->path
-                << ": expected " << firstMiss->expected << ", got " << firstMiss->actual << "); monitoring it\n";
+    // Why this call gets a record of its own: each record's first failing guard.
+    // The first few records say it; the rest usually repeat them.
+    constexpr size_t kShown = 3;
+    std::string why;
+    for (size_t r = 0; r < misses.size() && r < kShown; ++r)
+      why += (r ? "; record " : "record ") + std::to_string(r) + " needs " + misses[r].path + " " + misses[r].expected +
+             ", got " + misses[r].actual;
+    if (misses.size() > kShown) why += "; and " + std::to_string(misses.size() - kShown) + " more records missed";
+    if (options.explain && !misses.empty())
+      std::cerr << "magpy: " << fn.name << ": call " << fn.calls - 1 << " matches no record (" << why << "); monitoring it\n";
     Monitor monitor(annotations);
     CallSpec spec = fn.shape;
     spec.args = inv.roots.args;
@@ -420,9 +450,7 @@ struct Session::Impl : FrameInterceptor {
       }
     }
     if (!breaks.empty()) built = buildBreakRecord(monitor, spec, breaks);
-    built.record.origin = fn.entries.empty() ? "first call"
-                                             : "no record matched: record 0 needs " + firstMiss->path + " " +
-                                                   firstMiss->expected + ", got " + firstMiss->actual;
+    built.record.origin = fn.entries.empty() ? "first call" : "call " + std::to_string(fn.calls - 1) + ": " + why;
     if (options.explain)
       for (auto& b : built.record.breaks) std::cerr << "magpy: " << fn.name << ": graph break at " << record::toString(b) << "\n";
 
@@ -521,6 +549,11 @@ Session::~Session() {
 }
 
 Session* Session::current() { return gSession; }
+
+void Session::endProgress() {
+  if (impl_->progressShown) std::cerr << "\r\033[K" << std::flush;
+  impl_->progressShown = false;
+}
 void Session::activate() { gSession = this; }
 
 PyObject* Session::compile(PyObject* target) {
@@ -681,6 +714,21 @@ record::RecordFile Session::recordFile() {
   f.calls = s.log;
   f.blobs = s.blobs.blobs();
   return f;
+}
+
+std::vector<record::CallCounts> Session::callCounts() const {
+  std::vector<record::CallCounts> out;
+  for (auto& fn : impl_->units) {
+    record::CallCounts c;
+    c.function = fn->name;
+    if (fn->parent != SIZE_MAX) c.parent = impl_->units[fn->parent]->name;
+    c.calls = fn->calls;
+    c.replayed = fn->hits;
+    c.monitored = fn->monitored;
+    c.eager = fn->eager;
+    out.push_back(std::move(c));
+  }
+  return out;
 }
 
 std::string Session::summary() const {

@@ -14,6 +14,7 @@
 #include "magpy/capture/capture.h"
 #include "magpy/record/annotations.h"
 #include "magpy/record/record.h"
+#include "magpy/record/report.h"
 
 namespace magpy::capture {
 
@@ -28,6 +29,8 @@ class Session {
   // The session of this process (set while a script runs).
   static Session* current();
   void activate();
+  // Clears the progress line (Options::progress) once the script is done.
+  void endProgress();
 
   PyObject* compile(PyObject* target);  // new reference, or null with a Python error
   PyObject* call(size_t function, PyObject* args, PyObject* kwargs);
@@ -35,6 +38,8 @@ class Session {
 
   record::RecordFile recordFile();
   std::string summary() const;
+  // How every function's calls ran, for the coverage report.
+  std::vector<record::CallCounts> callCounts() const;
 
  private:
   struct Impl;

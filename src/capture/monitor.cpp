@@ -172,11 +172,12 @@ int Monitor::onEvent(PyFrameObject* frame, int what, PyObject* arg) {
   return 0;
 }
 
-void Monitor::graphBreak(const std::string& reason) {
+void Monitor::graphBreak(const std::string& reason, const std::string& callee) {
   if (broken_) return;
   broken_ = true;
   record::GraphBreak b;
   b.reason = reason;
+  b.callee = callee;
   if (!frames_.empty()) {
     const ShadowFrame& sf = *frames_.back();
     b.where = where(sf);

@@ -211,8 +211,8 @@ void Monitor::beginCall(ShadowFrame& sf, Pending& p) {
     p.inlined = true;
     return;
   }
-  graphBreak((p.calleeName.empty() ? std::string(Py_TYPE(callable)->tp_name) : p.calleeName) +
-             " is native code without an annotation; add one (magpy-capture --annotations) if it is pure");
+  std::string callee = p.calleeName.empty() ? std::string(Py_TYPE(callable)->tp_name) : p.calleeName;
+  graphBreak(callee + " is native code without an annotation; add one (magpy-capture --annotations) if it is pure", callee);
 }
 
 // A standard layer's forward, summarized: what it reads of the layer is its

@@ -53,8 +53,10 @@ class Builder {
   Builder(Monitor& m, const CallSpec& call, BlobPool& blobs)
       : m_(m), g_(m.refs()), call_(call), blobs_(blobs), entry_(entryPaths(g_, call.homeModule)) {}
 
-  BuiltRecord buildGuards() {
+  BuiltRecord buildGuards(std::vector<record::GraphBreak> breaks) {
+    out_.record.breaks = std::move(breaks);
     guards();
+    refGraphView();
     return std::move(out_);
   }
 
@@ -64,6 +66,7 @@ class Builder {
     mock();
     finishGraph();
     entryState();
+    refGraphView();
     out_.record.origin = "";
     return std::move(out_);
   }
@@ -479,6 +482,76 @@ class Builder {
     }
   }
 
+  std::string label(NodeId id) {
+    const ShadowNode& n = g_.node(id);
+    if (id == kExternal) return "external state";
+    switch (n.kind) {
+      case NodeKind::Atom: return n.dataDependent ? "number from tensor data" : record::toString(n.atom);
+      case NodeKind::Tensor: {
+        const record::TensorMeta* meta = m_.entryMeta(id);
+        return "Tensor " + record::toString(meta ? *meta : replay::metaOf(tensorOf(n.obj)));
+      }
+      case NodeKind::Module: return std::string("module ") + PyModule_GetName(n.obj);
+      case NodeKind::Function: return qualifiedName(n.obj);
+      default: {
+        std::string type = typeName(Py_TYPE(n.obj));
+        return type.substr(type.rfind('.') + 1);
+      }
+    }
+  }
+
+  // What the record was built from, for pictures: every node reachable
+  // from node 0 through any version, then what the call returns.
+  void refGraphView() {
+    using View = record::RefGraphView;
+    View& view = out_.record.refs;
+    std::map<NodeId, uint32_t> index;
+    std::vector<NodeId> order;
+    auto reach = [&](NodeId from) {
+      if (from == kNoNode || index.count(from)) return;
+      std::deque<NodeId> queue{from};
+      index[from] = uint32_t(order.size());
+      order.push_back(from);
+      while (!queue.empty()) {
+        NodeId id = queue.front();
+        queue.pop_front();
+        for (auto& version : g_.node(id).versions)
+          for (auto& e : version.refs)
+            if (!index.count(e.target)) {
+              index[e.target] = uint32_t(order.size());
+              order.push_back(e.target);
+              queue.push_back(e.target);
+            }
+      }
+    };
+    reach(kExternal);
+    size_t inState = order.size();  // reachable from the state: at entry, or stored into it
+    reach(out_.record.breaks.empty() ? m_.resultNode() : kNoNode);
+    for (size_t at = 0; at < order.size(); ++at) {
+      NodeId id = order[at];
+      const ShadowNode& n = g_.node(id);
+      bool atEntry = id != kExternal && entry_.first.count(id);
+      uint8_t roles = atEntry ? View::kGuarded : 0;
+      if (id != kExternal && (n.versions.size() > 1 || (at < inState && !atEntry))) roles |= View::kWritten;
+      view.nodes.push_back({label(id), uint32_t(n.versions.size()), roles});
+      for (size_t v = 0; v < n.versions.size(); ++v)
+        for (auto& e : n.versions[v].refs)
+          if (v == 0 || n.refOf(e.rel, v - 1) != e.target)
+            view.edges.push_back({uint32_t(at), index[e.target], uint32_t(v), toString(e.rel)});
+    }
+    // The result's subtree, as the run left it.
+    std::vector<NodeId> stack;
+    if (out_.record.breaks.empty() && m_.resultNode() != kNoNode) stack.push_back(m_.resultNode());
+    std::set<NodeId> seen;
+    while (!stack.empty()) {
+      NodeId id = stack.back();
+      stack.pop_back();
+      if (!seen.insert(id).second) continue;
+      view.nodes[index[id]].roles |= View::kResult;
+      for (auto& e : g_.node(id).last().refs) stack.push_back(e.target);
+    }
+  }
+
   Monitor& m_;
   RefGraph& g_;
   const CallSpec& call_;
@@ -496,9 +569,7 @@ BuiltRecord buildRecord(Monitor& monitor, const CallSpec& call, BlobPool& blobs)
 
 BuiltRecord buildBreakRecord(Monitor& monitor, const CallSpec& call, std::vector<record::GraphBreak> breaks) {
   BlobPool unused;
-  BuiltRecord r = Builder(monitor, call, unused).buildGuards();
-  r.record.breaks = std::move(breaks);
-  return r;
+  return Builder(monitor, call, unused).buildGuards(std::move(breaks));
 }
 
 }  // namespace magpy::capture

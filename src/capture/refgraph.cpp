@@ -8,6 +8,20 @@
 
 namespace magpy::capture {
 
+std::string toString(const Relation& r) {
+  switch (r.kind) {
+    case Relation::Kind::Self: return "self";
+    case Relation::Kind::Arg: return "args[" + std::to_string(r.index) + "]";
+    case Relation::Kind::Kwarg: return "kwargs[" + record::toString(record::Atom::string(r.name)) + "]";
+    case Relation::Kind::Module: return "G(" + r.name + ")";
+    case Relation::Kind::Attr: return "." + r.name;
+    case Relation::Kind::Index: return "[" + std::to_string(r.index) + "]";
+    case Relation::Kind::Key:
+      return "[" + (r.intKey ? std::to_string(r.index) : record::toString(record::Atom::string(r.name))) + "]";
+  }
+  return "?";
+}
+
 record::AccessPath extend(const record::AccessPath& base, const Relation& r, const std::string& homeModule) {
   switch (r.kind) {
     case Relation::Kind::Self: return record::AccessPath::self();

@@ -48,6 +48,9 @@ struct Relation {
   }
 };
 
+// "self", "args[0]", "G(__main__)", ".weight", "[2]", "['k']".
+std::string toString(const Relation& r);
+
 // Extends an access path by one relation (roots for edges out of node 0).
 record::AccessPath extend(const record::AccessPath& base, const Relation& r, const std::string& homeModule);
 

@@ -272,9 +272,28 @@ template <class Ar> void io(Ar& ar, Record& r) {
   ioVec(ar, "effects", r.mock.effects, [&](Effect& e) { io(ar, e); });
   ar.leave();
   ioVec(ar, "breaks", r.breaks, [&](GraphBreak& b) {
-    ar.str(b.where); ar.str(b.function); ar.str(b.opcode); ar.str(b.reason);
+    ar.str(b.where); ar.str(b.function); ar.str(b.opcode); ar.str(b.reason); ar.str(b.callee);
   });
   ar.str(r.origin);
+  ar.enter("refs");
+  ioVec(ar, "nodes", r.refs.nodes, [&](RefGraphView::Node& n) {
+    ar.str(n.label);
+    uint64_t versions = n.versions;
+    ar.varint(versions);
+    n.versions = uint32_t(versions);
+    ar.u8(n.roles);
+  });
+  ioVec(ar, "edges", r.refs.edges, [&](RefGraphView::Edge& e) {
+    uint64_t from = e.from, to = e.to, version = e.version;
+    ar.varint(from);
+    ar.varint(to);
+    ar.varint(version);
+    e.from = uint32_t(from);
+    e.to = uint32_t(to);
+    e.version = uint32_t(version);
+    ar.str(e.label);
+  });
+  ar.leave();
 }
 
 template <class Ar> void io(Ar& ar, RecordFile& f) {
@@ -357,6 +376,10 @@ void validate(const RecordFile& f, const std::string& origin) {
     for (size_t ri = 0; ri < fn.records.size(); ++ri) {
       auto& nodes = fn.records[ri].graph.nodes;
       std::string at = "function " + fn.name + " record " + std::to_string(ri);
+      auto& refs = fn.records[ri].refs;
+      for (auto& e : refs.edges)
+        if (e.from >= refs.nodes.size() || e.to >= refs.nodes.size() || e.version >= refs.nodes[e.from].versions)
+          bad(at + ": a RefGraph edge names a missing node or version");
       for (size_t ni = 0; ni < nodes.size(); ++ni) {
         if (nodes[ni].blob >= int64_t(f.blobs.size())) bad(at + ": node " + nodes[ni].name + " refers to a missing blob");
         for (auto& a : nodes[ni].args) {
@@ -418,6 +441,9 @@ RecordFile decode(const std::string& bytes, const std::string& origin) {
     throw Error(origin + ": written in record format " + std::to_string(version) + ", but this magpy reads format " +
                 std::to_string(kFormatVersion) + "; use a newer magpy");
   if (version == 0) throw Error(origin + ": the record is corrupted: format version 0 does not exist");
+  if (version < kFormatVersion)
+    throw Error(origin + ": written in record format " + std::to_string(version) + ", which this magpy (format " +
+                std::to_string(kFormatVersion) + ") no longer reads; capture it again with magpy-capture");
   uint64_t frameSize = getLE(bytes, 16, 8), bodySize = getLE(bytes, 24, 8), bodyHash = getLE(bytes, 32, 8);
   if (bytes.size() - kHeaderSize < frameSize)
     throw Error(origin + ": the record is truncated: " + std::to_string(bytes.size()) + " bytes, the header announces " +

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "magpy/record/format.h"
+#include "magpy/record/text.h"
 #include "magpy/replay/mock.h"
 #include "magpy/replay/plan.h"
 #include "replay/cuda_graph.h"
@@ -154,22 +155,7 @@ const std::vector<std::string>& Session::optimizations(size_t function, size_t r
 
 const record::RecordFile& Session::file() const { return impl_->file; }
 
-size_t Session::findFunction(const std::string& name) const {
-  const auto& fns = impl_->file.functions;
-  std::vector<size_t> matches;
-  for (size_t i = 0; i < fns.size(); ++i) {
-    const std::string& full = fns[i].name;
-    if (full == name) return i;
-    if (full.size() > name.size() && full.compare(full.size() - name.size(), name.size(), name) == 0 &&
-        full[full.size() - name.size() - 1] == '.')
-      matches.push_back(i);
-  }
-  if (matches.size() == 1) return matches[0];
-  std::string names;
-  for (auto& fn : fns) names += "\n  " + fn.name;
-  throw Error((matches.empty() ? "no compiled function named '" : "several compiled functions match '") + name +
-              "'; the record has:" + names);
-}
+size_t Session::findFunction(const std::string& name) const { return record::findFunction(impl_->file, name); }
 
 CallOutcome Session::call(size_t function, std::vector<Value> args, Value kwargs) {
   using Clock = std::chrono::steady_clock;

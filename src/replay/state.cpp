@@ -173,6 +173,17 @@ Value materialize(const record::Value& v, const record::RecordFile& file) {
 
 namespace {
 
+// torch.testing.assert_close's per-dtype defaults.
+std::pair<double, double> defaultTolerance(c10::ScalarType t) {
+  switch (t) {
+    case c10::kHalf: return {1e-3, 1e-5};
+    case c10::kBFloat16: return {1.6e-2, 1e-5};
+    case c10::kDouble:
+    case c10::kComplexDouble: return {1e-7, 1e-7};
+    default: return {1.3e-6, 1e-5};
+  }
+}
+
 void compareInto(const Value& actual, const Value& expected, const Tolerance& tol, const std::string& where,
                  Comparison& out) {
   auto differ = [&](const std::string& what) {
@@ -195,7 +206,8 @@ void compareInto(const Value& actual, const Value& expected, const Tolerance& to
       }
       double diff = ac.numel() ? at::abs(at::sub(ac, ec)).max().item<double>() : 0.0;
       if (diff == diff) out.max_abs_diff = std::max(out.max_abs_diff, diff);
-      if (!at::allclose(ac, ec, tol.rtol, tol.atol, /*equal_nan=*/true))
+      auto [rtol, atol] = defaultTolerance(ac.scalar_type());
+      if (!at::allclose(ac, ec, tol.rtol.value_or(rtol), tol.atol.value_or(atol), /*equal_nan=*/true))
         differ("values differ (max abs diff " + std::to_string(diff) + ")");
       return;
     }

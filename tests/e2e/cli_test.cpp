@@ -117,7 +117,7 @@ TEST(Run, ExplainsGuardMisses) {
           "assert f._magpy_stats()['records'] == 2\n");
   Result cap = s.run("magpy-capture --explain scaled.py");
   ASSERT_EQ(cap.status, 0) << cap.err;
-  EXPECT_TRUE(contains(cap.err, "call 1 matches no record (record 0: self.scale: expected == 2.0, got 3.0)")) << cap.err;
+  EXPECT_TRUE(contains(cap.err, "call 1 matches no record (record 0 needs self.scale == 2.0, got 3.0)")) << cap.err;
   Result run = s.run("magpy-run scaled.mgp");
   EXPECT_EQ(run.status, 0) << run.out << run.err;
   EXPECT_TRUE(contains(run.out, "1 state changes made by the script applied first")) << run.out;

@@ -1,6 +1,7 @@
 // Every program in tests/corpus runs under magpy-capture (the program
 // checks its own results, side effects and record counts against eager
-// execution), then its record is replayed natively by magpy-run.
+// execution), then its record is replayed natively by magpy-run, and each
+// of its operator graphs is exported to torch.fx and checked in Python.
 //
 // Markers in a program's leading comments:
 //   # magpy-test: breaks            its records have graph breaks: replay must refuse them
@@ -56,6 +57,10 @@ TEST_P(Corpus, MatchesEagerAndReplays) {
     EXPECT_EQ(run.status, 0) << run.out << run.err;
     EXPECT_FALSE(contains(run.out, "MISMATCH")) << run.out;
   }
+
+  Result fx = s.run("/usr/bin/python3 " + sourceDir() + "/tests/e2e/fx_check.py \"$(command -v magpy-inspect)\" " + name +
+                    ".mgp .");
+  EXPECT_EQ(fx.status, 0) << fx.out << fx.err;
 }
 
 INSTANTIATE_TEST_SUITE_P(Programs, Corpus, ::testing::ValuesIn(corpus()), [](const auto& info) { return info.param; });

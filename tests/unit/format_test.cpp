@@ -53,12 +53,15 @@ TEST(Format, RejectsTruncatedFiles) {
   EXPECT_TRUE(contains(errorOf(bytes.substr(0, bytes.size() - 5)), "truncated"));
 }
 
-TEST(Format, RejectsNewerVersions) {
+TEST(Format, RejectsOtherVersions) {
   std::string bytes = encode(sample::sampleFile());
-  bytes[8] = 2;
+  bytes[8] = char(kFormatVersion + 1);
   std::string e = errorOf(bytes);
-  EXPECT_TRUE(contains(e, "format 2")) << e;
+  EXPECT_TRUE(contains(e, "format " + std::to_string(kFormatVersion + 1))) << e;
   EXPECT_TRUE(contains(e, "newer magpy")) << e;
+  bytes[8] = char(kFormatVersion - 1);
+  e = errorOf(bytes);
+  EXPECT_TRUE(contains(e, "no longer reads; capture it again")) << e;
 }
 
 TEST(Format, RejectsCorruptedBytes) {

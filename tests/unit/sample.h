@@ -106,6 +106,16 @@ inline record::RecordFile sampleFile() {
   e.name = "calls";
   e.value = ValueExpr::constant(Atom::integer(1));
   r.mock.effects.push_back(e);
+  // What the run touched: self (read and written), its w and scale, the argument, the result.
+  using View = RefGraphView;
+  r.refs.nodes = {{"external state", 1, 0},
+                  {"Net", 2, View::kGuarded | View::kWritten},
+                  {"Tensor float32[2]", 1, View::kGuarded},
+                  {"1.0", 1, View::kGuarded},
+                  {"0", 1, View::kGuarded},
+                  {"1", 1, View::kWritten},
+                  {"Tensor float32[2]", 1, View::kResult}};
+  r.refs.edges = {{0, 1, 0, "self"}, {0, 2, 0, "args[0]"}, {1, 3, 0, ".scale"}, {1, 4, 0, ".calls"}, {1, 5, 1, ".calls"}};
   fn.records.push_back(r);
   f.functions.push_back(fn);
 

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "magpy/record/text.h"
+#include "magpy/support/error.h"
 #include "sample.h"
 
 using namespace magpy::record;
@@ -19,13 +20,39 @@ TEST(Text, SummaryCountsEachFunction) {
             "function __main__.Net: records=1 graphs=1 breaks=0 nodes=6 guards=3\n");
 }
 
-TEST(Text, DiffNamesWhatChanged) {
-  RecordFile a = magpy::sample::sampleFile(), b = a;
-  EXPECT_EQ(diffCanonical(a, b), "");
-  b.functions[0].records[0].guards[2].check.atom = Atom::floating(2.0);
-  std::string d = diffCanonical(a, b);
-  EXPECT_NE(d.find("-   self.scale: == 1.0"), std::string::npos) << d;
-  EXPECT_NE(d.find("+   self.scale: == 2.0"), std::string::npos) << d;
+TEST(Text, SectionsAreChosenByName) {
+  RecordFile f = magpy::sample::sampleFile();
+  ViewOptions guards;
+  guards.sections = {parseSection("guards")};
+  std::string t = printView(f, guards);
+  EXPECT_NE(t.find("self.scale: == 1.0"), std::string::npos) << t;
+  EXPECT_EQ(t.find("aten::mul"), std::string::npos) << t;
+  EXPECT_EQ(t.find("magpy record"), std::string::npos) << t;
+  EXPECT_THROW(parseSection("graphs"), magpy::Error);
+}
+
+TEST(Text, RefGraphIsShownOnlyWhenAsked) {
+  RecordFile f = magpy::sample::sampleFile();
+  EXPECT_EQ(printCanonical(f).find("refgraph"), std::string::npos);
+  ViewOptions refs;
+  refs.sections = {Section::RefGraph};
+  std::string t = printView(f, refs);
+  EXPECT_NE(t.find("refgraph (7 nodes, 5 edges)"), std::string::npos) << t;
+  EXPECT_NE(t.find("n1: Net (2 versions) [guarded, written]"), std::string::npos) << t;
+  EXPECT_NE(t.find("n1 v1 -.calls-> n5"), std::string::npos) << t;
+}
+
+TEST(Text, JsonViewKeepsKeyOrder) {
+  RecordFile f = magpy::sample::sampleFile();
+  ViewOptions o;
+  o.json = true;
+  o.sections = {Section::Guards, Section::Mock};
+  std::string j = printView(f, o);
+  EXPECT_NE(j.find("\"path\": \"self.scale\""), std::string::npos) << j;
+  EXPECT_LT(j.find("\"guards\""), j.find("\"mock\"")) << j;
+  EXPECT_EQ(j.find("\"graph\""), std::string::npos) << j;
+  EXPECT_EQ(printView(f, o), j);  // stable
+  EXPECT_NE(printSummary(f, true).find("\"guards\": 3"), std::string::npos) << printSummary(f, true);
 }
 
 TEST(Text, AtomsPrintAsPython) {

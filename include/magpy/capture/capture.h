@@ -17,6 +17,9 @@ struct Options {
   bool explain = false;                 // print every guard miss on stderr as it happens
   bool keepPartial = false;             // write the records even when the script fails
   int logCalls = 16;                    // calls per session whose inputs and results are kept
+  std::string report;                   // coverage report to write beside the records; empty: none
+  bool reportJson = false;              // the report as JSON instead of text
+  bool progress = false;                // a progress line on stderr (for a terminal)
 };
 
 struct Outcome {
@@ -24,6 +27,7 @@ struct Outcome {
   bool wrote = false;   // whether the record file was written
   std::string output;   // its path
   std::string summary;  // what was captured, one line per compiled function
+  bool wroteReport = false;
 };
 
 // Throws magpy::Error when capture cannot start or the records cannot be

@@ -1,4 +1,4 @@
-// The .mgp file format, version 1. This header is the only place that knows
+// The .mgp file format, version 2 (2 added the RefGraph view to records). This header is the only place that knows
 // the byte layout; everything else works on RecordFile.
 //
 // Grammar (all integers little-endian; "varint" is unsigned LEB128, "zigzag"
@@ -13,7 +13,7 @@
 //                  count:varint logged_call*  count:varint blob*
 //   fingerprint := magpy:string python:string torch:string annotations:u64
 //   function    := name:string module:string self:value count:varint record*
-//   record      := count:varint guard* graph mock count:varint break* origin:string
+//   record      := count:varint guard* graph mock count:varint break* origin:string refs
 //   guard       := path check
 //   check       := kind:u8 s:string i:zigzag atom keys:atoms meta path
 //   graph       := count:varint node*
@@ -23,7 +23,10 @@
 //   mock        := result:expr count:varint effect*
 //   expr        := kind:u8 atom index:zigzag path count:varint expr* keys:atoms
 //   effect      := kind:u8 target:path name:string key:atom value:expr
-//   break       := where:string function:string opcode:string reason:string
+//   break       := where:string function:string opcode:string reason:string callee:string
+//   refs        := count:varint ref_node* count:varint ref_edge*
+//   ref_node    := label:string versions:varint roles:u8
+//   ref_edge    := from:varint to:varint version:varint label:string
 //   module_state:= module:string globals:value
 //   logged_call := function:varint record:zigzag monitored:u8 args:value kwargs:value result:value
 //                  count:varint update* rng:value
@@ -48,7 +51,7 @@
 
 namespace magpy::record {
 
-constexpr uint32_t kFormatVersion = 1;
+constexpr uint32_t kFormatVersion = 2;
 
 std::string encode(const RecordFile& file);  // whole file bytes
 RecordFile decode(const std::string& bytes, const std::string& origin = "<memory>");

@@ -23,19 +23,44 @@ struct GraphBreak {
   std::string function;  // qualified name of the Python function: "Net.forward"
   std::string opcode;    // "CALL", "FOR_ITER", ...
   std::string reason;    // "print is not annotated and is native code"
+  std::string callee;    // the native function an annotation would make capturable, if any: "zlib.crc32"
   bool operator==(const GraphBreak& o) const {
-    return where == o.where && function == o.function && opcode == o.opcode && reason == o.reason;
+    return where == o.where && function == o.function && opcode == o.opcode && reason == o.reason && callee == o.callee;
   }
 };
 
 std::string toString(const GraphBreak& b);
+
+// The part of the RefGraph (MagPy paper, section 4) a record was built
+// from, kept so people can see it (`magpy-inspect --dot refgraph` draws it
+// as the paper's Figures 7 and 11 do). Replay never reads it.
+struct RefGraphView {
+  enum Role : uint8_t {
+    kGuarded = 1,  // reached from the entry state through first versions: guards check it
+    kWritten = 2,  // changed by the run, or stored into state: the mock writes it
+    kResult = 4,   // part of what the call returns
+  };
+  struct Node {
+    std::string label;      // "Tensor float32[1, 10]", "MLP", "3", "external state"
+    uint32_t versions = 1;  // more than one: changed in place during the run
+    uint8_t roles = 0;      // Role bits
+  };
+  struct Edge {
+    uint32_t from = 0, to = 0;
+    uint32_t version = 0;   // the version of `from` the reference belongs to
+    std::string label;      // "self", "args[0]", ".weight", "[2]", "['k']", "G(__main__)"
+  };
+  std::vector<Node> nodes;  // nodes[0] is the external state
+  std::vector<Edge> edges;  // of each node's first version, then those later versions changed
+};
 
 struct Record {
   std::vector<Guard> guards;       // ordered cheapest first
   Graph graph;
   MockSpec mock;
   std::vector<GraphBreak> breaks;  // empty: the whole call is this record
-  std::string origin;              // why it exists: "first call", or the guard that missed
+  std::string origin;              // why it exists: "first call", or the call and the guards that missed
+  RefGraphView refs;
 };
 
 struct CompiledFunction {

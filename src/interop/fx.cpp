@@ -1,0 +1,354 @@
+#include "magpy/interop/fx.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/zeros.h>
+#include <c10/core/GradMode.h>
+
+#include <cctype>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "magpy/record/format.h"
+#include "magpy/record/text.h"
+#include "magpy/replay/plan.h"
+#include "magpy/replay/session.h"
+#include "magpy/replay/state.h"
+#include "magpy/replay/tensors.h"
+#include "magpy/replay/value_files.h"
+#include "magpy/support/error.h"
+#include "magpy/support/strings.h"
+
+namespace magpy::interop {
+namespace {
+
+using record::Arg;
+using record::Node;
+using record::NodeKind;
+
+std::string pyFloat(double f) {
+  std::string s = formatDouble(f);
+  return s == "nan" || s == "inf" || s == "-inf" ? "float(\"" + s + "\")" : s;
+}
+
+bool isIdentifier(const std::string& s) {
+  static const std::set<std::string> keywords = {
+      "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue", "def", "del",
+      "elif", "else", "except", "finally", "for", "from", "global", "if", "import", "in", "is", "lambda", "nonlocal",
+      "not", "or", "pass", "raise", "return", "try", "while", "with", "yield"};
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0])) || keywords.count(s)) return false;
+  for (char c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  return true;
+}
+
+// torch.fx names state by its dotted path under the root module
+// ("blocks.0.weight"); anything else (globals, list items) by the node.
+std::string attrTarget(const Node& n) {
+  if (n.blob >= 0) return n.name;
+  std::vector<std::string> parts(1);
+  for (char c : n.target) {
+    if (c == '.') parts.emplace_back();
+    else parts.back() += c;
+  }
+  bool dotted = isIdentifier(parts[0]);
+  for (size_t k = 1; k < parts.size(); ++k) dotted = dotted && !parts[k].empty() && isIdentifier("_" + parts[k]);
+  return dotted ? n.target : n.name;
+}
+
+const c10::FunctionSchema& schemaOf(const Node& n) {
+  auto op = c10::Dispatcher::singleton().findSchema({n.target, n.overload});
+  if (!op)
+    throw Error("node %" + n.name + " runs " + n.opName() + ", which this libtorch (" + replay::libtorchVersion() +
+                ") does not have; export with the torch the record was captured with");
+  return op->schema();
+}
+
+// "aten::linear" -> "torch.ops.aten.linear": the packet, which TorchScript
+// resolves to the overload the arguments select.
+std::string packet(const std::string& target) {
+  size_t colons = target.find("::");
+  return "torch.ops." + target.substr(0, colons) + "." + target.substr(colons + 2);
+}
+
+class SourceWriter {
+ public:
+  explicit SourceWriter(const record::Graph& g) : g_(g) {
+    std::set<std::string> taken = {"call", "graph", "root", "data", "torch", "operator", "os"};
+    for (auto& n : g.nodes) {
+      std::string v;
+      for (char c : n.name) v += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+      if (!isIdentifier(v)) v = "v_" + v;
+      while (taken.count(v)) v += "_";
+      taken.insert(v);
+      vars_.push_back(v);
+    }
+  }
+
+  std::string arg(const Arg& a) const {
+    auto ref = [&](int64_t i) { return i < 0 ? std::string("None") : vars_[size_t(i)]; };
+    auto list = [](std::vector<std::string> parts) { return "[" + join(parts, ", ") + "]"; };
+    std::vector<std::string> parts;
+    switch (a.kind) {
+      case Arg::Kind::None: return "None";
+      case Arg::Kind::Bool: return a.i ? "True" : "False";
+      case Arg::Kind::Int: return std::to_string(a.i);
+      case Arg::Kind::Float: return pyFloat(a.f);
+      case Arg::Kind::Str: return quote(a.s);
+      case Arg::Kind::Node: return ref(a.i);
+      case Arg::Kind::IntList: return formatInts(a.ints);
+      case Arg::Kind::FloatList:
+        for (double f : a.floats) parts.push_back(pyFloat(f));
+        return list(parts);
+      case Arg::Kind::BoolList:
+        for (auto b : a.ints) parts.push_back(b ? "True" : "False");
+        return list(parts);
+      case Arg::Kind::NodeList:
+        for (auto i : a.ints) parts.push_back(ref(i));
+        return list(parts);
+      case Arg::Kind::DType:
+      case Arg::Kind::Layout:
+      case Arg::Kind::MemoryFormat: return "torch." + a.s;
+      // A device as its string: both eager and TorchScript convert it.
+      case Arg::Kind::Device: return quote(a.s);
+      case Arg::Kind::WrappedScalar:
+        return a.s == "bool" ? (a.i ? "True" : "False") : a.s.rfind("float", 0) == 0 ? pyFloat(a.f) : std::to_string(a.i);
+    }
+    return "None";
+  }
+
+  // One line of build() per node.
+  std::string line(size_t i) const {
+    const Node& n = g_.nodes[i];
+    const std::string& v = vars_[i];
+    switch (n.kind) {
+      case NodeKind::Placeholder: return v + " = graph.placeholder(" + quote(n.name) + ")";
+      case NodeKind::GetAttr: return v + " = graph.get_attr(" + quote(attrTarget(n)) + ")";
+      case NodeKind::Output: {
+        std::vector<std::string> outs;
+        for (auto& a : n.args) outs.push_back(arg(a));
+        return "graph.output((" + join(outs, ", ") + (outs.size() == 1 ? ",))" : "))");
+      }
+      case NodeKind::CallMethod:
+      case NodeKind::CallModule:
+        throw Error("node %" + n.name + " is a " + toString(n.kind) + ", which capture does not make");
+      case NodeKind::CallFunction: break;
+    }
+    if (n.target == "getitem")
+      return v + " = call(" + quote(n.name) + ", operator.getitem, (" + arg(n.args.at(0)) + ", " + arg(n.args.at(1)) + "))";
+    const c10::FunctionSchema& schema = schemaOf(n);
+    if (n.args.size() != schema.arguments().size())
+      throw Error("node %" + n.name + " passes " + std::to_string(n.args.size()) + " arguments to " + n.opName() +
+                  ", whose schema in this libtorch takes " + std::to_string(schema.arguments().size()));
+    std::vector<std::string> positional, keywords;
+    for (size_t k = 0; k < n.args.size(); ++k) {
+      const c10::Argument& formal = schema.arguments()[k];
+      if (formal.kwarg_only()) keywords.push_back(quote(formal.name()) + ": " + arg(n.args[k]));
+      else positional.push_back(arg(n.args[k]));
+    }
+    std::string s = v + " = call(" + quote(n.name) + ", " + packet(n.target) + ", (" + join(positional, ", ") +
+                    (positional.size() == 1 ? ",)" : ")");
+    if (!keywords.empty()) s += ", {" + join(keywords, ", ") + "}";
+    return s + ")";
+  }
+
+ private:
+  const record::Graph& g_;
+  std::vector<std::string> vars_;
+};
+
+// Inputs for the graph and what the record computes from them.
+struct Example {
+  std::vector<replay::Value> inputs;          // placeholders, in graph order
+  std::vector<std::pair<std::string, at::Tensor>> tensors;  // get_attr target -> tensor
+  std::vector<std::string> parameters;        // targets that require grad
+  std::vector<replay::Value> outputs;
+  at::Tensor rng;  // the CPU generator's state the outputs were computed from
+  std::string from;
+};
+
+at::Tensor tensorLike(const record::TensorMeta& m) {
+  auto options = at::TensorOptions().dtype(replay::dtypeFromName(m.dtype));
+  return at::isFloatingType(replay::dtypeFromName(m.dtype)) ? at::randn(m.shape, options) : at::zeros(m.shape, options);
+}
+
+Example makeExample(const record::RecordFile& file, size_t fi, size_t ri) {
+  const record::CompiledFunction& fn = file.functions[fi];
+  const record::Graph& graph = fn.records[ri].graph;
+  Example ex;
+  replay::SessionOptions options;
+  options.passes = replay::PassOptions::none();
+  replay::Session session(file, options);
+  // The first logged call that ran this record, with the state the calls
+  // before it left: the inputs Python gave the record.
+  int64_t call = -1;
+  for (size_t c = 0; c < file.calls.size() && call < 0; ++c)
+    if (file.calls[c].function == fi && file.calls[c].record == int32_t(ri)) call = int64_t(c);
+  replay::CallState state;
+  state.globals = &session.globals();
+  state.module = fn.module;
+  if (call >= 0) {
+    for (size_t c = 0; c < size_t(call); ++c) {
+      session.applyLoggedUpdates(c);
+      try {
+        session.call(file.calls[c].function, session.loggedArgs(c), session.loggedKwargs(c));
+      } catch (const Error&) {
+        // A call that needs Python (graph breaks): its effects on state are not replayed.
+      }
+    }
+    session.applyLoggedUpdates(size_t(call));
+    state.args = session.loggedArgs(size_t(call));
+    state.kwargs = session.loggedKwargs(size_t(call));
+    ex.from = "the inputs of logged call " + std::to_string(call);
+  } else {
+    ex.from = "random inputs with the recorded shapes (no logged call ran this record)";
+  }
+  state.self = session.self(fi);
+
+  std::map<std::string, at::Tensor> byPath;  // graph inputs by access path, for the native run
+  for (auto& n : graph.nodes) {
+    if (n.kind == NodeKind::Placeholder) {
+      at::Tensor t = call >= 0 ? replay::resolve(n.source, state).tensor : tensorLike(n.outputs.at(0));
+      if (!t.defined()) throw Error("placeholder %" + n.name + " reads " + record::toString(n.source) + ", which is not a tensor");
+      byPath[record::toString(n.source)] = t;
+      ex.inputs.push_back(replay::Value::ofTensor(t.detach().clone()));
+    } else if (n.kind == NodeKind::GetAttr) {
+      at::Tensor t = n.blob >= 0 ? replay::tensorFromBlob(file.blobs[size_t(n.blob)], n.outputs.at(0))
+                                 : replay::resolve(n.source, state).tensor;
+      if (!t.defined()) throw Error("get_attr %" + n.name + " reads " + record::toString(n.source) + ", which is not a tensor");
+      if (n.blob < 0) byPath[record::toString(n.source)] = t;
+      if (t.requires_grad()) ex.parameters.push_back(attrTarget(n));
+      ex.tensors.push_back({attrTarget(n), t.detach().clone()});
+    }
+  }
+  replay::Plan plan(graph, file.blobs);
+  std::vector<c10::IValue> inputs;
+  for (auto& path : plan.inputPaths()) inputs.push_back(byPath.at(record::toString(path)));
+  at::NoGradGuard noGrad;
+  // Random operators (dropout in training) draw from the generator state
+  // the logged call began with; the export restores it before running.
+  ex.rng = at::detail::getDefaultCPUGenerator().get_state();
+  for (auto& out : plan.runWith(std::move(inputs))) ex.outputs.push_back(replay::Value::ofTensor(out.toTensor()));
+  return ex;
+}
+
+std::string shortName(const std::string& qualified) {
+  std::string s = qualified.substr(qualified.rfind('.') + 1);
+  return isIdentifier(s) ? s : "Exported";
+}
+
+}  // namespace
+
+FxExportSummary writeFxExport(const record::RecordFile& file, const FxExportOptions& options,
+                              const std::string& pythonPath) {
+  if (file.functions.empty()) throw Error("the record file has no compiled functions");
+  size_t fi = 0;
+  if (!options.function.empty()) {
+    fi = record::findFunction(file, options.function);
+  } else if (file.functions.size() > 1) {
+    std::string names;
+    for (auto& f : file.functions) names += "\n  " + f.name;
+    throw Error("the record has " + std::to_string(file.functions.size()) +
+                " compiled functions; choose one with --function:" + names);
+  }
+  const record::CompiledFunction& fn = file.functions[fi];
+  if (options.record < 0 || size_t(options.record) >= fn.records.size())
+    throw Error(fn.name + " has " + std::to_string(fn.records.size()) + " records; there is no record " +
+                std::to_string(options.record));
+  size_t ri = size_t(options.record);
+  const record::Record& rec = fn.records[ri];
+  if (!rec.breaks.empty())
+    throw Error(fn.name + " record " + std::to_string(ri) + " has no operator graph: its calls run Python (" +
+                std::to_string(rec.breaks.size()) + " graph breaks, first " + record::toString(rec.breaks.front()) + ")");
+
+  std::filesystem::path data = std::filesystem::path(pythonPath).replace_extension(".pt");
+  if (data == std::filesystem::path(pythonPath))
+    throw Error("the export's data file would overwrite " + pythonPath + "; name the Python file *.py");
+
+  SourceWriter writer(rec.graph);
+  std::ostringstream body;
+  for (size_t i = 0; i < rec.graph.nodes.size(); ++i) body << "    " << writer.line(i) << "\n";
+  Example ex = makeExample(file, fi, ri);
+
+  FxExportSummary summary;
+  summary.dataPath = data.string();
+  summary.function = fn.name;
+  summary.operators = rec.graph.numOps();
+  summary.tensors = ex.tensors.size();
+  summary.example = ex.from;
+
+  std::ostringstream py;
+  py << "# torch.fx export of " << fn.name << ", record " << ri << " (" << summary.operators << " operators),\n"
+     << "# captured from " << file.script << " with torch " << file.env.torch_version << " by magpy "
+     << file.env.magpy_version << ".\n"
+     << "#\n"
+     << "#   build()    the torch.fx.GraphModule; its tensors are in " << data.filename().string() << " beside this file\n"
+     << "#   example()  (inputs, outputs): " << ex.from << ",\n"
+     << "#              and the outputs the record computes from them; it also sets torch's\n"
+     << "#              CPU random generator to the state those outputs were computed from\n"
+     << "#\n"
+     << "# Running this file checks build() and torch.jit.script(build()) against example().\n"
+     << "import operator\nimport os\n\nimport torch\nimport torch.fx\n\n"
+     << "DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), " << quote(data.filename().string()) << ")\n\n\n"
+     << "def _owner(root, target):\n"
+     << "    \"\"\"The module that holds `target` (\"blocks.0.weight\"), made on the way, and the last name.\"\"\"\n"
+     << "    *path, name = target.split(\".\")\n"
+     << "    for part in path:\n"
+     << "        if not hasattr(root, part):\n"
+     << "            root.add_module(part, torch.nn.Module())\n"
+     << "        root = getattr(root, part)\n"
+     << "    return root, name\n\n\n"
+     << "def build():\n"
+     << "    data = torch.load(DATA)\n"
+     << "    root = torch.nn.Module()\n"
+     << "    for target, tensor in data[\"tensors\"].items():\n"
+     << "        owner, name = _owner(root, target)\n"
+     << "        if target in data[\"parameters\"]:\n"
+     << "            owner.register_parameter(name, torch.nn.Parameter(tensor))\n"
+     << "        else:\n"
+     << "            owner.register_buffer(name, tensor)\n"
+     << "    graph = torch.fx.Graph()\n\n"
+     << "    def call(name, target, args, kwargs=None):\n"
+     << "        return graph.create_node(\"call_function\", target, args, kwargs or {}, name=name)\n\n"
+     << body.str()
+     << "    return torch.fx.GraphModule(root, graph, class_name=" << quote(shortName(fn.name)) << ")\n\n\n"
+     << "def example():\n"
+     << "    data = torch.load(DATA)\n"
+     << "    torch.set_rng_state(data[\"rng\"])\n"
+     << "    return data[\"inputs\"], data[\"outputs\"]\n\n\n"
+     << "def _check(what, outputs, expected):\n"
+     << "    assert len(outputs) == len(expected), f\"{what}: {len(outputs)} outputs, the record has {len(expected)}\"\n"
+     << "    for i, (got, want) in enumerate(zip(outputs, expected)):\n"
+     << "        torch.testing.assert_close(got, want, msg=lambda m: f\"{what}: output {i}: {m}\")\n\n\n"
+     << "if __name__ == \"__main__\":\n"
+     << "    import warnings\n\n"
+     << "    # torch's own notice when scripting any GraphModule; not about this graph.\n"
+     << "    warnings.filterwarnings(\"ignore\", message=\"The TorchScript type system doesn't support instance-level\")\n"
+     << "    with torch.no_grad():\n"
+     << "        inputs, expected = example()\n"
+     << "        _check(\"torch.fx\", build()(*inputs), expected)\n"
+     << "        inputs, expected = example()\n"
+     << "        _check(\"torch.jit.script\", torch.jit.script(build())(*inputs), expected)\n"
+     << "    print(f\"ok: torch.fx and torch.jit.script outputs equal the record's ({len(expected)} tensors)\")\n";
+
+  std::vector<record::Atom> tensorKeys;
+  std::vector<replay::Value> tensorValues, parameterNames;
+  for (auto& [target, t] : ex.tensors) {
+    tensorKeys.push_back(record::Atom::string(target));
+    tensorValues.push_back(replay::Value::ofTensor(t));
+  }
+  for (auto& p : ex.parameters) parameterNames.push_back(replay::Value::ofAtom(record::Atom::string(p)));
+  replay::Value payload = replay::Value::dict(
+      {record::Atom::string("tensors"), record::Atom::string("parameters"), record::Atom::string("inputs"),
+       record::Atom::string("outputs"), record::Atom::string("rng")},
+      {replay::Value::dict(std::move(tensorKeys), std::move(tensorValues)), replay::Value::list(std::move(parameterNames)),
+       replay::Value::list(std::move(ex.inputs)), replay::Value::list(std::move(ex.outputs)), replay::Value::ofTensor(ex.rng)});
+  replay::saveValueFile(summary.dataPath, payload);
+  record::writeFileAtomically(pythonPath, py.str());
+  return summary;
+}
+
+}  // namespace magpy::interop
