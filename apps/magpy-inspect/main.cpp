@@ -28,33 +28,13 @@ struct Options {
   std::string output;
 };
 
-// The record a picture or an export is about: --function/--record, or the
-// only function's first record.
-std::pair<size_t, size_t> chosenRecord(const RecordFile& f, const Options& o) {
-  if (f.functions.empty()) throw magpy::Error("the record file has no compiled functions");
-  size_t fi = 0;
-  if (!o.function.empty()) {
-    fi = findFunction(f, o.function);
-  } else if (f.functions.size() > 1) {
-    std::string names;
-    for (auto& fn : f.functions) names += "\n  " + fn.name;
-    throw magpy::Error("the record has " + std::to_string(f.functions.size()) +
-                       " compiled functions; choose one with --function:" + names);
-  }
-  size_t ri = o.record < 0 ? 0 : size_t(o.record);
-  if (ri >= f.functions[fi].records.size())
-    throw magpy::Error(f.functions[fi].name + " has " + std::to_string(f.functions[fi].records.size()) +
-                       " records; there is no record " + std::to_string(ri));
-  return {fi, ri};
-}
-
 void writeText(const std::string& text, const std::string& path) {
   if (path.empty() || path == "-") std::cout << text;
   else writeFileAtomically(path, text);
 }
 
 int picture(const RecordFile& f, const Options& o) {
-  auto [fi, ri] = chosenRecord(f, o);
+  auto [fi, ri] = chooseRecord(f, o.function, o.record < 0 ? 0 : o.record);
   const Record& r = f.functions[fi].records[ri];
   std::string title = f.functions[fi].name + ", record " + std::to_string(ri);
   std::string dot;
@@ -111,7 +91,7 @@ int main(int argc, char** argv) {
   app.add_option("--show", o.show,
                  "Only these sections: environment, state, guards, graph, mock, breaks, refgraph, calls, blobs")
       ->delimiter(',');
-  app.add_option("--format", o.format, "text or json (views, --summary, diff)")
+  app.add_option("--format", o.format, "text or json (views and --summary; diff has its own --format)")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
   app.add_option("--function", o.function, "Only this compiled function (full name or unique suffix)");

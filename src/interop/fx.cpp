@@ -244,21 +244,8 @@ std::string shortName(const std::string& qualified) {
 
 FxExportSummary writeFxExport(const record::RecordFile& file, const FxExportOptions& options,
                               const std::string& pythonPath) {
-  if (file.functions.empty()) throw Error("the record file has no compiled functions");
-  size_t fi = 0;
-  if (!options.function.empty()) {
-    fi = record::findFunction(file, options.function);
-  } else if (file.functions.size() > 1) {
-    std::string names;
-    for (auto& f : file.functions) names += "\n  " + f.name;
-    throw Error("the record has " + std::to_string(file.functions.size()) +
-                " compiled functions; choose one with --function:" + names);
-  }
+  auto [fi, ri] = record::chooseRecord(file, options.function, options.record);
   const record::CompiledFunction& fn = file.functions[fi];
-  if (options.record < 0 || size_t(options.record) >= fn.records.size())
-    throw Error(fn.name + " has " + std::to_string(fn.records.size()) + " records; there is no record " +
-                std::to_string(options.record));
-  size_t ri = size_t(options.record);
   const record::Record& rec = fn.records[ri];
   if (!rec.breaks.empty())
     throw Error(fn.name + " record " + std::to_string(ri) + " has no operator graph: its calls run Python (" +

@@ -80,6 +80,25 @@ size_t findFunction(const RecordFile& file, const std::string& name) {
               "'; the record has:" + names);
 }
 
+std::pair<size_t, size_t> chooseRecord(const RecordFile& file, const std::string& function, int record) {
+  size_t fi = 0;
+  if (!function.empty()) {
+    fi = findFunction(file, function);
+  } else if (file.functions.empty()) {
+    throw Error("the record file has no compiled functions");
+  } else if (file.functions.size() > 1) {
+    std::string names;
+    for (auto& fn : file.functions) names += "\n  " + fn.name;
+    throw Error("the record has " + std::to_string(file.functions.size()) +
+                " compiled functions; choose one with --function:" + names);
+  }
+  const CompiledFunction& fn = file.functions[fi];
+  if (record < 0 || size_t(record) >= fn.records.size())
+    throw Error(fn.name + " has " + std::to_string(fn.records.size()) + " records; there is no record " +
+                std::to_string(record));
+  return {fi, size_t(record)};
+}
+
 Section parseSection(const std::string& name) {
   static const std::pair<const char*, Section> names[] = {
       {"environment", Section::Environment}, {"state", Section::State}, {"guards", Section::Guards},

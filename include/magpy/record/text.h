@@ -6,6 +6,7 @@
 
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "magpy/record/record.h"
@@ -51,5 +52,10 @@ std::string argText(const Arg& a, const Graph& g);
 // The index of the function `name` names (full name or unique suffix), or
 // throws Error listing the names.
 size_t findFunction(const RecordFile& file, const std::string& name);
+
+// {function, record} for a view of one record: findFunction's, or the only
+// function when `function` is empty (a file with several asks, through the
+// Error, for a --function); throws Error when there is no such record.
+std::pair<size_t, size_t> chooseRecord(const RecordFile& file, const std::string& function, int record);
 
 }  // namespace magpy::record
