@@ -33,7 +33,7 @@ def resnet50(batch):
 
 def bert(batch):
     import bert as bert_model
-    return bert_model.build("small", batch, 128)
+    return bert_model.build(batch, size="small", seq=128)
 
 
 MODELS = {"mlp": mlp, "bert": bert, "resnet18": resnet18, "resnet50": resnet50}

@@ -2,11 +2,11 @@
 object, embedding sums, an attention mask turned into an additive bias,
 helper methods, a list of layers, and a dict of outputs.
 
-Run as a script it captures the model under magpy-capture:
+    magpy-capture examples/models/bert.py [--size base|small] [--seq N] [--batch N] [--calls N] [--small]
 
-    magpy-capture examples/models/bert.py [--size small|base] [--seq 128] [--batch 1]
+base is BERT-base (12 layers, hidden 768) at sequence 256; small has 4
+layers of hidden 256; --small is a 2-layer, hidden-64 model at sequence 32.
 """
-import argparse
 import math
 from dataclasses import dataclass
 
@@ -14,7 +14,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-import magpy
+from common import main
 
 
 @dataclass
@@ -32,6 +32,10 @@ class BertConfig:
     @classmethod
     def small(cls):
         return cls(hidden_size=256, num_layers=4, num_heads=4, intermediate_size=1024)
+
+    @classmethod
+    def tiny(cls):
+        return cls(hidden_size=64, num_layers=2, num_heads=2, intermediate_size=128)
 
 
 class Embeddings(nn.Module):
@@ -118,9 +122,12 @@ class BertModel(nn.Module):
         return {"last_hidden_state": hidden, "pooler_output": pooled, "hidden_states": tuple(all_hidden)}
 
 
-def build(size="small", batch=1, seq=128, seed=0):
+def build(batch=1, small=False, seed=0, size="base", seq=256):
     torch.manual_seed(seed)
-    cfg = BertConfig.small() if size == "small" else BertConfig()
+    if small:
+        cfg, seq = BertConfig.tiny(), min(seq, 32)
+    else:
+        cfg = BertConfig.small() if size == "small" else BertConfig()
     model = BertModel(cfg).eval()
     ids = torch.randint(0, cfg.vocab_size, (batch, seq))
     mask = torch.ones(batch, seq, dtype=torch.long)
@@ -128,21 +135,10 @@ def build(size="small", batch=1, seq=128, seed=0):
     return model, (ids, mask)
 
 
-def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--size", default="small", choices=["small", "base"])
-    p.add_argument("--seq", type=int, default=128)
-    p.add_argument("--batch", type=int, default=1)
-    args = p.parse_args()
-    model, inputs = build(args.size, args.batch, args.seq)
-    compiled = magpy.compile(model)
-    with torch.no_grad():
-        for _ in range(3):
-            out = compiled(*inputs)
-        ref = model(*inputs)
-    assert torch.allclose(out["last_hidden_state"], ref["last_hidden_state"]), "compiled result differs from eager"
-    print(f"bert ({args.size}, seq {args.seq}, batch {args.batch}): results equal to eager")
+def options(parser):
+    parser.add_argument("--size", default="base", choices=["base", "small"])
+    parser.add_argument("--seq", type=int, default=256)
 
 
 if __name__ == "__main__":
-    main()
+    main("bert", build, __doc__, options)

@@ -70,8 +70,14 @@ def run(name, model, inputs_for, calls):
     print(f"{name}: {calls} calls, results equal to eager")
 
 
-def main(name, build, description, **defaults):
-    """The usual script: options, build, then `calls` calls with fresh inputs of one shape."""
-    args = options(description, **defaults).parse_args()
-    model, inputs = build(batch=args.batch, small=args.small, seed=args.seed)
-    run(name, model, lambda step: inputs if step == 0 else fresh_like(inputs, step), args.calls)
+def main(name, build, description, add_options=None, **defaults):
+    """The usual script: options, build, then `calls` calls with fresh inputs
+    of one shape. Options that add_options(parser) adds go to build by name."""
+    parser = options(description, **defaults)
+    common = {a.dest for a in parser._actions}
+    if add_options:
+        add_options(parser)
+    args = vars(parser.parse_args())
+    extra = {k: v for k, v in args.items() if k not in common}
+    model, inputs = build(batch=args["batch"], small=args["small"], seed=args["seed"], **extra)
+    run(name, model, lambda step: inputs if step == 0 else fresh_like(inputs, step), args["calls"])

@@ -160,6 +160,12 @@ void Monitor::beginCall(ShadowFrame& sf, Pending& p) {
   p.annotation = p.calleeName.empty() ? nullptr : annotations_.find(p.calleeName);
   if (p.annotation) {
     const record::FunctionAnnotation& a = *p.annotation;
+    // The callee gets every argument: each counts as used (an argument
+    // that reached it inside a *args tuple was not loaded on its own).
+    for (NodeId n : p.positional)
+      if (n >= 0) refs_.use(n);
+    for (auto& kw : p.keywords)
+      if (kw.second >= 0) refs_.use(kw.second);
     // Python code under an annotation is summarized by it, not traced.
     p.traceCallees = !PyFunction_Check(callable);
     // A constant factory fills its tensor without operators: record none.
