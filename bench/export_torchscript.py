@@ -1,5 +1,5 @@
-"""Exports one model as TorchScript (torch.jit.trace, then torch.jit.freeze)
-with its inputs, for the C++ runner.
+"""Exports a model as TorchScript (torch.jit.trace, then torch.jit.freeze)
+with its inputs, for the C++ runner (magpy-bench-torchscript).
 
     /usr/bin/python3 bench/export_torchscript.py MODEL BATCH OUT.pt INPUTS.pt
 """
@@ -8,7 +8,6 @@ import sys
 import torch
 
 import models
-
 
 
 def flatten(value):
@@ -31,11 +30,16 @@ class Flat(torch.nn.Module):
         return tuple(flatten(self.model(*inputs)))
 
 
-name, batch, out, inputs_file = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-model, inputs = models.build(name, batch)
-model = Flat(model).eval()
-with torch.no_grad():
-    traced = torch.jit.trace(model, inputs, strict=False)
-    frozen = torch.jit.freeze(traced.eval())
-frozen.save(out)
-torch.save(tuple(inputs), inputs_file)
+def export(model, inputs, out, inputs_file):
+    """Saves the frozen trace and the inputs; returns the frozen module."""
+    with torch.no_grad():
+        traced = torch.jit.trace(Flat(model).eval(), inputs, strict=False)
+        frozen = torch.jit.freeze(traced.eval())
+    frozen.save(out)
+    torch.save(tuple(inputs), inputs_file)
+    return frozen
+
+
+if __name__ == "__main__":
+    name, batch, out, inputs_file = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+    export(*models.build(name, batch), out, inputs_file)

@@ -11,6 +11,9 @@ calls main(); run one under magpy-capture:
 the identity.)
 """
 import argparse
+import json
+import statistics
+import time
 
 import torch
 
@@ -24,6 +27,9 @@ def options(description, batch=1, calls=3):
     p.add_argument("--calls", type=int, default=calls, help="calls to compare, each with fresh inputs")
     p.add_argument("--small", action="store_true", help="a smaller configuration of the same code (fast tests)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--time", type=int, default=0, metavar="N",
+                   help="then time N more calls of the compiled model (bench/evaluate.py reads the line it prints)")
+    p.add_argument("--threads", type=int, default=0, help="intra-op threads (default: torch's choice)")
     return p
 
 
@@ -59,15 +65,34 @@ def fresh_like(inputs, step):
     return tuple(out)
 
 
-def run(name, model, inputs_for, calls):
-    """Calls the compiled model and the model itself on inputs_for(step)."""
+def run(name, model, inputs_for, calls, timed_calls=0):
+    """Calls the compiled model and the model itself on inputs_for(step);
+    then, if timed_calls, times that many calls of the compiled model on the
+    first inputs and prints one line: MAGPY_TIMING {json}."""
     compiled = magpy.compile(model)
+    call_seconds, eager_seconds = [], []
     with torch.no_grad():
         for step in range(calls):
             inputs = inputs_for(step)
+            t0 = time.perf_counter()
             got = compiled(*inputs)
-            assert_same(got, model(*inputs), f"{name}, call {step}")
-    print(f"{name}: {calls} calls, results equal to eager")
+            t1 = time.perf_counter()
+            want = model(*inputs)
+            eager_seconds.append(time.perf_counter() - t1)
+            call_seconds.append(t1 - t0)
+            assert_same(got, want, f"{name}, call {step}")
+        print(f"{name}: {calls} calls, results equal to eager")
+        if timed_calls:
+            inputs = inputs_for(0)
+            times = []
+            for _ in range(timed_calls):
+                t0 = time.perf_counter()
+                compiled(*inputs)
+                times.append(time.perf_counter() - t0)
+            stats = compiled._magpy_stats() if hasattr(compiled, "_magpy_stats") else {}
+            print("MAGPY_TIMING " + json.dumps({"median_ms": statistics.median(times) * 1e3, "min_ms": min(times) * 1e3,
+                                                "call_ms": [t * 1e3 for t in call_seconds],
+                                                "eager_call_ms": [t * 1e3 for t in eager_seconds], "stats": stats}))
 
 
 def main(name, build, description, add_options=None, **defaults):
@@ -79,5 +104,7 @@ def main(name, build, description, add_options=None, **defaults):
         add_options(parser)
     args = vars(parser.parse_args())
     extra = {k: v for k, v in args.items() if k not in common}
+    if args["threads"]:
+        torch.set_num_threads(args["threads"])
     model, inputs = build(batch=args["batch"], small=args["small"], seed=args["seed"], **extra)
-    run(name, model, lambda step: inputs if step == 0 else fresh_like(inputs, step), args["calls"])
+    run(name, model, lambda step: inputs if step == 0 else fresh_like(inputs, step), args["calls"], args["time"])

@@ -26,7 +26,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from common import fresh_like, options, run
+from common import main
 
 
 @dataclass
@@ -314,13 +314,9 @@ def build(batch=1, small=False, seed=0, seq=None):
     return model, (ids, mask)
 
 
-def main():
-    p = options(__doc__)
-    p.add_argument("--seq", type=int, default=None, help="tokens per sequence (default 128, --small 32)")
-    args = p.parse_args()
-    model, inputs = build(batch=args.batch, small=args.small, seed=args.seed, seq=args.seq)
-    run("deberta", model, lambda step: inputs if step == 0 else fresh_like(inputs, step), args.calls)
+def add_options(parser):
+    parser.add_argument("--seq", type=int, default=None, help="tokens per sequence (default 128, --small 32)")
 
 
 if __name__ == "__main__":
-    main()
+    main("deberta", build, __doc__, add_options=add_options)

@@ -54,7 +54,9 @@ def main():
         torch.manual_seed(step)
         return (torch.randint(0, vocab, (args.batch, lengths[step])),)
 
-    run(f"lstm_loop, lengths {args.lengths}", model, inputs_for, len(lengths))
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    run(f"lstm_loop, lengths {args.lengths}", model, inputs_for, len(lengths), args.time)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,9 @@ def main():
         return tuple(x.narrow(dim, 0, min(n, x.shape[dim])).contiguous() if isinstance(x, torch.Tensor) else x
                      for x in inputs)
 
-    run(f"{args.model}, {args.vary} {args.sizes}", model, inputs_for, len(sizes))
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    run(f"{args.model}, {args.vary} {args.sizes}", model, inputs_for, len(sizes), args.time)
 
 
 if __name__ == "__main__":

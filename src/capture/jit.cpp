@@ -311,8 +311,7 @@ struct Session::Impl : FrameInterceptor {
         auto it = std::find(names.begin(), names.end(), s.name);
         if (it != names.end()) at = size_t(it - names.begin());
       } else if (s.kind == record::PathStep::Kind::Key) {
-        record::Atom key = s.keyIsInt ? record::Atom::integer(s.index) : record::Atom::string(s.name);
-        auto it = std::find(keys.begin(), keys.end(), key);
+        auto it = std::find(keys.begin(), keys.end(), s.key);
         if (it != keys.end()) at = size_t(it - keys.begin());
       }
       if (at == SIZE_MAX) return;
@@ -335,14 +334,14 @@ struct Session::Impl : FrameInterceptor {
     }
     // One tree for the arguments, so that f(x, x) keeps its aliasing.
     PathTrie argTrie;
-    for (auto& [i, t] : argPaths) argTrie.children[{record::PathStep::Kind::Index, {}, int64_t(i), false}] = t;
+    for (auto& [i, t] : argPaths) argTrie.children[record::PathStep::at(int64_t(i))] = t;
     record::Value a = snapshot(args, argTrie, blobs);
     a.type.clear();
     *kwOut = record::Value();
     kwOut->kind = record::Value::Kind::Dict;
     if (kwargs) {
       PathTrie kwTrie;
-      for (auto& [k, t] : kwPaths) kwTrie.children[{record::PathStep::Kind::Key, k, 0, false}] = t;
+      for (auto& [k, t] : kwPaths) kwTrie.children[record::PathStep::keyed(record::Atom::string(k))] = t;
       *kwOut = snapshot(kwargs, kwTrie, blobs);
     }
     return a;

@@ -52,8 +52,12 @@ std::string describeLive(PyObject* o) {
 namespace {
 
 PyRef keyFor(const record::PathStep& s) {
-  if (s.kind == record::PathStep::Kind::Index || s.keyIsInt) return PyRef::steal(PyLong_FromLongLong(s.index));
-  return PyRef::steal(PyUnicode_InternFromString(s.name.c_str()));
+  switch (s.kind) {
+    case record::PathStep::Kind::Index: return PyRef::steal(PyLong_FromLongLong(s.index));
+    case record::PathStep::Kind::Attr: return PyRef::steal(PyUnicode_InternFromString(s.name.c_str()));
+    case record::PathStep::Kind::Key: break;
+  }
+  return atomObject(s.key);
 }
 
 // nn.Module keeps parameters, buffers and submodules out of __dict__ and
@@ -266,7 +270,7 @@ std::optional<LiveMiss> LiveRecord::check(LivePaths::Values& values) const {
           size_t n = 0;
           ok = true;
           while (PyDict_Next(v, &pos, &k, &val)) {
-            auto a = atomOf(k);
+            auto a = dictKey(k);
             if (!a || !(*a == g.check.keys[n++])) {
               ok = false;
               break;
@@ -451,7 +455,7 @@ record::Value snap(PyObject* o, const PathTrie& wanted, SnapshotContext& ctx) {
     if (!PyTuple_CheckExact(o) && !PyList_CheckExact(o)) v.type = typeName(Py_TYPE(o));
     Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
     for (Py_ssize_t i = 0; i < n; ++i)
-      v.items.push_back(snap(PySequence_Fast_GET_ITEM(o, i), child({record::PathStep::Kind::Index, {}, i, false}), ctx));
+      v.items.push_back(snap(PySequence_Fast_GET_ITEM(o, i), child(record::PathStep::at(i)), ctx));
     return v;
   }
   bool plainKeys = PyDict_Check(o);
@@ -459,7 +463,7 @@ record::Value snap(PyObject* o, const PathTrie& wanted, SnapshotContext& ctx) {
     PyObject *k, *val;
     Py_ssize_t pos = 0;
     while (PyDict_Next(o, &pos, &k, &val))
-      if (!PyUnicode_CheckExact(k) && !PyLong_CheckExact(k)) plainKeys = false;
+      if (!dictKey(k)) plainKeys = false;
   }
   if (plainKeys) {
     v.kind = record::Value::Kind::Dict;
@@ -467,10 +471,9 @@ record::Value snap(PyObject* o, const PathTrie& wanted, SnapshotContext& ctx) {
     PyObject *k, *val;
     Py_ssize_t pos = 0;
     while (PyDict_Next(o, &pos, &k, &val)) {
-      record::PathStep s = PyUnicode_CheckExact(k) ? record::PathStep{record::PathStep::Kind::Key, PyUnicode_AsUTF8(k), 0, false}
-                                                   : record::PathStep{record::PathStep::Kind::Key, {}, PyLong_AsLongLong(k), true};
-      v.keys.push_back(*atomOf(k));
-      v.items.push_back(snap(val, child(s), ctx));
+      record::Atom key = *dictKey(k);
+      v.keys.push_back(key);
+      v.items.push_back(snap(val, child(record::PathStep::keyed(key)), ctx));
     }
     return v;
   }

@@ -62,12 +62,6 @@ bool isTensorMetadata(const std::string& name) {
   return std::any_of(std::begin(kNames), std::end(kNames), [&](const char* n) { return name == n; });
 }
 
-// Builtin types whose operators are pure functions of their operands.
-bool isPlainType(PyObject* o) {
-  return isAtom(o) || PyTuple_Check(o) || PyList_Check(o) || PyDict_Check(o) || PyAnySet_Check(o) ||
-         PySlice_Check(o) || PyBytes_Check(o) || PyRange_Check(o) || isTensor(o);
-}
-
 }  // namespace
 
 Monitor::Monitor(const record::AnnotationSet& annotations) : annotations_(annotations) {
@@ -108,14 +102,14 @@ PyObject* Monitor::run(const CallSpec& call) {
     refs_.addLazyRoot(id, rel);
     return id;
   };
-  rootSelf_ = root(call.self, {Relation::Kind::Self, {}, 0, false});
+  rootSelf_ = root(call.self, Relation::self());
   Py_ssize_t nargs = call.args ? PyTuple_GET_SIZE(call.args) : 0;
-  for (Py_ssize_t i = 0; i < nargs; ++i) rootArgs_.push_back(root(PyTuple_GET_ITEM(call.args, i), {Relation::Kind::Arg, {}, i, false}));
+  for (Py_ssize_t i = 0; i < nargs; ++i) rootArgs_.push_back(root(PyTuple_GET_ITEM(call.args, i), Relation::arg(i)));
   if (call.kwargs) {
     PyObject *k, *v;
     Py_ssize_t pos = 0;
     while (PyDict_Next(call.kwargs, &pos, &k, &v))
-      rootKwargs_.push_back({utf8(k), root(v, {Relation::Kind::Kwarg, utf8(k), 0, false})});
+      rootKwargs_.push_back({utf8(k), root(v, Relation::kwarg(utf8(k)))});
   }
 
   Monitor* previous = tMonitor;
@@ -252,7 +246,7 @@ NodeId Monitor::moduleNode(PyObject* globals) {
     PyErr_Clear();
     return kNoNode;
   }
-  NodeId id = refs_.read(kExternal, {Relation::Kind::Module, utf8(name), 0, false}, module);
+  NodeId id = refs_.read(kExternal, Relation::module(utf8(name)), module);
   Py_DECREF(module);
   return id;
 }
@@ -408,7 +402,7 @@ void Monitor::bindParameters(ShadowFrame& sf, NodeId function, const std::vector
     NodeId dict = refs_.nodeFor(v.local(varkw));
     for (auto& e : refs_.node(dict).versions.back().refs)
       for (auto& [name, node] : extraKw)
-        if (!e.rel.intKey && e.rel.name == name) e.target = node;
+        if (e.rel.key == record::Atom::string(name)) e.target = node;
     sf.locals[size_t(varkw)] = dict;
   }
   // Parameters left unbound take their defaults from the function.
@@ -429,7 +423,7 @@ void Monitor::bindParameters(ShadowFrame& sf, NodeId function, const std::vector
       PyObject* value = kwdefaults ? PyDict_GetItemString(kwdefaults, name.c_str()) : nullptr;
       if (!value) continue;
       NodeId d = refs_.read(function, Relation::attr("__kwdefaults__"), kwdefaults);
-      sf.locals[size_t(i)] = refs_.read(d, Relation::key(name), value);
+      sf.locals[size_t(i)] = refs_.read(d, Relation::keyed(name), value);
     }
   }
 }
@@ -694,15 +688,13 @@ bool Monitor::finishInstruction(ShadowFrame& sf, Pending& p, std::vector<NodeId>
   auto operatorResult = [&](PyObject* v) -> NodeId {
     if (p.calleeResult != kNoNode && p.calleeResultObj == v) return p.calleeResult;
     for (size_t k = 0; k < p.inputObjs.size(); ++k)
-      if (p.inputObjs[k] && !isPlainType(inObj(k)) && Py_TYPE(inObj(k))->tp_flags & Py_TPFLAGS_HEAPTYPE &&
-          !isTensor(inObj(k)))
-        return derived(v);  // user classes implement operators in Python (traced)
-    for (size_t k = 0; k < p.inputObjs.size(); ++k)
-      if (p.inputObjs[k] && !isPlainType(inObj(k)) && externalOpaque(in(k))) {
+      if (p.inputObjs[k] && externalOpaque(in(k))) {  // a set, or a dict keyed by objects, included
         graphBreak(std::string(opName(ins.op)) + " on a " + Py_TYPE(inObj(k))->tp_name +
                    " object runs native code on contents magpy cannot guard");
         return kNoNode;
       }
+    // Operators of user classes run in Python (traced); those of plain
+    // values and followed containers depend only on guarded inputs.
     return derived(v);
   };
 
@@ -747,7 +739,7 @@ bool Monitor::finishInstruction(ShadowFrame& sf, Pending& p, std::vector<NodeId>
       } else {
         // A builtin, found because the module has no global of that name.
         absent_.push_back({sf.globals, Relation::attr(utf8(name))});
-        NodeId builtins = refs_.read(kExternal, {Relation::Kind::Module, "builtins", 0, false},
+        NodeId builtins = refs_.read(kExternal, Relation::module("builtins"),
                                      PyImport_AddModule("builtins"));
         out.back() = refs_.read(builtins, Relation::attr(utf8(name)), value);
       }
@@ -821,8 +813,8 @@ bool Monitor::finishInstruction(ShadowFrame& sf, Pending& p, std::vector<NodeId>
         Py_ssize_t i = PyLong_AsSsize_t(key);
         if (i < 0) i += PySequence_Size(container);
         out[0] = refs_.read(in(0), Relation::at(i), value);
-      } else if (kind == NodeKind::Dict && (PyUnicode_CheckExact(key) || PyLong_CheckExact(key))) {
-        out[0] = refs_.read(in(0), PyUnicode_CheckExact(key) ? Relation::key(utf8(key)) : Relation::intKeyOf(PyLong_AsLongLong(key)), value);
+      } else if (auto k = kind == NodeKind::Dict ? dictKey(key) : std::nullopt) {
+        out[0] = refs_.read(in(0), Relation::keyed(*k), value);
       } else {
         out[0] = operatorResult(value);
         if (out[0] == kNoNode) return false;
@@ -842,8 +834,8 @@ bool Monitor::finishInstruction(ShadowFrame& sf, Pending& p, std::vector<NodeId>
         refs_.write(in(1), Relation::at(i), in(0));
         return true;
       }
-      if (kind == NodeKind::Dict && (PyUnicode_CheckExact(key) || PyLong_CheckExact(key))) {
-        refs_.write(in(1), PyUnicode_CheckExact(key) ? Relation::key(utf8(key)) : Relation::intKeyOf(PyLong_AsLongLong(key)), in(0));
+      if (auto k = kind == NodeKind::Dict ? dictKey(key) : std::nullopt) {
+        refs_.write(in(1), Relation::keyed(*k), in(0));
         return true;
       }
       if (kind == NodeKind::List || kind == NodeKind::Dict) {
@@ -1000,8 +992,8 @@ bool Monitor::finishInstruction(ShadowFrame& sf, Pending& p, std::vector<NodeId>
     case Op::MAP_ADD: {
       NodeId dict = slotNode(sf, p.base - ins.arg);
       PyObject* key = inObj(0);
-      if (refs_.node(dict).kind == NodeKind::Dict && (PyUnicode_CheckExact(key) || PyLong_CheckExact(key)))
-        refs_.write(dict, PyUnicode_CheckExact(key) ? Relation::key(utf8(key)) : Relation::intKeyOf(PyLong_AsLongLong(key)), in(1));
+      if (auto k = refs_.node(dict).kind == NodeKind::Dict ? dictKey(key) : std::nullopt)
+        refs_.write(dict, Relation::keyed(*k), in(1));
       else
         refs_.changedInPlace(dict);
       return true;
@@ -1043,7 +1035,7 @@ bool Monitor::finishInstruction(ShadowFrame& sf, Pending& p, std::vector<NodeId>
       return true;
     case Op::IMPORT_NAME: {
       PyObject* module = outObj(0);
-      out[0] = PyModule_Check(module) ? refs_.read(kExternal, {Relation::Kind::Module, utf8(PyModule_GetNameObject(module)), 0, false}, module)
+      out[0] = PyModule_Check(module) ? refs_.read(kExternal, Relation::module(utf8(PyModule_GetNameObject(module))), module)
                                       : newNode(module);
       if (PyErr_Occurred()) PyErr_Clear();
       return true;

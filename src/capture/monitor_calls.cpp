@@ -24,25 +24,20 @@ bool relationFor(const record::RelationAnnotation& r, PyObject* container, const
     out = Relation::attr(name ? utf8(name) : r.name);
     return true;
   }
-  if (name && PyLong_CheckExact(name)) {
-    long long i = PyLong_AsLongLong(name);
-    if (PyList_Check(container) || PyTuple_Check(container)) {
-      if (i < 0) i += PySequence_Size(container);
-      out = Relation::at(i);
-    } else {
-      out = Relation::intKeyOf(i);
-    }
-    return true;
-  }
-  if (name && PyUnicode_CheckExact(name)) {
-    out = Relation::key(utf8(name));
-    return true;
-  }
   if (!name) {
-    out = Relation::key(r.name);
+    out = Relation::keyed(r.name);
     return true;
   }
-  return false;
+  if (PyLong_CheckExact(name) && (PyList_Check(container) || PyTuple_Check(container))) {
+    long long i = PyLong_AsLongLong(name);
+    if (i < 0) i += PySequence_Size(container);
+    out = Relation::at(i);
+    return true;
+  }
+  auto key = dictKey(name);
+  if (!key) return false;
+  out = Relation::keyed(*key);
+  return true;
 }
 
 // Whether `container` currently has the element `rel` names.
@@ -56,8 +51,8 @@ bool relationExists(PyObject* container, const Relation& rel) {
       has = rel.index >= 0 && rel.index < PySequence_Size(container);
       break;
     case Relation::Kind::Key: {
-      PyRef key = PyRef::steal(rel.intKey ? PyLong_FromLongLong(rel.index) : PyUnicode_FromString(rel.name.c_str()));
-      has = key && PyMapping_Check(container) && PyMapping_HasKey(container, key.get());
+      PyRef key = atomObject(rel.key);
+      has = PyMapping_Check(container) && PyMapping_HasKey(container, key.get());
       break;
     }
     default:
@@ -72,11 +67,7 @@ PyObject* elementOf(PyObject* container, const Relation& rel) {
   switch (rel.kind) {
     case Relation::Kind::Attr: v = PyObject_GetAttrString(container, rel.name.c_str()); break;
     case Relation::Kind::Index: v = PySequence_GetItem(container, rel.index); break;
-    case Relation::Kind::Key: {
-      PyRef key = PyRef::steal(rel.intKey ? PyLong_FromLongLong(rel.index) : PyUnicode_FromString(rel.name.c_str()));
-      v = key ? PyObject_GetItem(container, key.get()) : nullptr;
-      break;
-    }
+    case Relation::Kind::Key: v = PyObject_GetItem(container, atomObject(rel.key).get()); break;
     default: break;
   }
   if (!v) PyErr_Clear();
@@ -123,7 +114,7 @@ void Monitor::beginCall(ShadowFrame& sf, Pending& p) {
         return;
       }
       for (auto& e : kw.last().refs) {
-        p.keywords.push_back({e.rel.name, e.target});
+        p.keywords.push_back({e.rel.key.s, e.target});  // Python requires str keys in **kwargs
         p.keywordObjs.push_back(refs_.node(e.target).obj);
       }
     }

@@ -64,7 +64,7 @@ bool isAtom(PyObject* o) {
 std::optional<record::Atom> atomOf(PyObject* o) {
   using record::Atom;
   if (o == Py_None) return Atom::none();
-  if (o == Py_Ellipsis) return Atom{Atom::Kind::Ellipsis, 0, 0, {}};
+  if (o == Py_Ellipsis) return Atom::named(Atom::Kind::Ellipsis, "");
   if (PyBool_Check(o)) return Atom::boolean(o == Py_True);
   if (PyLong_CheckExact(o)) {
     int overflow = 0;
@@ -90,6 +90,17 @@ std::optional<record::Atom> atomOf(PyObject* o) {
   return Atom::named(kind, s);
 }
 
+std::optional<record::Atom> dictKey(PyObject* key) {
+  if (!PyTuple_CheckExact(key)) return atomOf(key);
+  std::vector<record::Atom> items;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(key); ++i) {
+    auto item = dictKey(PyTuple_GET_ITEM(key, i));
+    if (!item) return std::nullopt;
+    items.push_back(std::move(*item));
+  }
+  return record::Atom::tuple(std::move(items));
+}
+
 PyRef atomObject(const record::Atom& a) {
   using K = record::Atom::Kind;
   switch (a.kind) {
@@ -99,6 +110,11 @@ PyRef atomObject(const record::Atom& a) {
     case K::Int: return PyRef::steal(PyLong_FromLongLong(a.i));
     case K::Float: return PyRef::steal(PyFloat_FromDouble(a.f));
     case K::Str: return PyRef::steal(PyUnicode_FromStringAndSize(a.s.data(), Py_ssize_t(a.s.size())));
+    case K::Tuple: {
+      PyRef t = PyRef::steal(PyTuple_New(Py_ssize_t(a.items.size())));
+      for (size_t i = 0; i < a.items.size(); ++i) PyTuple_SET_ITEM(t.get(), Py_ssize_t(i), atomObject(a.items[i]).release());
+      return t;
+    }
     default: break;
   }
   PyRef torch = PyRef::steal(PyImport_ImportModule("torch"));

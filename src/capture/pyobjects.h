@@ -37,6 +37,9 @@ class PyRef {
 bool isAtom(PyObject* o);
 std::optional<record::Atom> atomOf(PyObject* o);
 PyRef atomObject(const record::Atom& a);  // throws Error for unknown enums
+// A dict key as records hold it: a scalar atomOf takes, or a tuple of such
+// keys; nothing for other keys (objects, frozensets).
+std::optional<record::Atom> dictKey(PyObject* key);
 
 // "builtins.list", "__main__.MLP", "torch.nn.modules.linear.Linear"
 std::string typeName(PyTypeObject* t);

@@ -61,6 +61,8 @@ class Builder {
   }
 
   BuiltRecord build() {
+    for (NodeId id : entry_.order)
+      if (!g_.node(id).unsupported.empty()) throw Error(g_.node(id).unsupported + " is read, and no record can hold it");
     guards();
     graphInputs();
     mock();
@@ -122,9 +124,9 @@ class Builder {
           addGuard(path, c, reinterpret_cast<PyObject*>(Py_TYPE(n.obj)));
           record::Check len;
           if (n.kind == NodeKind::Dict) {
+            if (!n.unsupported.empty()) break;  // a break record: its keys are not all known
             len.kind = K::DictKeys;
-            for (auto& e : n.versions.front().refs)
-              len.keys.push_back(e.rel.intKey ? record::Atom::integer(e.rel.index) : record::Atom::string(e.rel.name));
+            for (auto& e : n.versions.front().refs) len.keys.push_back(e.rel.key);
           } else {
             len.kind = K::Length;
             len.i = int64_t(n.versions.front().refs.size());
@@ -199,9 +201,10 @@ class Builder {
                         p.steps[k + 1].kind == record::PathStep::Kind::Key &&
                         (s.name == "_modules" || s.name == "_parameters" || s.name == "_buffers");
           if (holder) continue;
-          std::string part = s.kind == record::PathStep::Kind::Attr || (s.kind == record::PathStep::Kind::Key && !s.keyIsInt)
-                                 ? s.name
-                                 : std::to_string(s.index);
+          std::string part = s.kind == record::PathStep::Kind::Attr    ? s.name
+                             : s.kind == record::PathStep::Kind::Index ? std::to_string(s.index)
+                             : s.key.kind == record::Atom::Kind::Str   ? s.key.s
+                                                                       : record::toString(s.key);
           if (s.kind == record::PathStep::Kind::Key && !(k > 0 && p.steps[k - 1].kind == record::PathStep::Kind::Attr &&
                                                          (p.steps[k - 1].name == "_modules" || p.steps[k - 1].name == "_parameters" ||
                                                           p.steps[k - 1].name == "_buffers")))
@@ -219,6 +222,7 @@ class Builder {
   record::ValueExpr expr(NodeId id, int depth = 0) {
     if (depth > 64) throw Error("a value the function returns or stores is nested too deeply (or cyclic)");
     const ShadowNode& n = g_.node(id);
+    if (!n.unsupported.empty()) throw Error("the function returns or stores " + n.unsupported + ", which no record can hold");
     bool atEntry = entry_.first.count(id) > 0;
     if (n.kind == NodeKind::Atom) {
       if (n.dataDependent) throw Error("the function returns or stores a Python number computed from tensor contents");
@@ -248,7 +252,7 @@ class Builder {
         for (auto& edge : std::vector<Edge>(n.last().refs)) {
           e.items.push_back(expr(edge.target, depth + 1));
           if (n.kind == NodeKind::Dict)
-            e.keys.push_back(edge.rel.intKey ? record::Atom::integer(edge.rel.index) : record::Atom::string(edge.rel.name));
+            e.keys.push_back(edge.rel.key);
         }
         return e;
       }
@@ -258,7 +262,7 @@ class Builder {
   }
 
   static record::Atom keyAtom(const Relation& r) {
-    return r.intKey || r.kind == Relation::Kind::Index ? record::Atom::integer(r.index) : record::Atom::string(r.name);
+    return r.kind == Relation::Kind::Index ? record::Atom::integer(r.index) : r.key;
   }
 
   void mock() {
@@ -397,7 +401,7 @@ class Builder {
     }
     auto edgesInto = [&](record::Value& into) {
       for (auto& e : std::vector<Edge>(n.versions.front().refs)) {
-        if (n.kind == NodeKind::Dict) into.keys.push_back(e.rel.intKey ? record::Atom::integer(e.rel.index) : record::Atom::string(e.rel.name));
+        if (n.kind == NodeKind::Dict) into.keys.push_back(e.rel.key);
         else if (n.kind != NodeKind::Tuple && n.kind != NodeKind::List) into.names.push_back(e.rel.name);
         into.items.push_back(entryValue(e.target, ids));
       }

@@ -16,8 +16,7 @@ std::string toString(const Relation& r) {
     case Relation::Kind::Module: return "G(" + r.name + ")";
     case Relation::Kind::Attr: return "." + r.name;
     case Relation::Kind::Index: return "[" + std::to_string(r.index) + "]";
-    case Relation::Kind::Key:
-      return "[" + (r.intKey ? std::to_string(r.index) : record::toString(record::Atom::string(r.name))) + "]";
+    case Relation::Kind::Key: return "[" + record::toString(r.key) + "]";
   }
   return "?";
 }
@@ -38,7 +37,7 @@ record::AccessPath extend(const record::AccessPath& base, const Relation& r, con
       if (base.root == record::AccessPath::Root::Global && base.steps.empty()) return base.key(r.name);
       return base.attr(r.name);
     case Relation::Kind::Index: return base.item(r.index);
-    case Relation::Kind::Key: return r.intKey ? base.intKey(r.index) : base.key(r.name);
+    case Relation::Kind::Key: return base.key(r.key);
   }
   return base;
 }
@@ -64,11 +63,12 @@ NodeKind RefGraph::classify(PyObject* o) {
   if (PyTuple_Check(o)) return NodeKind::Tuple;
   if (PyList_Check(o)) return NodeKind::List;
   if (PyDict_Check(o)) {
-    // Dicts whose keys are not str/int cannot be named by access paths.
+    // Dicts with keys access paths cannot name (objects) stay opaque; one
+    // that gains such a key later is marked `unsupported`.
     PyObject *k, *v;
     Py_ssize_t pos = 0;
     while (PyDict_Next(o, &pos, &k, &v))
-      if (!PyUnicode_CheckExact(k) && !PyLong_CheckExact(k)) return NodeKind::Object;
+      if (!dictKey(k)) return NodeKind::Object;
     return NodeKind::Dict;
   }
   if (PyModule_Check(o)) return NodeKind::Module;
@@ -113,7 +113,7 @@ NodeId RefGraph::nodeFor(PyObject* obj) {
     // its attributes are named G(module)['x'] however it was reached.
     const char* name = PyModule_GetName(obj);
     if (name) {
-      for (auto& v : nodes_[0].versions) v.refs.push_back({{Relation::Kind::Module, name, 0, false}, id});
+      for (auto& v : nodes_[0].versions) v.refs.push_back({Relation::module(name), id});
       node(id).external = true;
     } else {
       PyErr_Clear();
@@ -150,7 +150,12 @@ void RefGraph::observeElements(NodeId id) {
     PyObject *k, *v;
     Py_ssize_t pos = 0;
     while (PyDict_Next(o, &pos, &k, &v)) {
-      Relation r = PyUnicode_CheckExact(k) ? Relation::key(PyUnicode_AsUTF8(k)) : Relation::intKeyOf(PyLong_AsLongLong(k));
+      auto key = dictKey(k);
+      if (!key) {
+        node(id).unsupported = std::string("a dict with a key of type ") + Py_TYPE(k)->tp_name;
+        continue;
+      }
+      Relation r = Relation::keyed(*key);
       refs.push_back({r, element(r, v)});
     }
   } else {

@@ -35,16 +35,20 @@ struct Relation {
     Attr, Index, Key,          // attribute, sequence position, dict key
   };
   Kind kind = Kind::Attr;
-  std::string name;  // Kwarg, Module (module name), Attr, string Key
-  int64_t index = 0; // Arg, Index, integer Key
-  bool intKey = false;
+  std::string name;   // Kwarg, Module (module name), Attr
+  int64_t index = 0;  // Arg, Index
+  record::Atom key;   // Key: str, int, or a tuple of keys
 
-  static Relation attr(std::string n) { return {Kind::Attr, std::move(n), 0, false}; }
-  static Relation at(int64_t i) { return {Kind::Index, {}, i, false}; }
-  static Relation key(std::string k) { return {Kind::Key, std::move(k), 0, false}; }
-  static Relation intKeyOf(int64_t k) { return {Kind::Key, {}, k, true}; }
+  static Relation self() { return {Kind::Self, {}, 0, {}}; }
+  static Relation arg(int64_t i) { return {Kind::Arg, {}, i, {}}; }
+  static Relation kwarg(std::string n) { return {Kind::Kwarg, std::move(n), 0, {}}; }
+  static Relation module(std::string n) { return {Kind::Module, std::move(n), 0, {}}; }
+  static Relation attr(std::string n) { return {Kind::Attr, std::move(n), 0, {}}; }
+  static Relation at(int64_t i) { return {Kind::Index, {}, i, {}}; }
+  static Relation keyed(record::Atom k) { return {Kind::Key, {}, 0, std::move(k)}; }
+  static Relation keyed(std::string k) { return keyed(record::Atom::string(std::move(k))); }
   bool operator==(const Relation& o) const {
-    return kind == o.kind && name == o.name && index == o.index && intKey == o.intKey;
+    return kind == o.kind && name == o.name && index == o.index && key == o.key;
   }
 };
 
@@ -81,6 +85,7 @@ struct ShadowNode {
   std::vector<ShadowVersion> versions{ShadowVersion{}};
   bool dataDependent = false; // derived from tensor contents (e.g. .item()): not a constant
   bool external = false;      // part of the state the call began with (reached from node 0)
+  std::string unsupported;    // why no record can hold it (a dict key that is an object); empty: one can
 
   const ShadowVersion& last() const { return versions.back(); }
   NodeId refOf(const Relation& r, size_t version) const;  // kNoNode if absent

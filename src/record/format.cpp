@@ -161,10 +161,11 @@ template <class Ar> void io(Ar& ar, std::vector<std::string>& v) {
 }
 
 template <class Ar> void io(Ar& ar, Atom& a) {
-  ioEnum(ar, a.kind, Atom::Kind::MemoryFormat);
+  ioEnum(ar, a.kind, Atom::Kind::Tuple);
   ar.zigzag(a.i);
   ar.f64(a.f);
   ar.str(a.s);
+  ioVec(ar, "items", a.items, [&](Atom& x) { io(ar, x); });
 }
 template <class Ar> void io(Ar& ar, std::vector<Atom>& v) {
   ioVec(ar, "keys", v, [&](Atom& a) { io(ar, a); });
@@ -182,7 +183,7 @@ template <class Ar> void io(Ar& ar, PathStep& s) {
   ioEnum(ar, s.kind, PathStep::Kind::Key);
   ar.str(s.name);
   ar.zigzag(s.index);
-  ioBool(ar, s.keyIsInt);
+  io(ar, s.key);
 }
 
 template <class Ar> void io(Ar& ar, AccessPath& p) {

@@ -1,6 +1,7 @@
 #include "magpy/record/path.h"
 
 #include <cctype>
+#include <cstdlib>
 #include <tuple>
 
 #include "magpy/support/error.h"
@@ -9,7 +10,7 @@
 namespace magpy::record {
 
 bool PathStep::operator<(const PathStep& o) const {
-  return std::tie(kind, keyIsInt, index, name) < std::tie(o.kind, o.keyIsInt, o.index, o.name);
+  return std::tie(kind, index, name, key) < std::tie(o.kind, o.index, o.name, o.key);
 }
 
 AccessPath AccessPath::global(std::string module, std::string key) {
@@ -21,22 +22,17 @@ AccessPath AccessPath::global(std::string module, std::string key) {
 
 AccessPath AccessPath::attr(std::string n) const {
   AccessPath p = *this;
-  p.steps.push_back({PathStep::Kind::Attr, std::move(n), 0, false});
+  p.steps.push_back(PathStep::attr(std::move(n)));
   return p;
 }
 AccessPath AccessPath::item(int64_t i) const {
   AccessPath p = *this;
-  p.steps.push_back({PathStep::Kind::Index, {}, i, false});
+  p.steps.push_back(PathStep::at(i));
   return p;
 }
-AccessPath AccessPath::key(std::string k) const {
+AccessPath AccessPath::key(Atom k) const {
   AccessPath p = *this;
-  p.steps.push_back({PathStep::Kind::Key, std::move(k), 0, false});
-  return p;
-}
-AccessPath AccessPath::intKey(int64_t k) const {
-  AccessPath p = *this;
-  p.steps.push_back({PathStep::Kind::Key, {}, k, true});
+  p.steps.push_back(PathStep::keyed(std::move(k)));
   return p;
 }
 
@@ -97,15 +93,11 @@ class PathParser {
     }
     while (pos_ < t_.size()) {
       if (eat(".")) {
-        p.steps.push_back({PathStep::Kind::Attr, peek() == '\'' ? string() : identifier(), 0, false});
+        p.steps.push_back(PathStep::attr(peek() == '\'' ? string() : identifier()));
       } else if (eat("[")) {
-        if (peek() == '\'') {
-          p.steps.push_back({PathStep::Kind::Key, string(), 0, false});
-        } else if (eat("#")) {
-          p.steps.push_back({PathStep::Kind::Key, {}, integer(), true});
-        } else {
-          p.steps.push_back({PathStep::Kind::Index, {}, integer(), false});
-        }
+        if (eat("#")) p.steps.push_back(PathStep::keyed(Atom::integer(integer())));
+        else if (peek() == '-' || std::isdigit(static_cast<unsigned char>(peek()))) p.steps.push_back(PathStep::at(integer()));
+        else p.steps.push_back(PathStep::keyed(atom()));
         expect(']');
       } else {
         fail("'.' or '['");
@@ -132,6 +124,36 @@ class PathParser {
     while (std::isdigit(static_cast<unsigned char>(peek()))) ++pos_;
     if (start == pos_ || (pos_ == start + 1 && t_[start] == '-')) fail("a number");
     return std::stoll(t_.substr(start, pos_ - start));
+  }
+  // A key: 'str', a tuple of keys, None, True, False, or a number.
+  Atom atom() {
+    if (peek() == '\'') return Atom::string(string());
+    if (eat("(")) {
+      std::vector<Atom> items;
+      while (!eat(")")) {
+        items.push_back(atom());
+        if (!eat(", ") && !eat(",") && peek() != ')') fail("',' or ')' in a tuple");
+      }
+      return Atom::tuple(std::move(items));
+    }
+    if (eat("None")) return Atom::none();
+    if (eat("True")) return Atom::boolean(true);
+    if (eat("False")) return Atom::boolean(false);
+    // A number: an int, or a float as formatDouble writes it (2.0, 1e-05, inf, nan).
+    size_t start = pos_;
+    while (pos_ < t_.size() && (std::isalnum(static_cast<unsigned char>(peek())) || peek() == '-' || peek() == '.' || peek() == '+'))
+      ++pos_;
+    std::string number = t_.substr(start, pos_ - start);
+    char* end = nullptr;
+    if (number.find_first_of(".enaif") == std::string::npos) {
+      long long v = std::strtoll(number.c_str(), &end, 10);
+      if (!number.empty() && *end == '\0') return Atom::integer(v);
+    } else {
+      double v = std::strtod(number.c_str(), &end);
+      if (*end == '\0') return Atom::floating(v);
+    }
+    pos_ = start;
+    fail("a key: 'str', #int, or a tuple such as ('disp', 0)");
   }
   std::string identifier() {
     size_t start = pos_;
@@ -184,7 +206,10 @@ std::string toString(const AccessPath& p) {
     switch (s.kind) {
       case PathStep::Kind::Attr: out += "." + (isIdentifier(s.name) ? s.name : quote(s.name)); break;
       case PathStep::Kind::Index: out += "[" + std::to_string(s.index) + "]"; break;
-      case PathStep::Kind::Key: out += s.keyIsInt ? "[#" + std::to_string(s.index) + "]" : "[" + quote(s.name) + "]"; break;
+      // An int key is "#3", so it does not read as a sequence position.
+      case PathStep::Kind::Key:
+        out += "[" + (s.key.kind == Atom::Kind::Int ? "#" + std::to_string(s.key.i) : toString(s.key)) + "]";
+        break;
     }
   }
   return out;

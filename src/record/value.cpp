@@ -17,6 +17,7 @@ bool Atom::operator==(const Atom& o) const {
     case Kind::Bool:
     case Kind::Int: return i == o.i;
     case Kind::Float: return std::memcmp(&f, &o.f, sizeof f) == 0;
+    case Kind::Tuple: return items == o.items;
     default: return s == o.s;
   }
 }
@@ -25,7 +26,7 @@ bool Atom::operator<(const Atom& o) const {
   uint64_t a = 0, b = 0;
   std::memcpy(&a, &f, 8);
   std::memcpy(&b, &o.f, 8);
-  return std::tie(kind, i, a, s) < std::tie(o.kind, o.i, b, o.s);
+  return std::tie(kind, i, a, s, items) < std::tie(o.kind, o.i, b, o.s, o.items);
 }
 
 std::string toString(const Atom& a) {
@@ -40,6 +41,11 @@ std::string toString(const Atom& a) {
     case Atom::Kind::Device: return "device(" + quote(a.s) + ")";
     case Atom::Kind::Layout: return "torch." + a.s;
     case Atom::Kind::MemoryFormat: return "torch." + a.s;
+    case Atom::Kind::Tuple: {
+      std::vector<std::string> parts;
+      for (auto& x : a.items) parts.push_back(toString(x));
+      return "(" + join(parts, ", ") + (parts.size() == 1 ? ",)" : ")");
+    }
   }
   return "?";
 }

@@ -24,14 +24,6 @@ Value& Globals::of(const std::string& module) {
   return it->second;
 }
 
-namespace {
-
-record::Atom keyAtom(const record::PathStep& s) {
-  return s.keyIsInt ? record::Atom::integer(s.index) : record::Atom::string(s.name);
-}
-
-}  // namespace
-
 Value resolve(const record::AccessPath& path, const CallState& state) {
   using Root = record::AccessPath::Root;
   Value cur;
@@ -95,8 +87,8 @@ Value resolve(const record::AccessPath& path, const CallState& state) {
       }
       case record::PathStep::Kind::Key: {
         if (cur.kind != Value::Kind::Dict) throw missing(k, " is " + describe(cur) + ", not a dict");
-        Value* v = cur.heap->item(keyAtom(step));
-        if (!v) throw missing(k, " has no key " + record::toString(keyAtom(step)));
+        Value* v = cur.heap->item(step.key);
+        if (!v) throw missing(k, " has no key " + record::toString(step.key));
         cur = Value(*v);
         break;
       }
@@ -118,7 +110,7 @@ void assign(const record::AccessPath& path, Value value, const CallState& state)
       return;
     case record::PathStep::Kind::Key:
       if (parent.kind != Value::Kind::Dict) break;
-      parent.heap->setItem(last.keyIsInt ? record::Atom::integer(last.index) : record::Atom::string(last.name), std::move(value));
+      parent.heap->setItem(last.key, std::move(value));
       return;
     case record::PathStep::Kind::Index:
       if (parent.kind != Value::Kind::List || last.index < 0 || size_t(last.index) >= parent.heap->items.size()) break;

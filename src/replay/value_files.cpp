@@ -3,6 +3,8 @@
 #include <ATen/core/Dict.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 
+#include <optional>
+
 #include <fstream>
 #include <sstream>
 
@@ -11,6 +13,41 @@
 
 namespace magpy::replay {
 namespace {
+
+// A dict key read from a file: str, int, bool, None, float, or a tuple of them.
+std::optional<record::Atom> keyFromIValue(const c10::IValue& k) {
+  if (k.isString()) return record::Atom::string(k.toStringRef());
+  if (k.isBool()) return record::Atom::boolean(k.toBool());
+  if (k.isInt()) return record::Atom::integer(k.toInt());
+  if (k.isDouble()) return record::Atom::floating(k.toDouble());
+  if (k.isNone()) return record::Atom::none();
+  if (k.isTuple()) {
+    std::vector<record::Atom> items;
+    for (auto& e : k.toTupleRef().elements()) {
+      auto item = keyFromIValue(e);
+      if (!item) return std::nullopt;
+      items.push_back(*item);
+    }
+    return record::Atom::tuple(std::move(items));
+  }
+  return std::nullopt;
+}
+
+c10::IValue atomToIValue(const record::Atom& a, const std::string& where) {
+  switch (a.kind) {
+    case record::Atom::Kind::None: return c10::IValue();
+    case record::Atom::Kind::Bool: return c10::IValue(bool(a.i));
+    case record::Atom::Kind::Int: return c10::IValue(a.i);
+    case record::Atom::Kind::Float: return c10::IValue(a.f);
+    case record::Atom::Kind::Str: return c10::IValue(a.s);
+    case record::Atom::Kind::Tuple: {
+      std::vector<c10::IValue> items;
+      for (auto& x : a.items) items.push_back(atomToIValue(x, where));
+      return c10::ivalue::Tuple::create(std::move(items));
+    }
+    default: throw Error(where + ": " + record::toString(a) + " cannot be saved in a tensor file");
+  }
+}
 
 Value fromIValue(const c10::IValue& v, const std::string& where) {
   if (v.isTensor()) return Value::ofTensor(v.toTensor());
@@ -29,10 +66,9 @@ Value fromIValue(const c10::IValue& v, const std::string& where) {
     std::vector<record::Atom> keys;
     std::vector<Value> items;
     for (const auto& entry : v.toGenericDict()) {
-      const c10::IValue& k = entry.key();
-      if (k.isString()) keys.push_back(record::Atom::string(k.toStringRef()));
-      else if (k.isInt()) keys.push_back(record::Atom::integer(k.toInt()));
-      else throw Error(where + ": dict keys must be str or int, not " + k.tagKind());
+      auto key = keyFromIValue(entry.key());
+      if (!key) throw Error(where + ": dict keys must be str, int or tuples of them, not " + entry.key().tagKind());
+      keys.push_back(*key);
       items.push_back(fromIValue(entry.value(), where + "[" + record::toString(keys.back()) + "]"));
     }
     return Value::dict(std::move(keys), std::move(items));
@@ -44,15 +80,7 @@ Value fromIValue(const c10::IValue& v, const std::string& where) {
 c10::IValue toIValue(const Value& v, const std::string& where) {
   switch (v.kind) {
     case Value::Kind::Tensor: return v.tensor;
-    case Value::Kind::Atom:
-      switch (v.atom.kind) {
-        case record::Atom::Kind::None: return c10::IValue();
-        case record::Atom::Kind::Bool: return c10::IValue(bool(v.atom.i));
-        case record::Atom::Kind::Int: return c10::IValue(v.atom.i);
-        case record::Atom::Kind::Float: return c10::IValue(v.atom.f);
-        case record::Atom::Kind::Str: return c10::IValue(v.atom.s);
-        default: throw Error(where + ": " + record::toString(v.atom) + " cannot be saved in a tensor file");
-      }
+    case Value::Kind::Atom: return atomToIValue(v.atom, where);
     case Value::Kind::Tuple:
     case Value::Kind::List: {
       std::vector<c10::IValue> items;
@@ -67,8 +95,7 @@ c10::IValue toIValue(const Value& v, const std::string& where) {
       c10::impl::GenericDict dict(c10::AnyType::get(), c10::AnyType::get());
       for (size_t i = 0; i < v.heap->items.size(); ++i) {
         const record::Atom& k = v.heap->keys[i];
-        c10::IValue key = k.kind == record::Atom::Kind::Int ? c10::IValue(k.i) : c10::IValue(k.s);
-        dict.insert(key, toIValue(v.heap->items[i], where + "[" + record::toString(k) + "]"));
+        dict.insert(atomToIValue(k, where), toIValue(v.heap->items[i], where + "[" + record::toString(k) + "]"));
       }
       return dict;
     }

@@ -13,13 +13,18 @@ TEST(AccessPath, PrintsPythonLikeText) {
   EXPECT_EQ(toString(AccessPath::kwarg("mask")), "kwargs['mask']");
   EXPECT_EQ(toString(AccessPath::global("", "scale")), "G['scale']");
   EXPECT_EQ(toString(AccessPath::global("torch.nn.functional", "relu")), "G(torch.nn.functional)['relu']");
-  EXPECT_EQ(toString(AccessPath::self().attr("cfg").intKey(3)), "self.cfg[#3]");
+  EXPECT_EQ(toString(AccessPath::self().attr("cfg").key(magpy::record::Atom::integer(3))), "self.cfg[#3]");
+  using magpy::record::Atom;
+  EXPECT_EQ(toString(AccessPath::self().attr("outputs").key(Atom::tuple({Atom::string("disp"), Atom::integer(0)}))),
+            "self.outputs[('disp', 0)]");
+  EXPECT_EQ(toString(AccessPath::self().attr("d").key(Atom::tuple({Atom::none()}))), "self.d[(None,)]");
   EXPECT_EQ(toString(AccessPath::runtime("grad_enabled")), "runtime.grad_enabled");
 }
 
 TEST(AccessPath, ParsesWhatItPrints) {
   const char* texts[] = {"self", "args[2].shape", "kwargs['x'].y[0]", "G['cfg']['dims'][1]", "G(torch)['relu']",
-                         "self.d[#-4]", "self.'odd name'.x", "runtime.grad_enabled", "self.s['it\\'s']"};
+                         "self.d[#-4]", "self.'odd name'.x", "runtime.grad_enabled", "self.s['it\\'s']",
+                         "self.out[('disp', 0)]", "self.out[('depth', 0, -1)]", "self.m[(('a', 1), 2.5, True)]", "self.n[(None,)]"};
   for (const char* t : texts) EXPECT_EQ(toString(parsePath(t)), t) << t;
 }
 

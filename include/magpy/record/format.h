@@ -1,4 +1,5 @@
-// The .mgp file format, version 2 (2 added the RefGraph view to records). This header is the only place that knows
+// The .mgp file format, version 2 (2 added the RefGraph view to records
+// and tuple dict keys). This header is the only place that knows
 // the byte layout; everything else works on RecordFile.
 //
 // Grammar (all integers little-endian; "varint" is unsigned LEB128, "zigzag"
@@ -35,8 +36,8 @@
 //   value       := kind:u8 atom blob:varint meta type:string
 //                  count:varint value* keys:atoms names:strings id:varint
 //   path        := root:u8 index:zigzag name:string count:varint step*
-//   step        := kind:u8 name:string index:zigzag key_is_int:u8
-//   atom        := kind:u8 i:zigzag f:f64 s:string
+//   step        := kind:u8 name:string index:zigzag key:atom
+//   atom        := kind:u8 i:zigzag f:f64 s:string count:varint atom*
 //   meta        := dtype:string shape:zigzags strides:zigzags device:string requires_grad:u8
 //
 // body_hash is magpy::hashBytes(body); blob hashes are checked on load.

@@ -10,24 +10,32 @@
 //          | "G[" str "]"                global of the compiled function's module
 //          | "G(" module ")[" str "]"    global of another module
 //          | "runtime." name             interpreter state (grad_enabled)
-//   step  := "." name | "[" int "]" | "[" str "]"
+//   step  := "." name                   attribute
+//          | "[" int "]"                 sequence position
+//          | "[" key "]"                 dict key: 'str', #int, or a tuple such as ('disp', 0)
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "magpy/record/value.h"
+
 namespace magpy::record {
 
 struct PathStep {
   enum class Kind : uint8_t { Attr, Index, Key };
   Kind kind = Kind::Attr;
-  std::string name;   // Attr name or string Key
-  int64_t index = 0;  // Index, or integer Key (then name is empty and keyIsInt)
-  bool keyIsInt = false;
+  std::string name;   // Attr
+  int64_t index = 0;  // Index
+  Atom key;           // Key
+
+  static PathStep attr(std::string n) { return {Kind::Attr, std::move(n), 0, {}}; }
+  static PathStep at(int64_t i) { return {Kind::Index, {}, i, {}}; }
+  static PathStep keyed(Atom k) { return {Kind::Key, {}, 0, std::move(k)}; }
 
   bool operator==(const PathStep& o) const {
-    return kind == o.kind && name == o.name && index == o.index && keyIsInt == o.keyIsInt;
+    return kind == o.kind && name == o.name && index == o.index && key == o.key;
   }
   bool operator<(const PathStep& o) const;
 };
@@ -50,8 +58,8 @@ struct AccessPath {
 
   AccessPath attr(std::string n) const;
   AccessPath item(int64_t i) const;
-  AccessPath key(std::string k) const;
-  AccessPath intKey(int64_t k) const;
+  AccessPath key(Atom k) const;
+  AccessPath key(std::string k) const { return key(Atom::string(std::move(k))); }
 
   bool isPrefixOf(const AccessPath& other) const;
   bool operator==(const AccessPath& o) const {

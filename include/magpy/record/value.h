@@ -13,8 +13,9 @@
 
 namespace magpy::record {
 
-// An immutable Python scalar. Equality is exact: the kind must match
-// (True is not 1) and floats compare bit for bit.
+// An immutable Python scalar, or a tuple of them (as dict keys such as
+// ("disp", 0) are). Equality is exact: the kind must match (True is not 1)
+// and floats compare bit for bit.
 struct Atom {
   enum class Kind : uint8_t {
     None, Bool, Int, Float, Str, Ellipsis,
@@ -22,18 +23,21 @@ struct Atom {
     Device,        // torch.device, s = "cpu" / "cuda:0"
     Layout,        // torch.layout, s = "strided"
     MemoryFormat,  // torch.memory_format, s = "contiguous_format"
+    Tuple,         // items
   };
   Kind kind = Kind::None;
   int64_t i = 0;  // Bool and Int
   double f = 0;   // Float
   std::string s;  // Str and the torch enums
+  std::vector<Atom> items;  // Tuple
 
   static Atom none() { return {}; }
-  static Atom boolean(bool b) { return {Kind::Bool, b ? 1 : 0, 0, {}}; }
-  static Atom integer(int64_t v) { return {Kind::Int, v, 0, {}}; }
-  static Atom floating(double v) { return {Kind::Float, 0, v, {}}; }
-  static Atom string(std::string v) { return {Kind::Str, 0, 0, std::move(v)}; }
-  static Atom named(Kind k, std::string v) { return {k, 0, 0, std::move(v)}; }
+  static Atom boolean(bool b) { return {Kind::Bool, b ? 1 : 0, 0, {}, {}}; }
+  static Atom integer(int64_t v) { return {Kind::Int, v, 0, {}, {}}; }
+  static Atom floating(double v) { return {Kind::Float, 0, v, {}, {}}; }
+  static Atom string(std::string v) { return {Kind::Str, 0, 0, std::move(v), {}}; }
+  static Atom named(Kind k, std::string v) { return {k, 0, 0, std::move(v), {}}; }
+  static Atom tuple(std::vector<Atom> v) { return {Kind::Tuple, 0, 0, {}, std::move(v)}; }
 
   bool operator==(const Atom& o) const;
   bool operator!=(const Atom& o) const { return !(*this == o); }
