@@ -38,7 +38,10 @@ std::string Scratch::read(const std::string& file) const { return slurp(path(fil
 bool Scratch::exists(const std::string& file) const { return fs::exists(path(file)); }
 
 Result Scratch::run(const std::string& command) const {
-  std::string full = "cd '" + dir_ + "' && export PATH='" MAGPY_BIN_DIR "':\"$PATH\" && " + command + " > .out 2> .err";
+  // The command may change directory itself: its output goes to this
+  // scratch directory wherever it runs.
+  std::string full = "cd '" + dir_ + "' && export PATH='" MAGPY_BIN_DIR "':\"$PATH\" && ( " + command + " ) > '" +
+                     dir_ + "/.out' 2> '" + dir_ + "/.err'";
   Result r;
   int raw = std::system(full.c_str());
   r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
