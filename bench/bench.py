@@ -1,6 +1,7 @@
 """Per-call time of models in eager PyTorch (Python, no_grad), TorchScript
 (torch.jit.trace + freeze, run from C++ with torch::jit::load) and magpy-run
-(native replay of the model's record, with and without graph optimizations),
+(native replay of the model's record with the default passes, with all of
+them, conv-bn folding included, and with none),
 measured in one run with the same thread count; ratios to eager; record
 load time, guard check time per call and peak memory.
 
@@ -77,11 +78,12 @@ def main():
              str(batch)], cwd=args.out)
         ts_module, ts_inputs = os.path.join(args.out, tag + ".ts.pt"), os.path.join(args.out, tag + ".inputs.pt")
         run([PY, os.path.join(HERE, "export_torchscript.py"), name, str(batch), ts_module, ts_inputs])
-        results = {"eager": [], "ts": [], "magpy": [], "magpy0": []}
+        results = {"eager": [], "ts": [], "magpy": [], "magpy_all": [], "magpy0": []}
         for _ in range(args.rounds):
             results["eager"].append(eager(name, batch, calls, args.threads))
             results["ts"].append(torchscript(ts_module, ts_inputs, calls, args.threads))
-            results["magpy"].append(replay(record, calls, args.threads, "all"))
+            results["magpy"].append(replay(record, calls, args.threads, "default"))
+            results["magpy_all"].append(replay(record, calls, args.threads, "all"))
             results["magpy0"].append(replay(record, calls, args.threads, "none"))
         med = {k: statistics.median(r["median_us"] for r in v) for k, v in results.items()}
         last = {k: v[-1] for k, v in results.items()}
@@ -96,15 +98,16 @@ def main():
         f"{torch.__version__}; BLAS: {blas()}. Median per-call time after warm-up (median over {args.rounds} "
         "alternating rounds). Ratios are eager time over the column's time (above 1: faster than eager).",
         "",
-        "| model | batch | eager (ms) | TorchScript C++ (ms) | magpy-run (ms) | magpy-run, no opt. (ms) "
+        "| model | batch | eager (ms) | TorchScript C++ (ms) | magpy-run (ms) | magpy-run, all passes (ms) "
+        "| magpy-run, no passes (ms) "
         "| TorchScript vs eager | magpy-run vs eager | magpy-run vs TorchScript | record load (ms) | guards per call (us) "
         "| peak MB eager / TS / magpy |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for name, batch, med, last, guards in rows:
         ms = {k: v / 1000 for k, v in med.items()}
         lines.append(
-            f"| {name} | {batch} | {ms['eager']:.3f} | {ms['ts']:.3f} | {ms['magpy']:.3f} | {ms['magpy0']:.3f} | "
+            f"| {name} | {batch} | {ms['eager']:.3f} | {ms['ts']:.3f} | {ms['magpy']:.3f} | {ms['magpy_all']:.3f} | {ms['magpy0']:.3f} | "
             f"{med['eager'] / med['ts']:.2f}x | {med['eager'] / med['magpy']:.2f}x | {med['ts'] / med['magpy']:.2f}x | "
             f"{last['magpy']['load_ms']:.0f} | {guards:.2f} | "
             f"{last['eager']['peak_mb']:.0f} / {last['ts']['peak_mb']:.0f} / {last['magpy']['peak_mb']:.0f} |")

@@ -26,7 +26,7 @@ struct Options {
   std::string output;
   int repeat = 0;
   int threads = 0;
-  std::string optimize = "all";
+  std::string optimize = "default";
   std::string device = "cpu";
   bool noCudaGraphs = false;
   bool strictEnv = false;
@@ -174,7 +174,7 @@ int main(int argc, char** argv) {
   app.add_option("--threads", opt.threads, "Intra-op threads for the operators (default: libtorch's choice)")
       ->check(CLI::PositiveNumber);
   app.add_option("--optimize", opt.optimize,
-                 "Graph optimizations: all, none, or a list of dce, cse, fold, conv-bn, dropout")
+                 "Graph optimizations: default (dce,cse,fold,dropout), all (adds conv-bn), none, or a list")
       ->capture_default_str();
   app.add_flag("--show-optimizations", opt.showOptimizations, "Print what the optimizations did to each record");
   app.add_option("--device", opt.device, "Where to replay: cpu, cuda, cuda:N (CUDA needs a CUDA libtorch)")

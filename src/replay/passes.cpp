@@ -326,8 +326,15 @@ PassOptions PassOptions::none() {
   return o;
 }
 
+PassOptions PassOptions::all() {
+  PassOptions o;
+  o.foldConvBatchNorm = true;
+  return o;
+}
+
 PassOptions PassOptions::parse(const std::string& text) {
-  if (text == "all") return PassOptions();
+  if (text == "default") return PassOptions();
+  if (text == "all") return all();
   PassOptions o = none();
   if (text == "none") return o;
   std::stringstream in(text);
@@ -337,7 +344,7 @@ PassOptions PassOptions::parse(const std::string& text) {
     else if (name == "fold") o.foldConstants = true;
     else if (name == "conv-bn") o.foldConvBatchNorm = true;
     else if (name == "dropout") o.dropoutEval = true;
-    else throw Error("unknown optimization '" + name + "' (known: dce, cse, fold, conv-bn, dropout, all, none)");
+    else throw Error("unknown optimization '" + name + "' (known: dce, cse, fold, conv-bn, dropout, default, all, none)");
   }
   return o;
 }

@@ -117,7 +117,7 @@ TEST(Passes, ConvBatchNormFolding) {
   auto r = b.op("aten::relu", "", {Arg::node(bn)});
   b.output({r});
 
-  auto out = replay::optimize(b.g, PassOptions(), true);
+  auto out = replay::optimize(b.g, PassOptions::all(), true);
   for (auto& n : out.graph.nodes) EXPECT_NE(n.target, "aten::batch_norm");
   size_t folded = 0;
   for (bool f : out.folded) folded += f;
@@ -126,7 +126,7 @@ TEST(Passes, ConvBatchNormFolding) {
   at::Tensor tx = at::randn({2, 3, 8, 8}), tw = at::randn({4, 3, 3, 3}), tg = at::rand({4}) + 0.5, tb = at::randn({4}),
              tm = at::randn({4}), tv = at::rand({4}) + 0.5;
   auto expected = at::batch_norm(at::conv2d(tx, tw, {}, 1, 1), tg, tb, tm, tv, false, 0.1, 1e-5, false).relu();
-  replay::Plan plan(b.g, {}, {PassOptions(), true});
+  replay::Plan plan(b.g, {}, {PassOptions::all(), true});
   EXPECT_TRUE(at::allclose(plan.runWith({tx, tw, tg, tb, tm, tv})[0].toTensor(), expected, 1e-4, 1e-5));
   // The folded weights are cached, and recomputed when a parameter changes.
   EXPECT_TRUE(at::allclose(plan.runWith({tx, tw, tg, tb, tm, tv})[0].toTensor(), expected, 1e-4, 1e-5));
@@ -147,7 +147,7 @@ TEST(Passes, TrainingBatchNormIsNotFolded) {
   auto bn = b.op("aten::batch_norm", "", {Arg::node(x), Arg::none(), Arg::none(), Arg::node(mean), Arg::node(var),
                                           Arg::boolean(true), Arg::floating(0.1), Arg::floating(1e-5), Arg::boolean(false)});
   b.output({bn, doubled});
-  auto out = replay::optimize(b.g, PassOptions(), true);
+  auto out = replay::optimize(b.g, PassOptions::all(), true);
   for (bool f : out.folded) EXPECT_FALSE(f) << "mean is written by the batch norm: nothing read from it is constant";
 }
 
@@ -158,4 +158,7 @@ TEST(Passes, Parse) {
   EXPECT_TRUE(o.foldConstants);
   EXPECT_FALSE(o.deadCode);
   EXPECT_THROW(PassOptions::parse("cse,fast"), Error);
+  EXPECT_FALSE(PassOptions::parse("default").foldConvBatchNorm);
+  EXPECT_TRUE(PassOptions::parse("default").foldConstants);
+  EXPECT_TRUE(PassOptions::parse("all").foldConvBatchNorm);
 }
