@@ -44,13 +44,13 @@ Value evaluate(const record::ValueExpr& e, const std::vector<c10::IValue>& outpu
 
 }  // namespace
 
-Value applyMock(const record::MockSpec& mock, const std::vector<c10::IValue>& outputs, CallState& state) {
+MockOutcome applyMock(const record::MockSpec& mock, const std::vector<c10::IValue>& outputs, CallState& state) {
   struct Write {
     const record::Effect* effect;
     Value target;
     Value value;
   };
-  Value result = evaluate(mock.result, outputs, state);
+  MockOutcome outcome{evaluate(mock.result, outputs, state), false};
   std::vector<Write> writes;
   for (auto& e : mock.effects) writes.push_back({&e, resolve(e.target, state), evaluate(e.value, outputs, state)});
 
@@ -61,10 +61,13 @@ Value applyMock(const record::MockSpec& mock, const std::vector<c10::IValue>& ou
       if (!ok) throw Error("the mock writes to " + target + ", which is " + describe(w.target) + ", not " + what);
     };
     switch (e.kind) {
-      case record::Effect::Kind::SetAttr:
+      case record::Effect::Kind::SetAttr: {
         needs(w.target.kind == Value::Kind::Object || w.target.kind == Value::Kind::Opaque, "an object");
+        const Value* was = w.target.heap->attr(e.name);
+        if (was && was->sameAs(w.value)) continue;
         w.target.heap->setAttr(e.name, std::move(w.value));
         break;
+      }
       case record::Effect::Kind::DelAttr:
         needs(w.target.kind == Value::Kind::Object, "an object");
         w.target.heap->delAttr(e.name);
@@ -92,8 +95,9 @@ Value applyMock(const record::MockSpec& mock, const std::vector<c10::IValue>& ou
         w.target.heap->keys = w.value.heap->keys;
         break;
     }
+    outcome.stateChanged = true;
   }
-  return result;
+  return outcome;
 }
 
 }  // namespace magpy::replay

@@ -188,10 +188,10 @@ CallOutcome Session::call(size_t function, std::vector<Value> args, Value kwargs
     p.timing.graph += since(t1);
     auto t2 = Clock::now();
     const record::MockSpec& mock = p.file.functions[function].records[r].mock;
-    Value result = applyMock(mock, outputs, state);
+    MockOutcome outcome = applyMock(mock, outputs, state);
     p.timing.mock += since(t2);
-    if (!mock.effects.empty()) ++p.stateVersion;
-    return {std::move(result), r};
+    if (outcome.stateChanged) ++p.stateVersion;
+    return {std::move(outcome.result), r};
   }
   throw NoMatchingRecord(p.file.functions[function].name, std::move(misses));
 }

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 
+#include "magpy/replay/mock.h"
 #include "magpy/replay/session.h"
 #include "magpy/replay/tensors.h"
 #include "magpy/replay/value_files.h"
@@ -34,6 +35,26 @@ TEST(Session, MockWritesPersistAcrossCalls) {
   EXPECT_EQ(calls->atom.i, 0);
   s.call(0, {tensorArg(at::randn({2}))});
   EXPECT_EQ(s.self(0).heap->attr("calls")->atom.i, 1);
+}
+
+// A write of the value the state already holds (`self.dim = dim` on every
+// call) leaves the state as it was, so state guards need no new check.
+TEST(Mock, RewritingTheHeldValueChangesNothing) {
+  record::MockSpec mock;
+  record::Effect e;
+  e.kind = record::Effect::Kind::SetAttr;
+  e.target = record::AccessPath::self();
+  e.name = "dim";
+  e.value = record::ValueExpr::constant(record::Atom::integer(-1));
+  mock.effects.push_back(e);
+  CallState state;
+  state.self = Value::object("M");
+  state.self.heap->setAttr("dim", Value::ofAtom(record::Atom::integer(-1)));
+  EXPECT_FALSE(applyMock(mock, {}, state).stateChanged);
+  state.self.heap->setAttr("dim", Value::ofAtom(record::Atom::integer(2)));
+  EXPECT_TRUE(applyMock(mock, {}, state).stateChanged);
+  EXPECT_EQ(state.self.heap->attr("dim")->atom.i, -1);
+  EXPECT_FALSE(applyMock(mock, {}, state).stateChanged);
 }
 
 TEST(Session, GuardFailuresSayPathExpectedAndActual) {
