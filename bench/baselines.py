@@ -27,6 +27,13 @@ def first_line(error):
     return f"{type(error).__name__}: {lines[0] if lines else ''}"[:200]
 
 
+def close(got, want):
+    """Normwise agreement: torch.jit.freeze folds batch norms into
+    convolutions, which rounds differently from eager, so a frozen trace is
+    compared against the output's scale rather than element by element."""
+    return got.shape == want.shape and bool((got - want).abs().max() <= 1e-5 + 1e-4 * want.abs().max())
+
+
 def attempt(make, inputs, expected):
     """{"ok": True} when make() works and its result equals expected on inputs."""
     try:
@@ -73,8 +80,7 @@ def main():
         try:
             frozen = export(model, inputs, ts_file, inputs_file)
             got = frozen(*other)
-            same = len(got) == len(flatten(expected)) and all(
-                torch.allclose(g, w, rtol=1e-4, atol=1e-5) for g, w in zip(got, flatten(expected)))
+            same = len(got) == len(flatten(expected)) and all(close(g, w) for g, w in zip(got, flatten(expected)))
             result["trace"] = {"ok": True, "file": ts_file, "inputs": inputs_file, "same_on_new_inputs": same}
         except Exception as e:  # noqa: BLE001
             result["trace"] = {"ok": False, "error": first_line(e)}
