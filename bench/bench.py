@@ -95,7 +95,7 @@ def main():
         "# Native replay benchmark",
         "",
         f"{platform.machine()}, {os.cpu_count()} cores, {args.threads} intra-op threads for every side; torch "
-        f"{torch.__version__}; BLAS: {blas()}. Median per-call time after warm-up (median over {args.rounds} "
+        f"{torch.__version__}; BLAS: {models.blas()}. Median per-call time after warm-up (median over {args.rounds} "
         "alternating rounds). Ratios are eager time over the column's time (above 1: faster than eager).",
         "",
         "| model | batch | eager (ms) | TorchScript C++ (ms) | magpy-run (ms) | magpy-run, all passes (ms) "
@@ -115,11 +115,6 @@ def main():
     with open(os.path.join(args.out, "results.md"), "w") as f:
         f.write(text)
     print(text)
-
-
-def blas():
-    target = os.path.realpath("/usr/lib/x86_64-linux-gnu/libblas.so.3")
-    return "OpenBLAS" if "openblas" in target else target
 
 
 if __name__ == "__main__":

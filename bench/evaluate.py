@@ -32,6 +32,8 @@ import sys
 
 import torch
 
+import models
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 BIN = os.path.join(ROOT, "build", "bin")
@@ -158,7 +160,7 @@ def write_results(results, dynamic, args, path):
         "# magpy evaluation (the MagPy paper's, on this machine)",
         "",
         f"Regenerate with `/usr/bin/python3 bench/evaluate.py` (after `bash scripts/build.sh`). {platform.machine()}, "
-        f"{os.cpu_count()} cores, {threads} intra-op threads everywhere; torch {torch.__version__}; BLAS: {blas()}; "
+        f"{os.cpu_count()} cores, {threads} intra-op threads everywhere; torch {torch.__version__}; BLAS: {models.blas()}; "
         f"batch 1; random weights; median of {args.calls} calls after warm-up"
         + ("; SMALL configurations (not a speed measurement)" if args.small else "") + ".",
         "",
@@ -293,11 +295,6 @@ def plot(results, dynamic, out):
         ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(os.path.join(out, "dynamic.png"), dpi=120)
-
-
-def blas():
-    target = os.path.realpath("/usr/lib/x86_64-linux-gnu/libblas.so.3")
-    return "OpenBLAS" if "openblas" in target else target
 
 
 def main():

@@ -43,3 +43,9 @@ def build(name, batch):
     if name not in MODELS:
         raise SystemExit(f"unknown model {name!r}; known: {', '.join(sorted(MODELS))}")
     return MODELS[name](batch)
+
+
+def blas():
+    """The BLAS libtorch's CPU kernels use here (benchmarks need OpenBLAS)."""
+    target = os.path.realpath("/usr/lib/x86_64-linux-gnu/libblas.so.3")
+    return "OpenBLAS" if "openblas" in target else target

@@ -193,26 +193,37 @@ template <class Ar> void io(Ar& ar, AccessPath& p) {
   ioVec(ar, "steps", p.steps, [&](PathStep& s) { io(ar, s); });
 }
 
+// 32-bit fields travel as varints (unsigned) or zigzag varints (signed);
+// a value read back that does not fit is a malformed file, not a wrap.
+template <class Ar> void ioU32(Ar& ar, uint32_t& x, const char* what) {
+  uint64_t v = x;
+  ar.varint(v);
+  if constexpr (Ar::kReading) {
+    if (v > std::numeric_limits<uint32_t>::max()) ar.fail(std::string(what) + " is out of range");
+    x = uint32_t(v);
+  }
+}
+
+template <class Ar> void ioI32(Ar& ar, int32_t& x, const char* what) {
+  int64_t v = x;
+  ar.zigzag(v);
+  if constexpr (Ar::kReading) {
+    if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max())
+      ar.fail(std::string(what) + " is out of range");
+    x = int32_t(v);
+  }
+}
+
 template <class Ar> void io(Ar& ar, Value& v) {
   ioEnum(ar, v.kind, Value::Kind::Ref);
   io(ar, v.atom);
-  uint64_t blob = v.blob;
-  ar.varint(blob);
-  if constexpr (Ar::kReading) {
-    if (blob > std::numeric_limits<uint32_t>::max()) ar.fail("a blob index is out of range");
-    v.blob = uint32_t(blob);
-  }
+  ioU32(ar, v.blob, "a blob index");
   io(ar, v.meta);
   ar.str(v.type);
   ioVec(ar, "items", v.items, [&](Value& x) { io(ar, x); });
   io(ar, v.keys);
   io(ar, v.names);
-  uint64_t id = v.id;
-  ar.varint(id);
-  if constexpr (Ar::kReading) {
-    if (id > std::numeric_limits<uint32_t>::max()) ar.fail("a value id is out of range");
-    v.id = uint32_t(id);
-  }
+  ioU32(ar, v.id, "a value id");
 }
 
 template <class Ar> void io(Ar& ar, Check& c) {
@@ -279,19 +290,13 @@ template <class Ar> void io(Ar& ar, Record& r) {
   ar.enter("refs");
   ioVec(ar, "nodes", r.refs.nodes, [&](RefGraphView::Node& n) {
     ar.str(n.label);
-    uint64_t versions = n.versions;
-    ar.varint(versions);
-    n.versions = uint32_t(versions);
+    ioU32(ar, n.versions, "a version count");
     ar.u8(n.roles);
   });
   ioVec(ar, "edges", r.refs.edges, [&](RefGraphView::Edge& e) {
-    uint64_t from = e.from, to = e.to, version = e.version;
-    ar.varint(from);
-    ar.varint(to);
-    ar.varint(version);
-    e.from = uint32_t(from);
-    e.to = uint32_t(to);
-    e.version = uint32_t(version);
+    ioU32(ar, e.from, "an edge's source");
+    ioU32(ar, e.to, "an edge's target");
+    ioU32(ar, e.version, "an edge's version");
     ar.str(e.label);
   });
   ar.leave();
@@ -315,20 +320,14 @@ template <class Ar> void io(Ar& ar, RecordFile& f) {
   });
   ioVec(ar, "globals", f.globals, [&](ModuleState& m) { ar.str(m.module); io(ar, m.globals); });
   ioVec(ar, "calls", f.calls, [&](LoggedCall& c) {
-    uint64_t fn = c.function;
-    ar.varint(fn);
-    c.function = uint32_t(fn);
-    int64_t rec = c.record;
-    ar.zigzag(rec);
-    c.record = int32_t(rec);
+    ioU32(ar, c.function, "a call's function");
+    ioI32(ar, c.record, "a call's record");
     ioBool(ar, c.monitored);
     io(ar, c.args);
     io(ar, c.kwargs);
     io(ar, c.result);
     ioVec(ar, "updates", c.updates, [&](StateUpdate& u) {
-      int64_t fn = u.function;
-      ar.zigzag(fn);
-      u.function = int32_t(fn);
+      ioI32(ar, u.function, "an update's function");
       io(ar, u.path);
       io(ar, u.value);
     });
