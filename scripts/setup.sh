@@ -2,7 +2,10 @@
 # Installs magpy's build and test dependencies on Debian 12 (as root, or
 # through sudo). Installing OpenBLAS makes it the system BLAS, which eager
 # PyTorch and libtorch then both use: timings need it. Graphviz renders
-# magpy-inspect --png pictures.
+# magpy-inspect --png pictures; matplotlib draws the evaluation's plots;
+# clang and its runtime build the fuzzer and the sanitizer job.
+# tests/check_setup.py checks that every package the repository's Python
+# imports is listed here.
 set -euo pipefail
 
 packages=(
@@ -12,7 +15,8 @@ packages=(
   libcli11-dev libyaml-cpp-dev libzstd-dev
   googletest libgtest-dev
   libopenblas0-pthread
-  graphviz
+  graphviz python3-matplotlib
+  clang libclang-rt-14-dev
 )
 
 missing=()

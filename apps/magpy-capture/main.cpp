@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
   opt.reportJson = format == "json";
   opt.progress = !quiet && isatty(STDERR_FILENO);
 
-  try {
+  return magpy::runReportingErrors("magpy-capture", [&] {
     auto out = magpy::capture::captureScript(opt);
     if (out.wrote && !quiet)
       std::cerr << "magpy-capture: wrote " << out.output << (out.wroteReport ? " and " + opt.report : "") << "\n"
@@ -59,8 +59,5 @@ int main(int argc, char** argv) {
       std::cerr << "magpy-capture: " << opt.script << " exited with status " << out.exitStatus
                 << "; no record written (use --keep-partial to keep what was captured)\n";
     return out.exitStatus;
-  } catch (const magpy::Error& e) {
-    std::cerr << "magpy-capture: error: " << e.what() << "\n";
-    return 2;
-  }
+  });
 }

@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
 
-  try {
+  return magpy::runReportingErrors("magpy-inspect", [&] {
     if (diff->parsed()) {
       auto changes = diffRecords(readRecordFile(left), readRecordFile(right));
       std::cout << printChanges(changes, diffFormat == "json");
@@ -138,8 +138,5 @@ int main(int argc, char** argv) {
       return 2;
     }
     return run(o);
-  } catch (const magpy::Error& e) {
-    std::cerr << "magpy-inspect: error: " << e.what() << "\n";
-    return 2;
-  }
+  });
 }

@@ -13,6 +13,7 @@
 #include "magpy/replay/session.h"
 #include "magpy/replay/tensors.h"
 #include "magpy/replay/value_files.h"
+#include "magpy/support/strings.h"
 
 namespace {
 
@@ -33,8 +34,18 @@ struct Options {
   bool showOptimizations = false;
   bool check = true;
   bool explain = false;
+  bool trustRecord = false;
+  std::string memoryBudget = "2G";
   magpy::replay::Tolerance tol;
 };
+
+// Each record's first failing guard, for the first `limit` records.
+void printMisses(const magpy::replay::NoMatchingRecord& e, size_t limit) {
+  const auto& misses = e.misses();
+  if (misses.empty()) std::cout << "  the function has no records: the capture never completed a call of it\n";
+  for (size_t r = 0; r < misses.size() && r < limit; ++r) std::cout << "  record " << r << ": " << misses[r].text() << "\n";
+  if (misses.size() > limit) std::cout << "  (run with --explain to see every record's)\n";
+}
 
 int replayLog(Session& session, const Options& opt) {
   const auto& file = session.file();
@@ -44,21 +55,21 @@ int replayLog(Session& session, const Options& opt) {
   for (size_t i = 0; i < file.calls.size(); ++i) {
     const auto& logged = file.calls[i];
     const auto& fn = file.functions[logged.function];
-    std::cout << "call " << i << "  " << fn.name << "  ";
     magpy::replay::CallOutcome out;
-    if (!logged.updates.empty()) std::cout << "(" << logged.updates.size() << " state changes made by the script applied first) ";
-    session.applyLoggedUpdates(i);
+    std::string head = "call " + std::to_string(i) + "  " + fn.name + "  ";
+    if (!logged.updates.empty())
+      head += "(" + std::to_string(logged.updates.size()) + " state changes made by the script applied first) ";
     try {
+      session.applyLoggedUpdates(i);
       out = session.call(logged.function, session.loggedArgs(i), session.loggedKwargs(i));
     } catch (const magpy::replay::NoMatchingRecord& e) {
-      std::cout << "no record matches\n";
-      if (opt.explain || e.misses().size() == 1)
-        for (size_t r = 0; r < e.misses().size(); ++r) std::cout << "  record " << r << ": " << e.misses()[r].text() << "\n";
-      else
-        std::cout << "  record 0: " << e.misses()[0].text() << "\n  (run with --explain to see every record's)\n";
+      std::cout << head << "no record matches\n";
+      printMisses(e, opt.explain ? SIZE_MAX : 1);
       return 1;
+    } catch (const magpy::Error& e) {
+      throw magpy::Error("logged call " + std::to_string(i) + ": " + e.what());
     }
-    std::cout << "record " << out.record;
+    std::cout << head << "record " << out.record;
     if (int(out.record) != logged.record && logged.record >= 0)
       std::cout << " (capture used record " << logged.record << ")";
     if (opt.check) {
@@ -106,7 +117,7 @@ int runInputs(Session& session, const Options& opt) {
     out = session.call(f, args, kwargs);
   } catch (const magpy::replay::NoMatchingRecord& e) {
     std::cout << "no record matches\n";
-    for (size_t r = 0; r < e.misses().size(); ++r) std::cout << "  record " << r << ": " << e.misses()[r].text() << "\n";
+    printMisses(e, SIZE_MAX);
     return 1;
   }
   std::cout << "record " << out.record << "  result: " << magpy::replay::describe(out.result) << "\n";
@@ -182,6 +193,12 @@ int main(int argc, char** argv) {
   app.add_flag("--no-cuda-graphs", opt.noCudaGraphs, "On CUDA, run operators one by one instead of as CUDA graphs");
   app.add_flag("--strict-env", opt.strictEnv,
                "Refuse a record captured with another torch major.minor (by default, a warning)");
+  app.add_flag("--trust-record", opt.trustRecord,
+               "Run operators outside the operator policy (files, raw storage, unchecked constructors): only for "
+               "records from a source you trust");
+  app.add_option("--memory-budget", opt.memoryBudget,
+                 "CPU tensor memory one call may allocate: 512M, 8G, ... or none")
+      ->capture_default_str();
   app.add_flag("--explain", opt.explain, "When no record accepts a call, print each record's failing guard");
   app.add_option_function<double>("--rtol", [&](double v) { opt.tol.rtol = v; },
                                   "Relative tolerance of the result check (default: torch.testing's for the dtype)");
@@ -194,12 +211,14 @@ int main(int argc, char** argv) {
   }
   opt.check = !noCheck;
 
-  try {
+  return magpy::runReportingErrors("magpy-run", [&] {
     if (opt.threads > 0) at::set_num_threads(opt.threads);
     magpy::replay::SessionOptions sessionOptions;
     sessionOptions.passes = magpy::replay::PassOptions::parse(opt.optimize);
     sessionOptions.device = opt.device;
     sessionOptions.cudaGraphs = !opt.noCudaGraphs;
+    sessionOptions.trustRecord = opt.trustRecord;
+    sessionOptions.memoryBudget = magpy::parseByteSize(opt.memoryBudget);
     auto loadStart = std::chrono::steady_clock::now();
     Session session = Session::open(opt.record, sessionOptions);
     double loadMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - loadStart).count();
@@ -230,14 +249,5 @@ int main(int argc, char** argv) {
       std::cout << "peak memory " << usage.ru_maxrss / 1024 << " MB\n";
     }
     return status;
-  } catch (const magpy::Error& e) {
-    std::cerr << "magpy-run: error: " << e.what() << "\n";
-    return 2;
-  } catch (const c10::Error& e) {
-    std::cerr << "magpy-run: error: libtorch: " << e.what_without_backtrace() << "\n";
-    return 2;
-  } catch (const std::exception& e) {
-    std::cerr << "magpy-run: error: " << e.what() << "\n";
-    return 2;
-  }
+  });
 }

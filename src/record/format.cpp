@@ -8,9 +8,11 @@
 
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <sstream>
 #include <type_traits>
 #include <unistd.h>
@@ -24,6 +26,11 @@ namespace {
 constexpr char kMagic[8] = {'M', 'A', 'G', 'P', 'Y', 'R', 'E', 'C'};
 constexpr size_t kHeaderSize = 8 + 4 + 4 + 8 + 8 + 8;
 constexpr int kZstdLevel = 3;  // tensor data barely compresses; higher levels only cost time
+
+// A record is data from a possibly untrusted source: every structure it
+// describes is bounded before anything is allocated for it.
+constexpr uint64_t kMaxBodySize = uint64_t(8) << 30;          // decompressed body
+constexpr uint64_t kMaxStructureBytes = uint64_t(128) << 20;  // the parsed model, tensor bytes aside
 
 class Writer {
  public:
@@ -42,12 +49,22 @@ class Writer {
   void f64(double& v) { uint64_t bits; std::memcpy(&bits, &v, 8); u64(bits); }
   void str(std::string& s) { uint64_t n = s.size(); varint(n); out_ += s; }
   void count(size_t& n, size_t) { uint64_t v = n; varint(v); }
+  void charge(size_t) {}
   void enter(const char*, size_t = SIZE_MAX) {}
   void leave() {}
+  // A file the reader would refuse is never written.
+  void descend(const char* what) {
+    if (++depth_ > kMaxNesting)
+      throw Error(std::string("cannot write the record: ") + what + " is nested more than " +
+                  std::to_string(kMaxNesting) + " levels deep, more than a record may hold");
+  }
+  void ascend() { --depth_; }
+  [[noreturn]] void fail(const std::string& what) const { throw Error("cannot write the record: " + what); }
   std::string take() { return std::move(out_); }
 
  private:
   std::string out_;
+  size_t depth_ = 0;
 };
 
 class Reader {
@@ -92,13 +109,31 @@ class Reader {
     if (v > in_.size() - pos_) fail("a count of " + std::to_string(v) + " exceeds the data left");
     n = size_t(v);
   }
+  // Memory the parsed structure takes, charged as elements are parsed: a
+  // byte of a compressible body can stand for a large element.
+  void charge(size_t bytes) {
+    structureBytes_ += bytes;
+    if (structureBytes_ > kMaxStructureBytes)
+      fail("its structure needs more than " + std::to_string(kMaxStructureBytes >> 20) + " MiB of memory");
+  }
   void enter(const char* what, size_t index = SIZE_MAX) { ctx_.push_back({what, index}); }
   void leave() { ctx_.pop_back(); }
+  void descend(const char*) {
+    if (++depth_ > kMaxNesting)
+      fail("values, constants or mock expressions nest more than " + std::to_string(kMaxNesting) + " levels deep");
+  }
+  void ascend() { --depth_; }
   bool atEnd() const { return pos_ == in_.size(); }
 
   [[noreturn]] void fail(const std::string& what) const {
+    // Deep places keep their first and last steps: the middle says nothing.
     std::string where;
-    for (auto& [name, index] : ctx_) {
+    for (size_t k = 0; k < ctx_.size(); ++k) {
+      if (ctx_.size() > 12 && k == 6) {
+        where += "...";
+        k = ctx_.size() - 6;
+      }
+      auto& [name, index] = ctx_[k];
       if (!where.empty() && name[0] != '[') where += '.';
       where += name;
       if (index != SIZE_MAX) where += "[" + std::to_string(index) + "]";
@@ -115,7 +150,18 @@ class Reader {
   const std::string& in_;
   std::string origin_;
   size_t pos_ = 0;
+  size_t depth_ = 0;
+  uint64_t structureBytes_ = 0;
   std::vector<std::pair<const char*, size_t>> ctx_;
+};
+
+// Recursive parts (values, atoms, expressions) are entered through this, so
+// neither reading nor any later walk over them can overflow the stack.
+template <class Ar>
+struct Nested {
+  Nested(Ar& ar, const char* what) : ar_(ar) { ar_.descend(what); }
+  ~Nested() { ar_.ascend(); }
+  Ar& ar_;
 };
 
 // Enums travel as one byte, validated against their last enumerator.
@@ -142,8 +188,16 @@ template <class Ar, class T, class F>
 void ioVec(Ar& ar, const char* what, std::vector<T>& v, F&& each) {
   size_t n = v.size();
   ar.count(n, 0);
-  if constexpr (Ar::kReading) v.resize(n);
+  if constexpr (Ar::kReading) {
+    // Grown as elements parse, never sized from the count alone.
+    v.clear();
+    v.reserve(std::min<size_t>(n, 64));
+  }
   for (size_t i = 0; i < n; ++i) {
+    if constexpr (Ar::kReading) {
+      ar.charge(sizeof(T));
+      v.emplace_back();
+    }
     ar.enter(what, i);
     each(v[i]);
     ar.leave();
@@ -161,6 +215,7 @@ template <class Ar> void io(Ar& ar, std::vector<std::string>& v) {
 }
 
 template <class Ar> void io(Ar& ar, Atom& a) {
+  Nested<Ar> nested(ar, "a constant");
   ioEnum(ar, a.kind, Atom::Kind::Tuple);
   ar.zigzag(a.i);
   ar.f64(a.f);
@@ -191,6 +246,8 @@ template <class Ar> void io(Ar& ar, AccessPath& p) {
   ar.zigzag(p.index);
   ar.str(p.name);
   ioVec(ar, "steps", p.steps, [&](PathStep& s) { io(ar, s); });
+  if (p.steps.size() > kMaxNesting)
+    ar.fail("an access path has " + std::to_string(p.steps.size()) + " steps, more than " + std::to_string(kMaxNesting));
 }
 
 // 32-bit fields travel as varints (unsigned) or zigzag varints (signed);
@@ -215,6 +272,7 @@ template <class Ar> void ioI32(Ar& ar, int32_t& x, const char* what) {
 }
 
 template <class Ar> void io(Ar& ar, Value& v) {
+  Nested<Ar> nested(ar, "a value");
   ioEnum(ar, v.kind, Value::Kind::Ref);
   io(ar, v.atom);
   ioU32(ar, v.blob, "a blob index");
@@ -258,6 +316,7 @@ template <class Ar> void io(Ar& ar, Node& n) {
 }
 
 template <class Ar> void io(Ar& ar, ValueExpr& e) {
+  Nested<Ar> nested(ar, "a mock expression");
   ioEnum(ar, e.kind, ValueExpr::Kind::Dict);
   io(ar, e.atom);
   ar.zigzag(e.index);
@@ -349,70 +408,219 @@ uint64_t getLE(const std::string& in, size_t at, int bytes) {
   return v;
 }
 
-// Cross-references that the byte grammar cannot express: node and blob
-// indices must point at things that exist, so replay can trust them.
-void validate(const RecordFile& f, const std::string& origin) {
-  auto bad = [&](const std::string& what) {
-    throw Error(origin + ": the record is corrupted: " + what + "; capture it again with magpy-capture");
-  };
-  auto checkValue = [&](auto&& self, const Value& v) -> void {
-    if (v.kind == Value::Kind::Tensor && v.blob >= f.blobs.size()) bad("a tensor refers to missing blob " + std::to_string(v.blob));
-    if (v.kind == Value::Kind::Dict && v.keys.size() != v.items.size()) bad("a dict has " + std::to_string(v.keys.size()) + " keys for " + std::to_string(v.items.size()) + " values");
-    if (v.kind == Value::Kind::Object && v.names.size() != v.items.size()) bad("an object's attribute names and values differ in number");
-    for (auto& item : v.items) self(self, item);
-  };
-  for (auto& b : f.blobs) {
-    int64_t n = 1;
-    for (auto d : b.shape) {
-      if (d < 0) bad("a blob has a negative dimension");
-      n *= d;
+[[noreturn]] void corrupted(const std::string& origin, const std::string& what) {
+  throw Error(origin + ": the record is corrupted: " + what + "; capture it again with magpy-capture");
+}
+
+// What the byte grammar cannot express: cross-references point at things
+// that exist, sizes do not overflow, and every structure has the shape its
+// users rely on (argument tuples, keyword dicts, one name per attribute,
+// strides per dimension). Code that uses a decoded RecordFile may assume
+// all of it.
+class Validator {
+ public:
+  Validator(const RecordFile& f, std::string origin) : f_(f), origin_(std::move(origin)) {}
+
+  void run() {
+    for (auto& b : f_.blobs) blob(b);
+    for (auto& fn : f_.functions) function(fn);
+    for (auto& g : f_.globals) {
+      if (g.globals.kind != Value::Kind::Dict) bad("the globals of module " + g.module + " are not a dict");
+      tree(g.globals);
     }
-    if (uint64_t(n) * dtypeSize(b.dtype) != b.bytes.size()) bad("a " + b.dtype + " blob holds " + std::to_string(b.bytes.size()) + " bytes for " + std::to_string(n) + " elements");
+    for (size_t i = 0; i < f_.calls.size(); ++i) call(f_.calls[i], "logged call " + std::to_string(i));
+  }
+
+ private:
+  [[noreturn]] void bad(const std::string& what) const { corrupted(origin_, what); }
+
+  // Element count of a shape, or a failure when a dimension is negative or
+  // the product does not fit in 63 bits.
+  int64_t elements(const std::vector<int64_t>& shape, const std::string& what) const {
+    int64_t n = 1;
+    for (int64_t d : shape) {
+      if (d < 0) bad(what + " has a negative dimension");
+      if (__builtin_mul_overflow(n, d, &n)) bad(what + " has more elements than fit in 64 bits");
+    }
+    return n;
+  }
+
+  size_t dtypeBytes(const std::string& dtype, const std::string& what) const {
+    try {
+      return dtypeSize(dtype);
+    } catch (const Error&) {
+      bad(what + " has unknown dtype '" + dtype + "'");
+    }
+  }
+
+  void blob(const TensorBlob& b) const {
+    int64_t n = elements(b.shape, "a tensor blob");
+    uint64_t bytes;
+    if (__builtin_mul_overflow(uint64_t(n), dtypeBytes(b.dtype, "a tensor blob"), &bytes) || bytes != b.bytes.size())
+      bad("a " + b.dtype + " blob holds " + std::to_string(b.bytes.size()) + " bytes for " + std::to_string(n) + " elements");
     if (hashBytes(b.bytes.data(), b.bytes.size()) != b.hash) bad("a tensor blob does not match its content hash");
   }
-  for (size_t fi = 0; fi < f.functions.size(); ++fi) {
-    auto& fn = f.functions[fi];
-    checkValue(checkValue, fn.self);
-    for (size_t ri = 0; ri < fn.records.size(); ++ri) {
-      auto& nodes = fn.records[ri].graph.nodes;
-      std::string at = "function " + fn.name + " record " + std::to_string(ri);
-      auto& refs = fn.records[ri].refs;
-      for (auto& e : refs.edges)
-        if (e.from >= refs.nodes.size() || e.to >= refs.nodes.size() || e.version >= refs.nodes[e.from].versions)
-          bad(at + ": a RefGraph edge names a missing node or version");
-      for (size_t ni = 0; ni < nodes.size(); ++ni) {
-        if (nodes[ni].blob >= int64_t(f.blobs.size())) bad(at + ": node " + nodes[ni].name + " refers to a missing blob");
-        for (auto& a : nodes[ni].args) {
-          if (a.kind == Arg::Kind::Node && (a.i < 0 || size_t(a.i) >= ni)) bad(at + ": node " + nodes[ni].name + " uses a value that is not defined before it");
-          if (a.kind == Arg::Kind::NodeList)
-            for (auto i : a.ints)
-              if (i < -1 || i >= int64_t(ni)) bad(at + ": node " + nodes[ni].name + " uses a value that is not defined before it");
-        }
+
+  void meta(const TensorMeta& m, const std::string& what) const {
+    dtypeBytes(m.dtype, what);
+    if (m.strides.size() != m.shape.size())
+      bad(what + " has " + std::to_string(m.strides.size()) + " strides for " + std::to_string(m.shape.size()) + " dimensions");
+    elements(m.shape, what);
+    for (int64_t s : m.strides)
+      if (s < 0) bad(what + " has a negative stride");
+  }
+
+  void tensor(uint32_t blobIndex, const TensorMeta& m, const std::string& what) const {
+    meta(m, what);
+    if (blobIndex >= f_.blobs.size()) bad(what + " refers to missing blob " + std::to_string(blobIndex));
+    const TensorBlob& b = f_.blobs[blobIndex];
+    if (b.dtype != m.dtype || b.shape != m.shape) bad(what + "'s metadata disagrees with its blob");
+  }
+
+  // A value tree: a Ref names an object defined before it in the same tree
+  // (its container counts as defined once entered, as in a list that
+  // contains itself).
+  void tree(const Value& root) const {
+    std::vector<bool> defined;
+    value(root, defined);
+  }
+  void value(const Value& v, std::vector<bool>& defined) const {
+    if (v.kind == Value::Kind::Ref) {
+      if (v.id == 0 || v.id >= defined.size() || !defined[v.id]) bad("a value refers to object #" + std::to_string(v.id) + ", defined nowhere before");
+      return;
+    }
+    if (v.id) {
+      if (v.id > kMaxIds) bad("a value id is out of range");
+      if (defined.size() <= v.id) defined.resize(size_t(v.id) + 1);
+      defined[v.id] = true;
+    }
+    if (v.kind == Value::Kind::Tensor) tensor(v.blob, v.meta, "a tensor value");
+    if (v.kind == Value::Kind::Dict && v.keys.size() != v.items.size())
+      bad("a dict has " + std::to_string(v.keys.size()) + " keys for " + std::to_string(v.items.size()) + " values");
+    if ((v.kind == Value::Kind::Object || v.kind == Value::Kind::Opaque) && v.names.size() != v.items.size())
+      bad("an object of type " + v.type + " has " + std::to_string(v.names.size()) + " attribute names for " +
+          std::to_string(v.items.size()) + " values");
+    bool container = v.kind != Value::Kind::Atom && v.kind != Value::Kind::Tensor;
+    if (!container && !v.items.empty()) bad("a scalar or tensor value has elements");
+    for (auto& item : v.items) value(item, defined);
+  }
+
+  void function(const CompiledFunction& fn) const {
+    tree(fn.self);
+    for (size_t ri = 0; ri < fn.records.size(); ++ri) record(fn.records[ri], "function " + fn.name + " record " + std::to_string(ri));
+  }
+
+  void record(const Record& r, const std::string& at) const {
+    for (auto& g : r.guards)
+      if (g.check.kind == Check::Kind::Tensor) meta(g.check.meta, at + ": the guard on " + toString(g.path));
+    for (auto& e : r.refs.edges)
+      if (e.from >= r.refs.nodes.size() || e.to >= r.refs.nodes.size() || e.version >= r.refs.nodes[e.from].versions)
+        bad(at + ": a RefGraph edge names a missing node or version");
+    size_t outputs = graph(r.graph, at);
+    expr(r.mock.result, outputs, at + ": the mock's result");
+    for (auto& e : r.mock.effects) expr(e.value, outputs, at + ": the mock's write to " + toString(e.target));
+  }
+
+  // Returns the number of values the graph outputs.
+  size_t graph(const Graph& g, const std::string& at) const {
+    size_t outputs = 0;
+    for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
+      const Node& n = g.nodes[ni];
+      std::string node = at + ": node " + n.name;
+      if (n.blob >= int64_t(f_.blobs.size()) || n.blob < -1) bad(node + " refers to a missing blob");
+      if (n.blob >= 0 && (n.outputs.empty() || n.kind != NodeKind::GetAttr)) bad(node + " holds contents but is not a constant");
+      if (n.blob >= 0) tensor(uint32_t(n.blob), n.outputs[0], node);
+      for (auto& m : n.outputs) meta(m, node);
+      for (auto& a : n.args) {
+        if (a.kind == Arg::Kind::Node && (a.i < 0 || size_t(a.i) >= ni)) bad(node + " uses a value that is not defined before it");
+        if (a.kind == Arg::Kind::NodeList)
+          for (auto i : a.ints)
+            if (i < -1 || i >= int64_t(ni)) bad(node + " uses a value that is not defined before it");
+      }
+      if (n.kind == NodeKind::Output) {
+        if (ni + 1 != g.nodes.size()) bad(node + ": the output is not the last node");
+        outputs = n.args.size();
       }
     }
+    return outputs;
   }
-  for (auto& g : f.globals) checkValue(checkValue, g.globals);
-  for (auto& c : f.calls) {
-    if (c.function >= f.functions.size()) bad("a logged call names missing function " + std::to_string(c.function));
-    if (c.record >= int32_t(f.functions[c.function].records.size())) bad("a logged call names missing record " + std::to_string(c.record));
-    checkValue(checkValue, c.args);
-    checkValue(checkValue, c.kwargs);
-    checkValue(checkValue, c.result);
-    checkValue(checkValue, c.rng);
+
+  void expr(const ValueExpr& e, size_t outputs, const std::string& what) const {
+    if (e.kind == ValueExpr::Kind::GraphOutput && (e.index < 0 || uint64_t(e.index) >= outputs))
+      bad(what + " uses graph output " + std::to_string(e.index) + " of " + std::to_string(outputs));
+    if (e.kind == ValueExpr::Kind::Dict && e.keys.size() != e.items.size())
+      bad(what + " builds a dict with " + std::to_string(e.keys.size()) + " keys for " + std::to_string(e.items.size()) + " values");
+    for (auto& item : e.items) expr(item, outputs, what);
+  }
+
+  void call(const LoggedCall& c, const std::string& at) const {
+    if (c.function >= f_.functions.size()) bad(at + " names missing function " + std::to_string(c.function));
+    if (c.record < -1 || c.record >= int32_t(f_.functions[c.function].records.size()))
+      bad(at + " names missing record " + std::to_string(c.record));
+    if (c.args.kind != Value::Kind::Tuple) bad(at + ": its positional arguments are not a tuple");
+    if (c.kwargs.kind != Value::Kind::Dict) bad(at + ": its keyword arguments are not a dict");
+    for (auto& k : c.kwargs.keys)
+      if (k.kind != Atom::Kind::Str) bad(at + ": a keyword argument's name is not a string");
+    tree(c.args);
+    tree(c.kwargs);
+    tree(c.result);
+    tree(c.rng);
+    if (c.rng.kind != Value::Kind::Tensor && !(c.rng.kind == Value::Kind::Atom && c.rng.atom.kind == Atom::Kind::None))
+      bad(at + ": its random generator state is not a tensor");
     for (auto& u : c.updates) {
-      if (u.function >= int32_t(f.functions.size())) bad("a state update names missing function " + std::to_string(u.function));
-      checkValue(checkValue, u.value);
+      if (u.function < -1 || u.function >= int32_t(f_.functions.size()))
+        bad(at + ": a state update names missing function " + std::to_string(u.function));
+      tree(u.value);
     }
   }
+
+  // Ids are renumbered 1, 2, ... per tree (compactIds): more ids than values
+  // a record can hold is corruption, and the bound keeps `defined` small.
+  static constexpr uint32_t kMaxIds = 1u << 24;
+  const RecordFile& f_;
+  std::string origin_;
+};
+
+// Decompresses the body frame into memory that grows with the data the
+// frame really holds: a header or frame that only announces a huge size
+// allocates nothing.
+std::string decompressBody(const char* frame, size_t frameSize, uint64_t bodySize, const std::string& origin) {
+  if (bodySize > kMaxBodySize)
+    corrupted(origin, "it announces a body of " + std::to_string(bodySize) + " bytes, more than the " +
+                          std::to_string(kMaxBodySize >> 30) + " GiB a record may hold");
+  unsigned long long content = ZSTD_getFrameContentSize(frame, frameSize);
+  if (content == ZSTD_CONTENTSIZE_ERROR) corrupted(origin, "its compressed body is not a zstd frame");
+  if (content != bodySize)
+    corrupted(origin, "its header and its compressed body disagree on the body's size");
+  std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
+  std::string body;
+  ZSTD_inBuffer in{frame, frameSize, 0};
+  size_t filled = 0;
+  for (;;) {
+    if (filled == body.size() && body.size() < bodySize)
+      body.resize(size_t(std::min<uint64_t>(bodySize, std::max<uint64_t>(body.size() * 2, 1 << 20))));
+    ZSTD_outBuffer out{body.data(), body.size(), filled};
+    size_t consumed = in.pos;
+    size_t ret = ZSTD_decompressStream(dctx.get(), &out, &in);
+    if (ZSTD_isError(ret)) corrupted(origin, std::string("its compressed body does not decompress (") + ZSTD_getErrorName(ret) + ")");
+    bool progress = out.pos != filled || in.pos != consumed;
+    filled = out.pos;
+    if (ret == 0) break;  // the frame ended (its checksum checked)
+    if (!progress) corrupted(origin, "its compressed body is truncated or larger than announced");
+  }
+  if (filled != bodySize || in.pos != in.size) corrupted(origin, "its compressed body does not hold the announced size");
+  return body;
 }
 
 }  // namespace
 
-std::string encode(const RecordFile& file) {
+std::string encodeBody(const RecordFile& file) {
   Writer w;
   io(w, const_cast<RecordFile&>(file));  // the writer only reads
-  std::string body = w.take();
+  return w.take();
+}
 
+std::string wrapBody(const std::string& body) {
   std::string frame(ZSTD_compressBound(body.size()), '\0');
   ZSTD_CCtx* cctx = ZSTD_createCCtx();
   ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, kZstdLevel);
@@ -430,6 +638,8 @@ std::string encode(const RecordFile& file) {
   putU64(out, hashBytes(body.data(), body.size()));
   return out + frame;
 }
+
+std::string encode(const RecordFile& file) { return wrapBody(encodeBody(file)); }
 
 RecordFile decode(const std::string& bytes, const std::string& origin) {
   if (bytes.size() < 8 || std::memcmp(bytes.data(), kMagic, 8) != 0)
@@ -451,13 +661,7 @@ RecordFile decode(const std::string& bytes, const std::string& origin) {
   if (bytes.size() - kHeaderSize > frameSize)
     throw Error(origin + ": the record is corrupted: " + std::to_string(bytes.size() - kHeaderSize - frameSize) +
                 " unexpected bytes after its end; capture it again with magpy-capture");
-  if (bodySize > (uint64_t(1) << 40)) throw Error(origin + ": the record is corrupted: it announces an impossible size");
-
-  std::string body(bodySize, '\0');
-  size_t n = ZSTD_decompress(body.data(), body.size(), bytes.data() + kHeaderSize, frameSize);
-  if (ZSTD_isError(n) || n != bodySize)
-    throw Error(origin + ": the record is corrupted: its compressed body does not decompress (" +
-                (ZSTD_isError(n) ? ZSTD_getErrorName(n) : "wrong size") + "); capture it again with magpy-capture");
+  std::string body = decompressBody(bytes.data() + kHeaderSize, frameSize, bodySize, origin);
   if (hashBytes(body.data(), body.size()) != bodyHash)
     throw Error(origin + ": the record is corrupted: its body does not match its hash; capture it again with magpy-capture");
 
@@ -465,7 +669,7 @@ RecordFile decode(const std::string& bytes, const std::string& origin) {
   Reader r(body, origin);
   io(r, file);
   if (!r.atEnd()) r.fail("unexpected data after the last section");
-  validate(file, origin);
+  Validator(file, origin).run();
   return file;
 }
 

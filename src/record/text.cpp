@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "magpy/record/format.h"
+#include "magpy/record/op_policy.h"
 #include "magpy/support/error.h"
 #include "magpy/support/hash.h"
 #include "magpy/support/json.h"
@@ -196,6 +197,9 @@ void checkJson(const Check& c, JsonWriter& j) {
   }
 }
 
+// Why magpy-run would refuse this node under the default operator policy.
+std::string policyConcern(const Node& n) { return n.isOp() ? outsidePolicy(n.target, n.overload) : ""; }
+
 void graphJson(const Graph& g, JsonWriter& j) {
   j.beginArray();
   for (auto& n : g.nodes) {
@@ -212,6 +216,7 @@ void graphJson(const Graph& g, JsonWriter& j) {
       j.field("op", n.opName()).key("args").beginArray();
       for (auto& a : n.args) j.value(argText(a, g));
       j.endArray();
+      if (std::string why = policyConcern(n); !why.empty()) j.field("outside_policy", why);
     }
     if (!n.outputs.empty()) {
       j.key("outputs").beginArray();
@@ -440,6 +445,8 @@ std::string printGraph(const Graph& g) {
         for (auto& a : n.args) parts.push_back(argText(a, g));
         out << "%" << n.name << " = " << n.opName() << "(" << join(parts, ", ") << ")" << metaText(n.outputs);
         if (!n.where.empty()) out << "  # " << n.where;
+        if (std::string why = policyConcern(n); !why.empty())
+          out << "  # outside the operator policy: " << why << " (magpy-run needs --trust-record)";
       }
     }
     out << "\n";

@@ -3,8 +3,10 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/scalar_tensor.h>
 
+#include <algorithm>
 #include <set>
 
+#include "magpy/record/op_policy.h"
 #include "magpy/replay/tensors.h"
 #include "magpy/support/error.h"
 
@@ -23,7 +25,9 @@ struct Operand {
 
 struct Step {
   c10::OperatorHandle op;
-  std::string name;
+  std::string name;          // "aten::add.Tensor"
+  std::string node;          // "%add_1 (model.py:14)", for errors
+  bool checkGeometry = false;  // sizes/strides/offset come from the record: check them first
   std::vector<Operand> operands;
   std::vector<int> outputs;  // slot per returned value
   bool unpackList = false;   // the op returns one Tensor[]: its elements go to `outputs`
@@ -70,6 +74,50 @@ c10::IValue constantFor(const record::Arg& a, const c10::Argument& schemaArg, co
   }
 }
 
+bool takesStorage(const c10::FunctionSchema& schema) {
+  auto isStorage = [](const c10::Argument& a) { return a.type()->kind() == c10::TypeKind::StorageType; };
+  return std::any_of(schema.arguments().begin(), schema.arguments().end(), isStorage) ||
+         std::any_of(schema.returns().begin(), schema.returns().end(), isStorage);
+}
+
+void refuseOutsidePolicy(const record::Node& n, const c10::FunctionSchema& schema, const std::string& where) {
+  std::string why = record::outsidePolicy(n.target, n.overload);
+  if (why.empty() && takesStorage(schema)) why = "takes a raw storage";
+  if (!why.empty())
+    throw Error(where + ": operator " + n.opName() + " " + why + ", which magpy-run's operator policy does not allow "
+                "for records from others; replay it only if you trust the record's source (--trust-record)");
+}
+
+// The elements a view with these sizes, strides and offset reaches must lie
+// inside its base's storage (libtorch checks this for as_strided, not for
+// every operator that takes strides).
+void checkGeometry(const Step& step, const std::vector<c10::IValue>& stack) {
+  bool scatter = step.name.rfind("aten::as_strided_scatter", 0) == 0;
+  size_t first = scatter ? 2 : 1;  // as_strided_scatter(self, src, size, stride, offset)
+  if (stack.size() < first + 2 || !stack[0].isTensor() || !stack[first].isIntList() || !stack[first + 1].isIntList()) return;
+  const at::Tensor& base = stack[0].toTensor();
+  auto sizes = stack[first].toIntVector(), strides = stack[first + 1].toIntVector();
+  int64_t offset = base.storage_offset();
+  if (stack.size() > first + 2 && stack[first + 2].isInt()) offset = stack[first + 2].toInt();
+  auto bad = [&](const std::string& why) { throw Error("while running " + step.node + ": " + step.name + " " + why); };
+  if (sizes.size() != strides.size()) bad("has " + std::to_string(strides.size()) + " strides for " + std::to_string(sizes.size()) + " sizes");
+  int64_t last = offset;  // the furthest element reached
+  bool empty = false;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] < 0 || strides[i] < 0) bad("has a negative size or stride");
+    if (sizes[i] == 0) empty = true;
+    int64_t reach;
+    if (__builtin_mul_overflow(sizes[i] ? sizes[i] - 1 : 0, strides[i], &reach) || __builtin_add_overflow(last, reach, &last))
+      bad("reaches past any storage");
+  }
+  if (offset < 0) bad("has a negative storage offset");
+  uint64_t needed = 0;
+  if (!empty && __builtin_mul_overflow(uint64_t(last) + 1, uint64_t(base.element_size()), &needed)) bad("reaches past any storage");
+  if (!base.has_storage() || needed > base.storage().nbytes())
+    bad("views " + std::to_string(needed) + " bytes of a " + std::to_string(base.has_storage() ? base.storage().nbytes() : 0) +
+        "-byte storage");
+}
+
 bool isOptionalTensorList(const c10::Argument& a) {
   auto list = a.type()->cast<c10::ListType>();
   return list && list->getElementType()->kind() == c10::TypeKind::OptionalType;
@@ -113,7 +161,7 @@ Plan::Plan(const record::Graph& input, const std::vector<record::TensorBlob>& bl
 
   for (size_t ni = 0; ni < graph.nodes.size(); ++ni) {
     const record::Node& n = graph.nodes[ni];
-    std::string where = "node %" + n.name;
+    std::string where = "node %" + n.name + (n.where.empty() ? "" : " (" + n.where + ")");
     switch (n.kind) {
       case record::NodeKind::Placeholder:
       case record::NodeKind::GetAttr: {
@@ -152,10 +200,12 @@ Plan::Plan(const record::Graph& input, const std::vector<record::TensorBlob>& bl
                       "); replay with the libtorch the record was captured with, or capture again");
         const auto& schema = handle->schema();
         const auto& params = schema.arguments();
+        if (!options.trustRecord) refuseOutsidePolicy(n, schema, where);
         if (n.args.size() > params.size())
           throw Error(where + ": " + n.opName() + " takes " + std::to_string(params.size()) + " arguments in this libtorch, the record passes " +
                       std::to_string(n.args.size()));
-        Step step{*handle, n.opName(), {}, {}, false, optimized.folded[ni], {}};
+        Step step{*handle, n.opName(), "%" + n.name + (n.where.empty() ? "" : " (" + n.where + ")"),
+                  record::checksGeometry(n.target), {}, {}, false, optimized.folded[ni], {}};
         int stepIndex = int(impl_->steps.size());
         for (size_t ai = 0; ai < params.size(); ++ai) {
           Operand op;
@@ -304,7 +354,14 @@ std::vector<c10::IValue> Plan::runWith(std::vector<c10::IValue> inputs) const {
         }
       }
     }
-    step.op.callBoxed(&stack);
+    if (step.checkGeometry) checkGeometry(step, stack);
+    try {
+      step.op.callBoxed(&stack);
+    } catch (const c10::Error& e) {
+      throw Error("while running " + step.node + ": " + e.what_without_backtrace());
+    } catch (const Error& e) {
+      throw Error("while running " + step.node + ": " + e.what());
+    }
     if (step.unpackList) {
       auto list = stack[0].toTensorVector();
       if (list.size() != step.outputs.size())

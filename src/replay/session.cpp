@@ -14,6 +14,7 @@
 #include "magpy/replay/mock.h"
 #include "magpy/replay/plan.h"
 #include "replay/cuda_graph.h"
+#include "replay/memory_budget.h"
 
 namespace magpy::replay {
 
@@ -71,6 +72,7 @@ struct Session::Impl {
   std::vector<std::vector<GuardSet>> guards;
   std::vector<std::vector<std::unique_ptr<CudaGraphRunner>>> cudaGraphs;  // per record, or null
   uint64_t stateVersion = 0;  // bumped whenever state may have changed
+  uint64_t memoryBudget = 0;
   SessionTiming timing;
 
   CallState stateFor(size_t f, std::vector<Value> args, Value kwargs) {
@@ -113,14 +115,20 @@ Session::Session(record::RecordFile file, const SessionOptions& options) : impl_
   }
   if (impl_->device.is_cuda() && !at::hasCUDA())
     throw Error("device " + options.device + " asked for, but this libtorch has no CUDA support or no GPU is visible");
-  PlanOptions planOptions{options.passes, true, options.device};
+  impl_->memoryBudget = options.memoryBudget;
+  PlanOptions planOptions{options.passes, true, options.device, options.trustRecord};
   for (auto& fn : f.functions) {
     impl_->selves.push_back(materialize(fn.self, f));
     std::vector<std::unique_ptr<Plan>> plans;
     std::vector<GuardSet> guards;
     std::vector<std::unique_ptr<CudaGraphRunner>> graphs;
-    for (auto& r : fn.records) {
-      plans.push_back(r.breaks.empty() ? std::make_unique<Plan>(r.graph, f.blobs, planOptions) : nullptr);
+    for (size_t ri = 0; ri < fn.records.size(); ++ri) {
+      const record::Record& r = fn.records[ri];
+      try {
+        plans.push_back(r.breaks.empty() ? std::make_unique<Plan>(r.graph, f.blobs, planOptions) : nullptr);
+      } catch (const Error& e) {
+        throw Error(fn.name + " record " + std::to_string(ri) + ": " + e.what());
+      }
       guards.emplace_back(r.guards);
       bool cudaGraph = plans.back() && impl_->device.is_cuda() && options.cudaGraphs;
       graphs.push_back(cudaGraph ? CudaGraphRunner::make(*plans.back(), r.graph) : nullptr);
@@ -142,7 +150,12 @@ Session::Session(Session&&) noexcept = default;
 Session& Session::operator=(Session&&) noexcept = default;
 
 Session Session::open(const std::string& path, const SessionOptions& options) {
-  return Session(record::readRecordFile(path), options);
+  record::RecordFile file = record::readRecordFile(path);
+  try {
+    return Session(std::move(file), options);
+  } catch (const Error& e) {
+    throw Error(path + ": " + e.what());
+  }
 }
 
 const SessionTiming& Session::timing() const { return impl_->timing; }
@@ -175,15 +188,17 @@ CallOutcome Session::call(size_t function, std::vector<Value> args, Value kwargs
     // Native replay never builds autograd graphs. (Not InferenceMode: its
     // tensors have no version counters, which folding and users rely on.)
     at::NoGradGuard noGrad;
+    MemoryBudgetScope budget(p.memoryBudget);
     std::vector<c10::IValue> outputs;
     auto t1 = Clock::now();
     try {
       const Plan& plan = *p.plans[function][r];
       auto& cudaGraph = p.cudaGraphs[function][r];
       outputs = cudaGraph ? cudaGraph->run(plan.inputsFrom(state)) : plan.run(state);
+    } catch (const Error& e) {
+      throw Error(p.file.functions[function].name + " record " + std::to_string(r) + ": " + e.what());
     } catch (const c10::Error& e) {
-      throw Error("running record " + std::to_string(r) + " of " + p.file.functions[function].name + " failed: " +
-                  e.what_without_backtrace());
+      throw Error(p.file.functions[function].name + " record " + std::to_string(r) + ": " + e.what_without_backtrace());
     }
     p.timing.graph += since(t1);
     auto t2 = Clock::now();

@@ -13,6 +13,8 @@
 #include <ATen/ops/equal.h>
 #include <ATen/ops/isnan.h>
 
+#include <set>
+
 #include "magpy/replay/tensors.h"
 #include "magpy/support/error.h"
 
@@ -182,8 +184,13 @@ std::pair<double, double> defaultTolerance(c10::ScalarType t) {
   }
 }
 
+// Pairs of heap objects already compared: values may share sub-objects or
+// contain themselves (a list that holds itself), so each pair is compared
+// once, whatever the number of paths that reach it.
+using Compared = std::set<std::pair<const HeapObject*, const HeapObject*>>;
+
 void compareInto(const Value& actual, const Value& expected, const Tolerance& tol, const std::string& where,
-                 Comparison& out) {
+                 Comparison& out, Compared& compared) {
   auto differ = [&](const std::string& what) {
     if (out.difference.empty()) out.difference = where + ": " + what;
   };
@@ -224,6 +231,7 @@ void compareInto(const Value& actual, const Value& expected, const Tolerance& to
       if (actual.heap->type != expected.heap->type) differ("expected " + describe(expected) + ", got " + describe(actual));
       return;
     default: {
+      if (!compared.insert({actual.heap.get(), expected.heap.get()}).second) return;
       auto& ai = actual.heap->items;
       auto& ei = expected.heap->items;
       if (ai.size() != ei.size() || actual.heap->keys != expected.heap->keys)
@@ -231,7 +239,7 @@ void compareInto(const Value& actual, const Value& expected, const Tolerance& to
       for (size_t i = 0; i < ai.size(); ++i) {
         std::string sub = actual.kind == Value::Kind::Dict ? where + "[" + record::toString(actual.heap->keys[i]) + "]"
                                                            : where + "[" + std::to_string(i) + "]";
-        compareInto(ai[i], ei[i], tol, sub, out);
+        compareInto(ai[i], ei[i], tol, sub, out, compared);
       }
     }
   }
@@ -241,7 +249,8 @@ void compareInto(const Value& actual, const Value& expected, const Tolerance& to
 
 Comparison compare(const Value& actual, const Value& expected, const Tolerance& tol, const std::string& where) {
   Comparison out;
-  compareInto(actual, expected, tol, where, out);
+  Compared compared;
+  compareInto(actual, expected, tol, where, out, compared);
   return out;
 }
 

@@ -3,6 +3,8 @@
 #include <charconv>
 #include <cmath>
 
+#include "magpy/support/error.h"
+
 namespace magpy {
 
 std::string quote(std::string_view s) {
@@ -54,6 +56,26 @@ std::string join(const std::vector<std::string>& parts, std::string_view sep) {
     out += parts[i];
   }
   return out;
+}
+
+uint64_t parseByteSize(const std::string& text) {
+  if (text == "none") return 0;
+  size_t used = 0;
+  double number = 0;
+  try {
+    number = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  std::string unit = text.substr(used);
+  const std::string units = "KMGT";
+  double scale = 1;
+  if (unit.size() == 1 && units.find(unit[0]) != std::string::npos) scale = double(uint64_t(1) << (10 * (units.find(unit[0]) + 1)));
+  else if (!unit.empty()) used = 0;
+  double bytes = number * scale;
+  if (used == 0 || !(bytes >= 0) || bytes >= 18e18)
+    throw Error("'" + text + "' is not a size: use bytes or a number with K, M, G or T (512M, 2G), or none");
+  return uint64_t(bytes);
 }
 
 }  // namespace magpy

@@ -2,6 +2,9 @@
 // arguments. Messages are compared with golden files in tests/golden.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <sstream>
+
 #include "support.h"
 
 using namespace magpy::e2e;
@@ -88,6 +91,48 @@ TEST(Run, BadRecordFiles) {
     EXPECT_EQ(i.status, 2) << file;
   }
   EXPECT_EQ(all, golden("run_bad_records.txt", all));
+}
+
+// Records well formed outside and hostile inside (tests/hostile): magpy-run
+// and magpy-inspect give one precise message and the expected status,
+// within 10 seconds and 1 GB each.
+TEST(Run, HostileRecords) {
+  Scratch s("hostile");
+  ASSERT_EQ(s.run("write_hostile_records .").status, 0);
+  std::istringstream index(s.read("index.tsv"));
+  std::string line;
+  size_t cases = 0;
+  while (std::getline(index, line)) {
+    std::istringstream fields(line);
+    std::string name, status, loads, expect;
+    std::getline(fields, name, '\t');
+    std::getline(fields, status, '\t');
+    std::getline(fields, loads, '\t');
+    std::getline(fields, expect);
+    SCOPED_TRACE(name);
+    ++cases;
+    std::string measure = "/usr/bin/python3 " + sourceDir() + "/tests/e2e/measure.py usage.txt ";
+    Result r = s.run(measure + "magpy-run " + name + ".mgp");
+    EXPECT_EQ(r.status, std::stoi(status)) << r.out << r.err;
+    EXPECT_TRUE(contains(r.out + r.err, expect)) << r.out << r.err;
+    if (r.status == 2) {
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    }
+    double mb = 0, seconds = 0;
+    std::istringstream(s.read("usage.txt")) >> mb >> seconds;
+    EXPECT_LT(mb, 1024) << "peak memory of magpy-run";
+    EXPECT_LT(seconds, 10) << "seconds magpy-run took";
+
+    Result i = s.run(measure + "magpy-inspect " + name + ".mgp > /dev/null");
+    EXPECT_EQ(i.status, loads == "1" ? 0 : 2) << i.err;
+    if (loads != "1") {
+      EXPECT_TRUE(contains(i.err, expect)) << i.err;
+    }
+    std::istringstream(s.read("usage.txt")) >> mb >> seconds;
+    EXPECT_LT(mb, 1024) << "peak memory of magpy-inspect";
+    EXPECT_LT(seconds, 10) << "seconds magpy-inspect took";
+  }
+  EXPECT_GE(cases, 20u);
 }
 
 TEST(Run, NeverLinksPython) {

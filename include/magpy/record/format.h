@@ -41,6 +41,12 @@
 //   meta        := dtype:string shape:zigzags strides:zigzags device:string requires_grad:u8
 //
 // body_hash is magpy::hashBytes(body); blob hashes are checked on load.
+// A record may come from someone else: the reader bounds the body (8 GiB,
+// and the frame's own content size must agree with body_size), grows every
+// list as its elements parse (the parsed structure, tensor bytes aside, may
+// take at most 128 MiB), limits nesting (kMaxNesting), and then checks
+// every cross-reference and structural expectation (decode's validate()),
+// so code that uses a RecordFile may rely on them.
 // Writing is deterministic: the same RecordFile always gives the same bytes.
 // Files are written to a temporary name and renamed into place.
 #pragma once
@@ -54,8 +60,20 @@ namespace magpy::record {
 
 constexpr uint32_t kFormatVersion = 2;
 
+// Values, constants and mock expressions nest at most this deep, and access
+// paths have at most this many steps: the reader refuses deeper ones (so no
+// walk over a loaded record can exhaust the stack) and the writer never
+// writes them.
+constexpr size_t kMaxNesting = 256;
+
 std::string encode(const RecordFile& file);  // whole file bytes
 RecordFile decode(const std::string& bytes, const std::string& origin = "<memory>");
+
+// The two halves of encode(), for tools that build bodies byte by byte
+// (the fuzzer, hostile-record tests): the body of a file, and a whole file
+// around any body (header, hash and zstd frame).
+std::string encodeBody(const RecordFile& file);
+std::string wrapBody(const std::string& body);
 
 void writeRecordFile(const RecordFile& file, const std::string& path);
 RecordFile readRecordFile(const std::string& path);

@@ -19,13 +19,15 @@ struct PlanOptions {
   PassOptions passes = PassOptions::none();
   bool inference = false;      // no autograd: parameter-only results may be cached
   std::string device = "cpu";  // constants and factory operators are placed there
+  bool trustRecord = false;    // run operators outside the operator policy (record/op_policy.h)
 };
 
 // Not thread-safe: a plan caches folded results between runs.
 class Plan {
  public:
-  // Throws Error when an operator does not exist in this libtorch or its
-  // schema cannot take the recorded arguments. `blobs` holds the contents of
+  // Throws Error when an operator does not exist in this libtorch, is
+  // outside the operator policy (unless options.trustRecord), or its schema
+  // cannot take the recorded arguments. `blobs` holds the contents of
   // the graph's constant tensors (get_attr nodes with a blob).
   Plan(const record::Graph& graph, const std::vector<record::TensorBlob>& blobs, const PlanOptions& options = {});
   ~Plan();
@@ -33,7 +35,8 @@ class Plan {
   Plan& operator=(Plan&&) noexcept;
 
   // Runs the graph on the tensors its placeholders and get_attrs read from
-  // `state`; returns the values listed by the output node.
+  // `state`; returns the values listed by the output node. An operator's
+  // failure is an Error naming its node and source line.
   std::vector<c10::IValue> run(const CallState& state) const;
 
   // The graph inputs read from `state`, in the order of inputPaths().

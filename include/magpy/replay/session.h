@@ -43,6 +43,11 @@ struct SessionOptions {
   PassOptions passes;          // graph optimizations, all on by default
   std::string device = "cpu";  // where state, inputs and operators live: "cpu", "cuda", "cuda:1"
   bool cudaGraphs = true;      // on CUDA: replay static records as CUDA graphs
+  bool trustRecord = false;    // allow operators outside the operator policy (record/op_policy.h)
+  // CPU tensor memory one call may allocate beyond what was live before it
+  // (0: no limit); a call that needs more fails with an Error.
+  uint64_t memoryBudget = kDefaultMemoryBudget;
+  static constexpr uint64_t kDefaultMemoryBudget = uint64_t(2) << 30;
 };
 
 // Where replay's time went, summed over calls (seconds).

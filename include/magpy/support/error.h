@@ -5,6 +5,7 @@
 // line), and what the user can do about it, in that order.
 #pragma once
 
+#include <functional>
 #include <stdexcept>
 #include <string>
 
@@ -15,21 +16,10 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& message) : std::runtime_error(message) {}
 };
 
-// A guard that did not hold when a record was asked to run. Carries the
-// failing check so callers can explain the miss without parsing text.
-class GuardFailure : public Error {
- public:
-  GuardFailure(std::string path, std::string expected, std::string actual)
-      : Error(path + ": expected " + expected + ", got " + actual),
-        path_(std::move(path)),
-        expected_(std::move(expected)),
-        actual_(std::move(actual)) {}
-  const std::string& path() const { return path_; }
-  const std::string& expected() const { return expected_; }
-  const std::string& actual() const { return actual_; }
-
- private:
-  std::string path_, expected_, actual_;
-};
+// An app's main() runs its work through this, the one place errors are
+// reported: a magpy::Error, a libtorch error (its C++ backtrace dropped) or
+// any other exception prints "tool: error: message" on stderr and gives
+// exit status 2; running out of memory says so. No exception escapes.
+int runReportingErrors(const char* tool, const std::function<int()>& body);
 
 }  // namespace magpy

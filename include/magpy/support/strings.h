@@ -20,4 +20,8 @@ std::string formatInts(const std::vector<int64_t>& v);
 
 std::string join(const std::vector<std::string>& parts, std::string_view sep);
 
+// "512M", "2G", "1.5G", "4096" (bytes; K, M, G, T are powers of 1024), or
+// "none" (0). Throws Error naming the text otherwise.
+uint64_t parseByteSize(const std::string& text);
+
 }  // namespace magpy

@@ -1,0 +1,36 @@
+// The operator policy: which operators a record may make magpy-run call.
+//
+// A record is data from a possibly untrusted source (README, "Threat
+// model"). Replay runs only operators whose effects stay inside the tensors
+// they are given. Outside the default policy are operators that
+//   - read or write files (aten::from_file, aten::save),
+//   - rebind or reinterpret raw storage (set_, set_data, the storage-taking
+//     overloads),
+//   - build tensors without checking their indices (the sparse
+//     constructors, every *_unsafe constructor),
+//   - change process-wide state (seeding, grad mode, backend caches,
+//     streams, autograd calls),
+//   - live outside the ATen and quantized namespaces (prim::, profiler::,
+//     custom operator libraries).
+// View-making operators whose geometry is given by the record (as_strided
+// and friends, _reshape_alias) run, but replay checks their sizes, strides
+// and offset against the input's storage first (checksGeometry).
+//
+// This file knows only names, so magpy-inspect can show the policy without
+// libtorch; replay adds one schema rule (no argument or result of type
+// Storage).
+#pragma once
+
+#include <string>
+
+namespace magpy::record {
+
+// Empty when `aten::name` with this overload is inside the default policy;
+// otherwise what it does that the policy forbids ("reads and writes files").
+std::string outsidePolicy(const std::string& target, const std::string& overload);
+
+// Operators whose size, stride and storage offset arguments replay checks
+// against the storage of the tensor they view.
+bool checksGeometry(const std::string& target);
+
+}  // namespace magpy::record

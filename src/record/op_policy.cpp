@@ -1,0 +1,65 @@
+#include "magpy/record/op_policy.h"
+
+#include <cstring>
+
+namespace magpy::record {
+namespace {
+
+struct Rule {
+  const char* name;  // operator name without namespace
+  const char* reason;
+};
+
+const Rule kForbidden[] = {
+    {"from_file", "reads and writes files"},
+    {"save", "writes files"},
+    {"load", "reads files"},
+    {"set_", "rebinds a tensor to another storage"},
+    {"set", "rebinds a tensor to another storage"},
+    {"set_data", "rebinds a tensor to another storage"},
+    {"manual_seed", "changes the process's random generator"},
+    {"seed", "changes the process's random generator"},
+    {"set_grad_enabled", "changes the process's grad mode"},
+    {"_cufft_set_plan_cache_max_size", "changes a process-wide cache"},
+    {"_cufft_clear_plan_cache", "changes a process-wide cache"},
+    {"_cudnn_init_dropout_state", "changes process-wide state"},
+    {"record_stream", "changes how CUDA memory is reclaimed"},
+    {"backward", "runs autograd on state outside the graph"},
+    {"_backward", "runs autograd on state outside the graph"},
+    {"retain_grad", "changes autograd state"},
+    {"requires_grad_", "changes autograd state"},
+    {"_sparse_coo_tensor_with_dims_and_tensors", "builds a sparse tensor without checking its indices"},
+    {"_nested_tensor_from_tensor_list", "builds a nested tensor, which replay does not support"},
+};
+
+const char* const kGeometry[] = {"as_strided", "as_strided_", "as_strided_copy", "as_strided_scatter", "_reshape_alias"};
+
+bool endsWith(const std::string& s, const char* tail) {
+  size_t n = std::strlen(tail);
+  return s.size() >= n && s.compare(s.size() - n, n, tail) == 0;
+}
+
+}  // namespace
+
+std::string outsidePolicy(const std::string& target, const std::string& overload) {
+  size_t sep = target.find("::");
+  if (sep == std::string::npos) return "names no operator namespace";
+  std::string ns = target.substr(0, sep), name = target.substr(sep + 2);
+  if (ns != "aten" && ns != "quantized") return "is outside the ATen and quantized operator sets";
+  for (const Rule& r : kForbidden)
+    if (name == r.name) return r.reason;
+  if (endsWith(name, "_unsafe")) return "builds a tensor without checking its arguments";
+  if (name.find("sparse") != std::string::npos && endsWith(name, "_tensor"))
+    return "builds a sparse tensor from indices the record chooses";
+  if (overload.find("Storage") != std::string::npos) return "takes a raw storage";
+  return "";
+}
+
+bool checksGeometry(const std::string& target) {
+  if (target.compare(0, 6, "aten::") != 0) return false;
+  for (const char* name : kGeometry)
+    if (target.compare(6, std::string::npos, name) == 0) return true;
+  return false;
+}
+
+}  // namespace magpy::record

@@ -1,0 +1,33 @@
+#include "magpy/support/error.h"
+
+#include <iostream>
+#include <new>
+
+namespace magpy {
+namespace {
+
+// libtorch appends the C++ backtrace to its messages; users need the message.
+std::string withoutBacktrace(std::string message) {
+  size_t at = message.find("\nException raised from ");
+  if (at != std::string::npos) message.resize(at);
+  return message;
+}
+
+}  // namespace
+
+int runReportingErrors(const char* tool, const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const Error& e) {
+    std::cerr << tool << ": error: " << e.what() << "\n";
+  } catch (const std::bad_alloc&) {
+    std::cerr << tool << ": error: out of memory\n";
+  } catch (const std::exception& e) {
+    std::cerr << tool << ": error: " << withoutBacktrace(e.what()) << "\n";
+  } catch (...) {
+    std::cerr << tool << ": error: an unknown exception\n";
+  }
+  return 2;
+}
+
+}  // namespace magpy

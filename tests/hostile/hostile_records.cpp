@@ -1,0 +1,349 @@
+#include "hostile_records.h"
+
+#include <cstring>
+#include <stdexcept>
+
+#include "magpy/record/format.h"
+#include "magpy/support/hash.h"
+
+namespace magpy::hostile {
+namespace {
+
+using namespace record;
+
+// Grammar pieces by hand (format.h), for bodies the writer refuses to write.
+struct Bytes {
+  std::string out;
+  Bytes& u8(uint8_t v) { out.push_back(char(v)); return *this; }
+  Bytes& varint(uint64_t v) {
+    while (v >= 0x80) { out.push_back(char((v & 0x7f) | 0x80)); v >>= 7; }
+    out.push_back(char(v));
+    return *this;
+  }
+  Bytes& zigzag(int64_t v) { return varint((uint64_t(v) << 1) ^ uint64_t(v >> 63)); }
+  Bytes& f64zero() { out.append(8, '\0'); return *this; }
+  Bytes& str(const std::string& s) { varint(s.size()); out += s; return *this; }
+  Bytes& atom(uint8_t kind, const std::string& s = "") { return u8(kind).zigzag(0).f64zero().str(s).varint(0); }
+  Bytes& emptyMeta() { return str("float32").varint(0).varint(0).str("cpu").u8(0); }  // TensorMeta{}
+  Bytes& emptyPath() { return u8(0).zigzag(0).str("").varint(0); }
+};
+
+constexpr uint8_t kAtomNone = 0, kAtomStr = 4, kAtomTuple = 10;
+constexpr uint8_t kValueAtom = 0, kValueList = 3;
+constexpr uint8_t kExprConst = 0, kExprTuple = 3;
+
+// A value holding the string atom `s`, as the writer encodes it.
+std::string stringValue(const std::string& s) {
+  return Bytes().u8(kValueAtom).atom(kAtomStr, s).varint(0).emptyMeta().str("").varint(0).varint(0).varint(0).varint(0).out;
+}
+std::string stringExpr(const std::string& s) {
+  return Bytes().u8(kExprConst).atom(kAtomStr, s).zigzag(0).emptyPath().varint(0).varint(0).out;
+}
+
+std::string nestedLists(size_t depth) {
+  std::string open = Bytes().u8(kValueList).atom(kAtomNone).varint(0).emptyMeta().str("").varint(1).out;
+  std::string close = Bytes().varint(0).varint(0).varint(0).out;
+  std::string leaf = Bytes().u8(kValueAtom).atom(kAtomNone).varint(0).emptyMeta().str("").varint(0).varint(0).varint(0).varint(0).out;
+  std::string s;
+  s.reserve(depth * (open.size() + close.size()) + leaf.size());
+  for (size_t i = 0; i < depth; ++i) s += open;
+  s += leaf;
+  for (size_t i = 0; i < depth; ++i) s += close;
+  return s;
+}
+
+std::string nestedTupleAtomValue(size_t depth) {
+  Bytes b;
+  b.u8(kValueAtom);
+  for (size_t i = 0; i < depth; ++i) b.u8(kAtomTuple).zigzag(0).f64zero().str("").varint(1);
+  b.u8(kAtomNone).zigzag(0).f64zero().str("").varint(0);
+  return b.varint(0).emptyMeta().str("").varint(0).varint(0).varint(0).varint(0).out;
+}
+
+std::string nestedTupleExprs(size_t depth) {
+  std::string open = Bytes().u8(kExprTuple).atom(kAtomNone).zigzag(0).emptyPath().varint(1).out;
+  std::string close = Bytes().varint(0).out;
+  std::string s;
+  for (size_t i = 0; i < depth; ++i) s += open;
+  s += stringExpr("leaf");
+  for (size_t i = 0; i < depth; ++i) s += close;
+  return s;
+}
+
+// Encodes `file`, then replaces the one encoding of `marker` with `with`.
+std::string splice(const std::string& body, const std::string& marker, const std::string& with) {
+  size_t at = body.find(marker);
+  if (at == std::string::npos || body.find(marker, at + 1) != std::string::npos)
+    throw std::logic_error("hostile: the marker is not in the body exactly once");
+  return body.substr(0, at) + with + body.substr(at + marker.size());
+}
+
+TensorMeta meta(std::vector<int64_t> shape) {
+  TensorMeta m;
+  m.shape = shape;
+  int64_t stride = 1;
+  m.strides.assign(shape.size(), 0);
+  for (size_t i = shape.size(); i-- > 0;) {
+    m.strides[i] = stride;
+    stride *= shape[i];
+  }
+  return m;
+}
+
+TensorBlob floatBlob(std::vector<int64_t> shape, size_t count) {
+  TensorBlob b;
+  b.dtype = "float32";
+  b.shape = std::move(shape);
+  b.bytes.assign(count * 4, '\0');
+  b.hash = hashBytes(b.bytes.data(), b.bytes.size());
+  return b;
+}
+
+Value tensorValue(uint32_t blob, const TensorMeta& m) {
+  Value v;
+  v.kind = Value::Kind::Tensor;
+  v.blob = blob;
+  v.meta = m;
+  return v;
+}
+
+Value container(Value::Kind kind, std::vector<Value> items = {}) {
+  Value v;
+  v.kind = kind;
+  v.items = std::move(items);
+  return v;
+}
+
+// One function, `f`, whose self is an object with the given attributes, one
+// record running `nodes`, and one logged call with the given arguments.
+RecordFile oneCall(std::vector<Node> nodes, Value args = container(Value::Kind::Tuple)) {
+  RecordFile f;
+  f.env = {"0.1.0", "3.11.2", "1.13.0", 0};
+  f.script = "hostile.py";
+  CompiledFunction fn;
+  fn.name = "__main__.f";
+  fn.module = "__main__";
+  fn.self = container(Value::Kind::Object);
+  fn.self.type = "__main__.M";
+  Record r;
+  r.origin = "first call";
+  Node out;
+  out.kind = NodeKind::Output;
+  out.name = "output";
+  if (!nodes.empty()) out.args = {Arg::node(int64_t(nodes.size()) - 1)};
+  r.graph.nodes = std::move(nodes);
+  r.graph.nodes.push_back(out);
+  r.mock.result = r.graph.nodes.size() > 1 ? ValueExpr::output(0) : ValueExpr::constant(Atom::none());
+  fn.records.push_back(r);
+  f.functions.push_back(fn);
+  LoggedCall c;
+  c.record = 0;
+  c.args = std::move(args);
+  c.kwargs = container(Value::Kind::Dict);
+  f.calls.push_back(c);
+  return f;
+}
+
+Node op(const std::string& name, const std::string& target, const std::string& overload, std::vector<Arg> args) {
+  Node n;
+  n.name = name;
+  n.target = target;
+  n.overload = overload;
+  n.args = std::move(args);
+  n.where = "hostile.py:1";
+  return n;
+}
+
+Arg ints(std::vector<int64_t> v) {
+  Arg a;
+  a.kind = Arg::Kind::IntList;
+  a.ints = std::move(v);
+  return a;
+}
+Arg text(std::string s) {
+  Arg a;
+  a.kind = Arg::Kind::Str;
+  a.s = std::move(s);
+  return a;
+}
+
+Node placeholder(int64_t index, const TensorMeta& m) {
+  Node n;
+  n.kind = NodeKind::Placeholder;
+  n.name = "arg" + std::to_string(index);
+  n.target = n.name;
+  n.source = AccessPath::arg(index);
+  n.outputs = {m};
+  return n;
+}
+
+// One call whose argument, a float32 tensor of 2 elements, `node` reads.
+RecordFile withTensorArg(Node node) {
+  TensorMeta m = meta({2});
+  RecordFile f = oneCall({placeholder(0, m), std::move(node)}, container(Value::Kind::Tuple, {tensorValue(0, m)}));
+  f.blobs.push_back(floatBlob({2}, 2));
+  return f;
+}
+
+// A self-referencing or shared structure as the mock's result and the
+// logged result: replay must compare it in time linear in its size.
+RecordFile sharedResult(bool cyclic) {
+  RecordFile f = oneCall({});
+  Value shared;
+  if (cyclic) {
+    shared = container(Value::Kind::List);
+    shared.id = 1;
+    Value ref;
+    ref.kind = Value::Kind::Ref;
+    ref.id = 1;
+    shared.items = {ref, Value::ofAtom(Atom::integer(7))};
+  } else {
+    // 64 levels, each holding the level below twice: 2^64 paths.
+    shared = Value::ofAtom(Atom::integer(7));
+    for (uint32_t level = 1; level <= 64; ++level) {
+      shared.id = level;
+      Value ref;
+      ref.kind = Value::Kind::Ref;
+      ref.id = level;
+      Value next = container(Value::Kind::List, {shared, ref});
+      shared = next;
+    }
+  }
+  f.functions[0].self.names = {"x"};
+  f.functions[0].self.items = {shared};
+  f.functions[0].records[0].mock.result = ValueExpr::read(AccessPath::self().attr("x"));
+  f.calls[0].result = shared;
+  return f;
+}
+
+std::string withHeaderBodySize(std::string file, uint64_t size) {
+  for (int i = 0; i < 8; ++i) file[size_t(24 + i)] = char((size >> (8 * i)) & 0xff);
+  return file;
+}
+
+std::string bodyWithSelf(const std::string& selfBytes) {
+  RecordFile f = oneCall({});
+  f.functions[0].self = Value::ofAtom(Atom::string("@@SELF@@"));
+  return wrapBody(splice(encodeBody(f), stringValue("@@SELF@@"), selfBytes));
+}
+
+void loadCases(std::vector<Case>& out) {
+  out.push_back({"deep_value", bodyWithSelf(nestedLists(100000)), 2, "nest more than 256 levels deep"});
+  out.push_back({"deep_constant", bodyWithSelf(nestedTupleAtomValue(50000)), 2, "nest more than 256 levels deep"});
+  {
+    RecordFile f = oneCall({});
+    f.functions[0].records[0].mock.result = ValueExpr::constant(Atom::string("@@MOCK@@"));
+    out.push_back({"deep_mock", wrapBody(splice(encodeBody(f), stringExpr("@@MOCK@@"), nestedTupleExprs(50000))), 2,
+                   "nest more than 256 levels deep"});
+  }
+  {
+    RecordFile f = oneCall({});
+    Value opaque = container(Value::Kind::Opaque, {Value::ofAtom(Atom::integer(1)), Value::ofAtom(Atom::integer(2))});
+    opaque.type = "builtins.function";
+    opaque.names = {"a"};
+    f.functions[0].self = opaque;
+    out.push_back({"opaque_names", encode(f), 2, "has 1 attribute names for 2 values"});
+  }
+  {
+    RecordFile f = oneCall({});
+    ValueExpr dict;
+    dict.kind = ValueExpr::Kind::Dict;
+    dict.items = {ValueExpr::constant(Atom::integer(1)), ValueExpr::constant(Atom::integer(2))};
+    dict.keys = {Atom::string("a")};
+    f.functions[0].records[0].mock.result = dict;
+    out.push_back({"mock_dict_keys", encode(f), 2, "builds a dict with 1 keys for 2 values"});
+  }
+  {
+    RecordFile f = oneCall({});
+    f.calls[0].args = container(Value::Kind::List);
+    out.push_back({"args_not_tuple", encode(f), 2, "positional arguments are not a tuple"});
+  }
+  {
+    RecordFile f = oneCall({});
+    f.calls[0].kwargs = container(Value::Kind::List);
+    out.push_back({"kwargs_not_dict", encode(f), 2, "keyword arguments are not a dict"});
+  }
+  {
+    RecordFile f = oneCall({});
+    Check c;
+    c.kind = Check::Kind::Tensor;
+    c.meta = meta({2, 3});
+    c.meta.strides = {1};
+    f.functions[0].records[0].guards.push_back({AccessPath::arg(0), c});
+    out.push_back({"guard_strides", encode(f), 2, "has 1 strides for 2 dimensions"});
+  }
+  {
+    RecordFile f = oneCall({});
+    f.calls[0].record = -5;
+    out.push_back({"call_record_minus5", encode(f), 2, "names missing record -5"});
+  }
+  {
+    RecordFile f = oneCall({});
+    TensorBlob b = floatBlob({int64_t(1) << 32, int64_t(1) << 32, 4}, 0);
+    f.blobs.push_back(b);
+    out.push_back({"blob_overflow", encode(f), 2, "more elements than fit in 64 bits"});
+  }
+  {
+    RecordFile f = oneCall({});
+    Value ref;
+    ref.kind = Value::Kind::Ref;
+    ref.id = 9;
+    f.functions[0].self = container(Value::Kind::List, {ref});
+    out.push_back({"dangling_ref", encode(f), 2, "refers to object #9, defined nowhere before"});
+  }
+  {
+    // Four million logged calls declared, zeros behind them: each parses
+    // as a call of a few dozen bytes, each taking far more in memory.
+    RecordFile f = oneCall({});
+    f.calls.clear();
+    std::string body = encodeBody(f);
+    std::string calls = Bytes().varint(4000000).out + std::string(size_t(50) << 20, '\0');
+    body = body.substr(0, body.size() - 2) + calls;  // in place of "calls: 0, blobs: 0"
+    out.push_back({"four_million_calls", wrapBody(body), 2, "MiB of memory"});
+  }
+  {
+    std::string file = encode(oneCall({}));
+    out.push_back({"body_size_2p40", withHeaderBodySize(file, uint64_t(1) << 40), 2, "more than the 8 GiB a record may hold"});
+    out.push_back({"body_size_5e9", withHeaderBodySize(file, 5000000000ull), 2, "disagree on the body's size"});
+  }
+}
+
+void replayCases(std::vector<Case>& out) {
+  {
+    RecordFile f = oneCall({});
+    f.functions[0].records.clear();
+    f.calls[0].record = -1;
+    out.push_back({"no_records", encode(f), 1, "the function has no records", true});
+  }
+  out.push_back({"cyclic_result", encode(sharedResult(true)), 0, "matches the captured result", true});
+  out.push_back({"shared_result", encode(sharedResult(false)), 0, "matches the captured result", true});
+  {
+    Arg shared = Arg::boolean(true);
+    RecordFile f = oneCall({op("from_file", "aten::from_file", "", {text("/etc/hostname"), shared, Arg::integer(4)})});
+    out.push_back({"from_file", encode(f), 2, "aten::from_file reads and writes files", true});
+  }
+  out.push_back({"sparse_unsafe",
+                 encode(withTensorArg(op("sparse", "aten::_sparse_coo_tensor_unsafe", "", {Arg::node(0), Arg::node(0), ints({4})}))),
+                 2, "builds a tensor without checking its arguments", true});
+  out.push_back({"set_storage", encode(withTensorArg(op("set", "aten::set_", "source_Storage", {Arg::node(0), Arg::node(0)}))), 2,
+                 "rebinds a tensor to another storage", true});
+  {
+    RecordFile f = oneCall({op("ones", "aten::ones", "", {ints({int64_t(1) << 30})})});
+    f.functions[0].records[0].graph.nodes[0].outputs = {meta({int64_t(1) << 30})};
+    out.push_back({"ones_4gb", encode(f), 2, "more than its memory budget", true});
+  }
+  out.push_back({"reshape_alias_oob",
+                 encode(withTensorArg(op("alias", "aten::_reshape_alias", "", {Arg::node(0), ints({1 << 20}), ints({1})}))), 2,
+                 "views 4194304 bytes of a 8-byte storage", true});
+}
+
+}  // namespace
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  loadCases(out);
+  replayCases(out);
+  return out;
+}
+
+}  // namespace magpy::hostile
