@@ -345,9 +345,7 @@ void OpRecorder::onOperator(const std::string& name, const std::string& overload
   n.overload = overload;
   n.where = where_;
   bool dataShape = hasDataDependentOutputShape(name, overload, inputs);
-  bool mutates = false;
   for (size_t i = 0; i < inputs.size() && i < params.size(); ++i) {
-    mutates = mutates || writesArgument(name, h->schema(), i, c10::ArrayRef<const c10::IValue>(inputs.data(), inputs.size()));
     record::Arg a;
     if (!argFor(inputs[i], params[i], a, op)) return;
     if (inputs[i].isTensor() && hasDataDependentShape(inputs[i].toTensor())) dataShape = true;
@@ -375,7 +373,6 @@ void OpRecorder::onOperator(const std::string& name, const std::string& overload
   n.name = uniqueName(base);
   graph_.nodes.push_back(std::move(n));
   int node = int(graph_.nodes.size() - 1);
-  if (mutates) mutating_.insert(node);
   bool single = outputs.size() == 1 && outputs[0].isTensor();
   for (size_t r = 0; r < results.size(); ++r) {
     int value = node;

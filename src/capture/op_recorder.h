@@ -58,7 +58,6 @@ class OpRecorder {
   // Tensors written by operators during the run (in-place ops, running stats).
   bool wasWritten(const at::Tensor& t) const;
   // The node writes one of its tensor arguments: never dead code.
-  bool mutates(int node) const { return mutating_.count(node) > 0; }
 
   // Called by the RecordFunction callbacks.
   void onOperator(const std::string& name, const std::string& overload, const std::vector<c10::IValue>& inputs,
@@ -82,7 +81,6 @@ class OpRecorder {
   std::vector<at::Tensor> keepAlive_;  // so TensorImpl addresses are not reused during the run
   std::unordered_set<c10::TensorImpl*> dataDependentShape_;
   std::unordered_set<c10::TensorImpl*> written_;
-  std::unordered_set<int> mutating_;
   std::unordered_map<std::string, int> names_;
   uint64_t callbackHandle_ = 0;
 };

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "magpy/replay/passes.h"
 #include "magpy/replay/tensors.h"
 #include "magpy/support/error.h"
 
@@ -324,45 +325,18 @@ class Builder {
     // lines 19-21) are reached through the writes above.
   }
 
-  // Output node, then dead code elimination: keep what the outputs need and
-  // every operator that writes a tensor.
+  // Output node, then dead code elimination (replay's pass: it keeps what
+  // the outputs need, every operator that writes a tensor, and every random
+  // draw, which moves the generator even when unused).
   void finishGraph() {
-    record::Graph& graph = m_.ops().graph();
+    record::Graph out = m_.ops().graph();
     record::Node output;
     output.kind = record::NodeKind::Output;
     output.name = "output";
     output.target = "output";
     for (int v : outputs_) output.args.push_back(record::Arg::node(v));
-    std::vector<bool> live(graph.nodes.size(), false);
-    for (int v : outputs_) live[size_t(v)] = true;
-    for (size_t i = 0; i < graph.nodes.size(); ++i)
-      if (m_.ops().mutates(int(i))) live[i] = true;
-    for (size_t i = graph.nodes.size(); i-- > 0;) {
-      if (!live[i]) continue;
-      for (auto& a : graph.nodes[i].args) {
-        if (a.kind == record::Arg::Kind::Node) live[size_t(a.i)] = true;
-        if (a.kind == record::Arg::Kind::NodeList)
-          for (auto j : a.ints)
-            if (j >= 0) live[size_t(j)] = true;
-      }
-    }
-    // A kept getitem needs its source; a kept multi-output op keeps its getitems' numbering.
-    std::vector<int64_t> renumber(graph.nodes.size(), -1);
-    record::Graph out;
-    for (size_t i = 0; i < graph.nodes.size(); ++i) {
-      if (!live[i]) continue;
-      record::Node n = graph.nodes[i];
-      for (auto& a : n.args) {
-        if (a.kind == record::Arg::Kind::Node) a.i = renumber[size_t(a.i)];
-        if (a.kind == record::Arg::Kind::NodeList)
-          for (auto& j : a.ints)
-            if (j >= 0) j = renumber[size_t(j)];
-      }
-      renumber[i] = int64_t(out.nodes.size());
-      out.nodes.push_back(std::move(n));
-    }
-    for (auto& a : output.args) a.i = renumber[size_t(a.i)];
     out.nodes.push_back(std::move(output));
+    replay::eliminateDeadCode(out);
     nameInputs(out);
     out_.record.graph = std::move(out);
   }

@@ -211,7 +211,12 @@ std::string signature(const Node& n) {
   return s.str();
 }
 
+// Two identical operators give two distinct tensors in eager mode. Merged,
+// they are one: right only while nobody can tell, so a value whose storage
+// the graph writes in place, or that reaches the caller (who may write it),
+// keeps its own operator.
 size_t commonSubexpressions(record::Graph& g) {
+  std::vector<bool> distinct = writtenOrEscaping(g);
   auto replace = identity(g.nodes.size());
   std::vector<bool> keep(g.nodes.size(), true);
   std::map<std::string, int64_t> seen;
@@ -226,6 +231,7 @@ size_t commonSubexpressions(record::Graph& g) {
       seen.clear();  // a write may change what an earlier identical read saw
       continue;
     }
+    if (distinct[i]) continue;
     auto [it, inserted] = seen.emplace(signature(n), int64_t(i));
     if (inserted) continue;
     replace[i] = it->second;
@@ -236,11 +242,15 @@ size_t commonSubexpressions(record::Graph& g) {
   return merged;
 }
 
-size_t deadCode(record::Graph& g) {
+}  // namespace
+
+size_t eliminateDeadCode(record::Graph& g) {
   std::vector<bool> live(g.nodes.size(), false);
   for (size_t i = g.nodes.size(); i-- > 0;) {
     Node& n = g.nodes[i];
-    if (n.kind == NodeKind::Output || isInput(n) || (n.isOp() && writesArguments(n))) live[i] = true;
+    // A random operator whose result is unused still advances the
+    // generator: removing it would shift every later draw.
+    if (n.kind == NodeKind::Output || (n.isOp() && (writesArguments(n) || isRandom(n)))) live[i] = true;
     if (!live[i]) continue;
     forEachNodeArg(n, [&](int64_t& j) { live[size_t(j)] = true; });
   }
@@ -249,6 +259,8 @@ size_t deadCode(record::Graph& g) {
   if (removed) g = rebuild(g.nodes, identity(g.nodes.size()), live);
   return removed;
 }
+
+namespace {
 
 // The nodes whose storage a node's result may share: views and in-place
 // results share their input's (per the schema's alias annotations); other
@@ -282,14 +294,21 @@ std::vector<std::set<size_t>> storageRoots(const record::Graph& g) {
   return roots;
 }
 
-// Nodes computed from parameters and constants only, deterministic, and
-// reading no tensor the graph writes (batch norm's running statistics in
-// training mode are written, for one).
-std::vector<bool> foldable(const record::Graph& g) {
-  auto roots = storageRoots(g);
-  std::vector<bool> written(g.nodes.size(), false);
+// Per storage root: whether the graph writes it in place (batch norm's
+// running statistics in training mode count) and whether it reaches the
+// caller through the Output node.
+struct StorageUse {
+  std::vector<bool> written, escapes;
+};
+
+StorageUse storageUse(const record::Graph& g, const std::vector<std::set<size_t>>& roots) {
+  StorageUse use{std::vector<bool>(g.nodes.size(), false), std::vector<bool>(g.nodes.size(), false)};
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
+    if (n.kind == NodeKind::Output)
+      for (auto& a : n.args)
+        if (a.kind == Arg::Kind::Node)
+          for (size_t r : roots[size_t(a.i)]) use.escapes[r] = true;
     if (!n.isOp() || !writesArguments(n)) continue;
     const c10::FunctionSchema* s = schemaOf(n);
     for (size_t a = 0; a < n.args.size(); ++a) {
@@ -297,9 +316,23 @@ std::vector<bool> foldable(const record::Graph& g) {
       bool writes = !s || (a < s->arguments().size() && s->arguments()[a].alias_info() && s->arguments()[a].alias_info()->isWrite()) ||
                     ((a == 3 || a == 4) && n.target.find("norm") != std::string::npos);
       if (writes)
-        for (size_t r : roots[size_t(n.args[a].i)]) written[r] = true;
+        for (size_t r : roots[size_t(n.args[a].i)]) use.written[r] = true;
     }
   }
+  return use;
+}
+
+// Nodes computed from parameters and constants only, deterministic, reading
+// no tensor the graph writes, and not handed to the caller (who could
+// change the cached result).
+std::vector<bool> foldable(const record::Graph& g) {
+  auto roots = storageRoots(g);
+  StorageUse use = storageUse(g, roots);
+  auto touched = [&](size_t i) {
+    for (size_t r : roots[i])
+      if (use.written[r] || use.escapes[r]) return true;
+    return false;
+  };
   // Sources: the inputs each node's value is computed from.
   std::vector<std::set<size_t>> sources(g.nodes.size());
   std::vector<bool> fold(g.nodes.size(), false);
@@ -311,8 +344,8 @@ std::vector<bool> foldable(const record::Graph& g) {
     }
     forEachNodeArg(n, [&](int64_t& j) { sources[i].insert(sources[size_t(j)].begin(), sources[size_t(j)].end()); });
     if (n.kind != NodeKind::CallFunction || (n.isOp() && (writesArguments(n) || isRandom(n))) || sources[i].empty()) continue;
-    bool ok = !written[i];
-    for (size_t src : sources[i]) ok = ok && g.nodes[src].kind == NodeKind::GetAttr && !written[src];
+    bool ok = !touched(i);
+    for (size_t src : sources[i]) ok = ok && g.nodes[src].kind == NodeKind::GetAttr && !use.written[src];
     fold[i] = ok;
   }
   return fold;
@@ -382,6 +415,15 @@ bool isRandom(const record::Node& n) {
   return false;
 }
 
+std::vector<bool> writtenOrEscaping(const record::Graph& g) {
+  auto roots = storageRoots(g);
+  StorageUse use = storageUse(g, roots);
+  std::vector<bool> out(g.nodes.size(), false);
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (size_t r : roots[i]) out[i] = out[i] || use.written[r] || use.escapes[r];
+  return out;
+}
+
 OptimizedGraph optimize(const record::Graph& graph, const PassOptions& o, bool inference) {
   OptimizedGraph out;
   out.graph = inputsFirst(graph);
@@ -391,7 +433,7 @@ OptimizedGraph optimize(const record::Graph& graph, const PassOptions& o, bool i
   if (inference && o.dropoutEval) note("dropout", dropoutEval(out.graph), "eval-mode dropouts removed");
   if (inference && o.foldConvBatchNorm) note("conv-bn", foldConvBatchNorm(out.graph), "batch norms folded into convolutions");
   if (o.commonSubexpr) note("cse", commonSubexpressions(out.graph), "duplicate operators merged");
-  if (o.deadCode) note("dce", deadCode(out.graph), "unused nodes removed");
+  if (o.deadCode) note("dce", eliminateDeadCode(out.graph), "unused nodes removed");
   out.folded.assign(out.graph.nodes.size(), false);
   if (inference && o.foldConstants) {
     out.folded = foldable(out.graph);

@@ -127,7 +127,14 @@ bool isOptionalTensorList(const c10::Argument& a) {
 
 struct Plan::Impl {
   std::vector<std::string> applied;
-  std::vector<std::pair<int, c10::IValue>> constants;  // slot, constant tensor
+  // Constant tensors made at load. One the graph writes or returns is
+  // copied for each run: a call must not see what the last one did to it.
+  struct Constant {
+    int slot;
+    c10::IValue value;
+    bool copyPerRun;
+  };
+  std::vector<Constant> constants;
   // Folding: the inputs folded steps read, and their results as last computed.
   std::vector<size_t> foldInputs;  // indices into inputSlots
   std::vector<int> foldOutputs;    // slots
@@ -145,6 +152,7 @@ Plan::Plan(const record::Graph& input, const std::vector<record::TensorBlob>& bl
   OptimizedGraph optimized = optimize(input, options.passes, options.inference);
   const record::Graph& graph = optimized.graph;
   impl_->applied = optimized.applied;
+  std::vector<bool> ownedPerRun = writtenOrEscaping(graph);
   c10::Device device(options.device);
   auto& dispatcher = c10::Dispatcher::singleton();
   std::vector<std::vector<int>> nodeSlots(graph.nodes.size());
@@ -169,7 +177,7 @@ Plan::Plan(const record::Graph& input, const std::vector<record::TensorBlob>& bl
         nodeSlots[ni] = {s};
         if (n.blob >= 0) {
           if (size_t(n.blob) >= blobs.size() || n.outputs.empty()) throw Error(where + ": constant without contents");
-          impl_->constants.push_back({s, c10::IValue(tensorFromBlob(blobs[size_t(n.blob)], n.outputs[0]).to(device))});
+          impl_->constants.push_back({s, c10::IValue(tensorFromBlob(blobs[size_t(n.blob)], n.outputs[0]).to(device)), ownedPerRun[ni]});
         } else {
           impl_->inputSlots.push_back(s);
           impl_->inputPaths.push_back(n.source);
@@ -304,7 +312,7 @@ std::vector<c10::IValue> Plan::runWith(std::vector<c10::IValue> inputs) const {
   if (inputs.size() != p.inputSlots.size())
     throw Error("the graph takes " + std::to_string(p.inputSlots.size()) + " inputs, got " + std::to_string(inputs.size()));
   std::vector<c10::IValue> slots(p.numSlots);
-  for (auto& [slot, value] : p.constants) slots[size_t(slot)] = value;
+  for (const auto& c : p.constants) slots[size_t(c.slot)] = c.copyPerRun ? c10::IValue(c.value.toTensor().clone()) : c.value;
 
   // Folded results stay valid while the tensors they were computed from are
   // the same objects, unchanged since (their version counters say so).

@@ -53,6 +53,7 @@ std::string Value::typeName() const {
         case K::Device: return "torch.device";
         case K::Layout: return "torch.layout";
         case K::MemoryFormat: return "torch.memory_format";
+        case K::Tuple: return "builtins.tuple";
       }
       return "?";
     case Kind::Tensor: return "torch.Tensor";

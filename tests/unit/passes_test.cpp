@@ -76,21 +76,80 @@ TEST(Passes, CommonSubexpressionsStopAtWrites) {
   Builder b;
   auto x = b.input(NodeKind::Placeholder, "x");
   auto a = b.op("aten::exp", "", {Arg::node(x)});
-  auto a2 = b.op("aten::exp", "", {Arg::node(x)});              // same as a: merged
+  auto a2 = b.op("aten::exp", "", {Arg::node(x)});              // same as a, used only inside: merged
+  auto sum = b.op("aten::add", "Tensor", {Arg::node(a), Arg::node(a2), Arg::integer(1)});
   b.op("aten::mul_", "Scalar", {Arg::node(x), Arg::floating(2)});  // x changes
   auto a3 = b.op("aten::exp", "", {Arg::node(x)});              // not the same as a any more
   auto r1 = b.op("aten::rand_like", "", {Arg::node(x), Arg::none(), Arg::none(), Arg::none(), Arg::none(), Arg::none()});
   auto r2 = b.op("aten::rand_like", "", {Arg::node(x), Arg::none(), Arg::none(), Arg::none(), Arg::none(), Arg::none()});
-  b.output({a, a2, a3, r1, r2});
+  b.output({sum, a3, r1, r2});
   auto out = replay::optimize(b.g, only("cse"), true);
-  EXPECT_EQ(out.graph.numOps(), 5u) << "one exp merged, random ops never";
+  EXPECT_EQ(out.graph.numOps(), 6u) << "one exp merged, random ops never";
   at::Tensor t = at::randn({3});
   at::Tensor t0 = t.clone();
   auto r = replay::Plan(b.g, {}, {only("cse"), true}).runWith({t});
-  EXPECT_TRUE(at::allclose(r[0].toTensor(), t0.exp()));
-  EXPECT_TRUE(at::allclose(r[1].toTensor(), t0.exp()));
-  EXPECT_TRUE(at::allclose(r[2].toTensor(), (t0 * 2).exp()));
-  EXPECT_FALSE(at::allclose(r[3].toTensor(), r[4].toTensor()));
+  EXPECT_TRUE(at::allclose(r[0].toTensor(), t0.exp() * 2));
+  EXPECT_TRUE(at::allclose(r[1].toTensor(), (t0 * 2).exp()));
+  EXPECT_FALSE(at::allclose(r[2].toTensor(), r[3].toTensor()));
+}
+
+// Identical operators give distinct tensors in eager mode: when the graph
+// writes one in place, or the caller gets both (and may write one), they
+// stay two operators and two tensors.
+TEST(Passes, CommonSubexpressionsKeepFreshTensorsDistinct) {
+  Builder b;
+  auto x = b.input(NodeKind::Placeholder, "x");
+  auto none = Arg::none();
+  auto h = b.op("aten::zeros", "", {ints({3}), none, none, none, none});
+  auto c = b.op("aten::zeros", "", {ints({3}), none, none, none, none});
+  b.op("aten::add_", "Tensor", {Arg::node(h), Arg::node(x), Arg::integer(1)});  // h written
+  auto c1 = b.op("aten::clone", "", {Arg::node(x), none});
+  auto c2 = b.op("aten::clone", "", {Arg::node(x), none});  // both returned
+  b.output({h, c, c1, c2});
+  auto out = replay::optimize(b.g, PassOptions(), true);
+  EXPECT_EQ(out.graph.numOps(), 5u);
+  at::Tensor t = at::ones({3});
+  auto r = replay::Plan(b.g, {}, {PassOptions(), true}).runWith({t});
+  EXPECT_TRUE(at::equal(r[0].toTensor(), at::ones({3})));
+  EXPECT_TRUE(at::equal(r[1].toTensor(), at::zeros({3})));
+  EXPECT_FALSE(r[2].toTensor().is_same(r[3].toTensor()));
+}
+
+// A random draw nobody uses still advances the generator.
+TEST(Passes, DeadCodeKeepsRandomDraws) {
+  Builder b;
+  auto x = b.input(NodeKind::Placeholder, "x");
+  b.op("aten::rand_like", "", {Arg::node(x), Arg::none(), Arg::none(), Arg::none(), Arg::none(), Arg::none()});
+  auto y = b.op("aten::rand_like", "", {Arg::node(x), Arg::none(), Arg::none(), Arg::none(), Arg::none(), Arg::none()});
+  b.output({y});
+  EXPECT_EQ(replay::optimize(b.g, PassOptions(), true).graph.numOps(), 2u);
+}
+
+// A constant the graph writes, or returns, is a fresh copy in every run.
+TEST(Plan, ConstantsWrittenOrReturnedAreFreshEachRun) {
+  Builder b;
+  auto x = b.input(NodeKind::Placeholder, "x");
+  Node k;
+  k.kind = NodeKind::GetAttr;
+  k.name = k.target = "_tensor_constant";
+  k.blob = 0;
+  TensorMeta m;
+  m.shape = {2};
+  m.strides = {1};
+  k.outputs = {m};
+  auto acc = b.add(k);
+  b.op("aten::add_", "Tensor", {Arg::node(acc), Arg::node(x), Arg::integer(1)});
+  b.output({acc});
+  TensorBlob zeros;
+  zeros.dtype = "float32";
+  zeros.shape = {2};
+  zeros.bytes.assign(8, '\0');
+  replay::Plan plan(b.g, {zeros}, {PassOptions(), true});
+  for (int call = 0; call < 3; ++call) {
+    auto r = plan.runWith({at::ones({2})});
+    EXPECT_TRUE(at::equal(r[0].toTensor(), at::ones({2}))) << "call " << call;
+    r[0].toTensor().add_(10);  // the caller writes the result
+  }
 }
 
 TEST(Passes, EvalDropoutIsIdentity) {

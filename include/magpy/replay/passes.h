@@ -43,8 +43,19 @@ struct OptimizedGraph {
 // parameters can be cached and batch norm can be folded.
 OptimizedGraph optimize(const record::Graph& graph, const PassOptions& options, bool inference);
 
+// Removes nodes nothing needs: kept are the Output node's values, every
+// operator that writes a tensor, and every random draw (it moves the
+// generator even when unused). Returns how many nodes went.
+size_t eliminateDeadCode(record::Graph& graph);
+
 // Facts about an ATen operator that passes need, from its schema.
 bool writesArguments(const record::Node& node);  // in-place, out=, running statistics
 bool isRandom(const record::Node& node);         // draws from a generator
+
+// Per node: the storage its value lives in (its own, or its base's for a
+// view) is written in place by the graph, or reaches the caller through the
+// Output node. Such a value must be a tensor of its own in every call: not
+// merged with an identical one, not cached, not shared with the next call.
+std::vector<bool> writtenOrEscaping(const record::Graph& graph);
 
 }  // namespace magpy::replay
