@@ -43,7 +43,16 @@ PyObject* compiledCall(PyObject* self, PyObject* args, PyObject* kwargs) {
   auto* c = reinterpret_cast<CompiledObject*>(self);
   // Inside a monitored run, a compiled function is plain code being traced.
   if (tMonitoring > 0 || !gSession) return PyObject_Call(c->target, args, kwargs);
-  return gSession->call(c->function, args, kwargs);
+  // CPython calls in here: no C++ exception (a libtorch error on an input
+  // magpy did not expect) may cross back into it.
+  try {
+    return gSession->call(c->function, args, kwargs);
+  } catch (const std::exception& e) {
+    std::string message = e.what();
+    message = message.substr(0, message.find("\nException raised from "));
+    PyErr_Format(PyExc_RuntimeError, "magpy: %s", message.c_str());
+    return nullptr;
+  }
 }
 
 // Attributes not of the wrapper are the target's: model.eval() keeps working.
@@ -385,7 +394,12 @@ struct Session::Impl : FrameInterceptor {
       Entry& e = fn.entries[r];
       LivePaths::Values values(e.live->paths(), inv.roots);
       auto t0 = Clock::now();
-      auto miss = e.live->check(values);
+      std::optional<LiveMiss> miss;
+      try {
+        miss = e.live->check(values);
+      } catch (const std::exception& ex) {  // a value the guards cannot inspect: not this record
+        miss = LiveMiss{"(guards)", "checkable values", ex.what()};
+      }
       fn.guardTime += since(t0);
       if (miss) {
         misses.push_back(*miss);
@@ -441,7 +455,7 @@ struct Session::Impl : FrameInterceptor {
     if (breaks.empty()) {
       try {
         built = buildRecord(monitor, spec, blobs);
-      } catch (const Error& e) {
+      } catch (const std::exception& e) {
         record::GraphBreak b;
         b.function = fn.name;
         b.reason = e.what();
@@ -637,9 +651,13 @@ PyObject* Session::call(size_t index, PyObject* args, PyObject* kwargs) {
       entry.rng.meta = replay::metaOf(rng);
       entry.rng.blob = s.blobs.add(rng);
     }
-  } catch (const Error& e) {
-    PyErr_Format(PyExc_RuntimeError, "magpy: cannot log the call's inputs: %s", e.what());
-    return nullptr;
+  } catch (const std::exception& e) {
+    // Inputs a record cannot hold (a sparse tensor): the call still runs;
+    // the log ends here, so replay repeats a session that happened.
+    if (s.options.explain) std::cerr << "magpy: " << fn.name << ": call log ends: its inputs cannot be recorded: " << e.what() << "\n";
+    s.options.logCalls = int(s.log.size());
+    logging = false;
+    entry = record::LoggedCall{};
   }
 
   Impl::Invocation inv;

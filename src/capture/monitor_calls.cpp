@@ -9,6 +9,23 @@
 namespace magpy::capture {
 namespace {
 
+// Whether a list or tuple holds a tensor (at any depth a constant factory
+// would read): torch.tensor([x.max(), x.min()]) reads tensor contents.
+bool holdsTensor(PyObject* o, int depth) {
+  if (isTensor(o)) return true;
+  if (depth > 32 || !(PyList_Check(o) || PyTuple_Check(o))) return false;
+  PyObject* items = PySequence_Fast(o, "");
+  if (!items) {
+    PyErr_Clear();
+    return false;
+  }
+  bool found = false;
+  for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(items) && !found; ++k)
+    found = holdsTensor(PySequence_Fast_GET_ITEM(items, k), depth + 1);
+  Py_DECREF(items);
+  return found;
+}
+
 std::string utf8(PyObject* s) {
   if (!s || !PyUnicode_Check(s)) return "";
   const char* c = PyUnicode_AsUTF8(s);
@@ -180,6 +197,10 @@ void Monitor::beginCall(ShadowFrame& sf, Pending& p) {
           graphBreak(p.calleeName + " reads the shape of a tensor whose size depends on tensor contents");
           return;
         }
+      } else if (a.constant && holdsTensor(p.positionalObjs[i], 0)) {
+        graphBreak(p.calleeName + " reads the contents of tensors inside a list or tuple (argument " + std::to_string(i) +
+                   "); its result cannot be a graph constant");
+        return;
       } else if (a.input(i).value_read && externalOpaque(n)) {
         graphBreak(p.calleeName + " reads a " + Py_TYPE(node.obj)->tp_name +
                    " object whose contents magpy cannot guard");
@@ -269,6 +290,12 @@ bool Monitor::finishCall(ShadowFrame& sf, Pending& p, std::vector<NodeId>& out) 
 NodeId Monitor::applyAnnotation(Pending& p, PyObject* result) {
   const record::FunctionAnnotation& a = *p.annotation;
   if (a.runtime_read == "grad_enabled") readGradMode_ = true;
+  if (!a.runtime_write.empty()) {
+    // A mock writes Python state, not the interpreter's: replaying this
+    // call from a record would leave the mode as it was.
+    graphBreak(p.calleeName + " changes interpreter state (" + a.runtime_write + "), which a record cannot replay");
+    return kNoNode;
+  }
 
   NodeId out = kNoNode;
   auto args = p.positionalObjs;

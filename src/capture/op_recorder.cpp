@@ -1,6 +1,7 @@
 #include "capture/op_recorder.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/grad_mode.h>
 #include <ATen/record_function.h>
 
 #include "magpy/replay/tensors.h"
@@ -116,7 +117,7 @@ const c10::OperatorHandle* handleFor(const std::string& name, const std::string&
 
 }  // namespace
 
-OpRecorder::OpRecorder(Delegate& delegate) : delegate_(delegate) {
+OpRecorder::OpRecorder(Delegate& delegate) : delegate_(delegate), gradEnabledAtEntry_(at::GradMode::is_enabled()) {
   tRecorder = this;
   tDepth = 0;
   callbackHandle_ = at::addThreadLocalCallback(at::RecordFunctionCallback(onStart, onEnd).needsInputs(true).needsOutputs(true));
@@ -333,6 +334,12 @@ void OpRecorder::onOperator(const std::string& name, const std::string& overload
                             const std::vector<c10::IValue>& inputs, const std::vector<c10::IValue>& outputs) {
   if (isMetadataOp(name)) return;
   std::string op = overload.empty() ? name : name + "." + overload;
+  if (at::GradMode::is_enabled() != gradEnabledAtEntry_) {
+    delegate_.dynamic(op + " runs with grad mode " + (gradEnabledAtEntry_ ? "disabled" : "enabled") +
+                      " inside the function (torch.no_grad, torch.enable_grad or set_grad_enabled), and a graph cannot "
+                      "switch grad mode");
+    return;
+  }
   const c10::OperatorHandle* h = handleFor(name, overload);
   if (!h) {
     delegate_.dynamic(op + " has no schema in this libtorch");

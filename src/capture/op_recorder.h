@@ -73,6 +73,10 @@ class OpRecorder {
                              c10::ArrayRef<const c10::IValue> inputs);
 
   Delegate& delegate_;
+  // Operators carry no grad mode: a graph replays every operator in the
+  // mode of the call that runs it, so one run under another mode (a
+  // torch.no_grad() block inside the function) cannot become a graph.
+  bool gradEnabledAtEntry_;
   bool enabled_ = false;
   std::string where_;
   record::Graph graph_;

@@ -337,6 +337,7 @@ class Builder {
     for (int v : outputs_) output.args.push_back(record::Arg::node(v));
     out.nodes.push_back(std::move(output));
     replay::eliminateDeadCode(out);
+    if (std::string why = replay::readsUninitialized(out); !why.empty()) throw Error(why);
     nameInputs(out);
     out_.record.graph = std::move(out);
   }

@@ -415,6 +415,68 @@ bool isRandom(const record::Node& n) {
   return false;
 }
 
+namespace {
+
+// Operators that make a tensor without writing its memory.
+bool allocatesUninitialized(const Node& n) {
+  static const std::set<std::string> kOps = {"aten::empty", "aten::empty_like", "aten::empty_strided", "aten::new_empty",
+                                             "aten::new_empty_strided"};
+  return n.isOp() && kOps.count(n.target) > 0;
+}
+
+// In-place operators that overwrite every element of their first argument
+// without reading it.
+bool overwritesFirstArgument(const Node& n) {
+  static const std::set<std::string> kOps = {"aten::fill_", "aten::zero_", "aten::copy_", "aten::normal_",
+                                             "aten::uniform_", "aten::random_", "aten::bernoulli_", "aten::cauchy_",
+                                             "aten::exponential_", "aten::geometric_", "aten::log_normal_"};
+  return n.isOp() && kOps.count(n.target) > 0;
+}
+
+bool returnsAlias(const c10::FunctionSchema& s) {
+  for (auto& r : s.returns())
+    if (r.alias_info() && !r.alias_info()->isWrite()) return true;
+  return false;
+}
+
+int64_t numelOf(const Node& n) { return n.outputs.empty() ? -1 : n.outputs[0].numel(); }
+
+}  // namespace
+
+std::string readsUninitialized(const record::Graph& g) {
+  auto roots = storageRoots(g);
+  std::set<size_t> uninitialized;
+  auto describe = [&](size_t i) { return "%" + g.nodes[i].name + (g.nodes[i].where.empty() ? "" : " (" + g.nodes[i].where + ")"); };
+  auto unwritten = [&](size_t value) -> std::optional<size_t> {
+    for (size_t r : roots[value])
+      if (uninitialized.count(r)) return r;
+    return std::nullopt;
+  };
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (allocatesUninitialized(n)) uninitialized.insert(i);
+    const c10::FunctionSchema* s = n.isOp() ? schemaOf(n) : nullptr;
+    bool alias = n.target == "getitem" || (s && returnsAlias(*s));
+    for (size_t a = 0; a < n.args.size(); ++a) {
+      if (n.args[a].kind != Arg::Kind::Node) continue;
+      size_t value = size_t(n.args[a].i);
+      auto root = unwritten(value);
+      if (!root) continue;
+      bool isOut = s && a < s->arguments().size() && s->arguments()[a].is_out();
+      if ((a == 0 && overwritesFirstArgument(n)) || isOut) {
+        // A write of all of it makes it initialized; a write of part leaves it as it was.
+        if (numelOf(g.nodes[value]) == numelOf(g.nodes[*root]) && numelOf(g.nodes[value]) >= 0) uninitialized.erase(*root);
+        continue;
+      }
+      if (alias && a == 0 && n.kind != NodeKind::Output) continue;  // a view or alias of it: not a read yet
+      return "the graph reads memory no recorded operator wrote: " + describe(*root) + " is read by " + describe(i) +
+             " before anything fills it (tensors filled by code outside ATen operators, such as torch.Tensor(list) "
+             "and the typed legacy constructors, cannot be replayed)";
+    }
+  }
+  return "";
+}
+
 std::vector<bool> writtenOrEscaping(const record::Graph& g) {
   auto roots = storageRoots(g);
   StorageUse use = storageUse(g, roots);

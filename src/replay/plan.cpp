@@ -149,6 +149,7 @@ struct Plan::Impl {
 
 Plan::Plan(const record::Graph& input, const std::vector<record::TensorBlob>& blobs, const PlanOptions& options)
     : impl_(std::make_unique<Impl>()) {
+  if (std::string why = readsUninitialized(input); !why.empty()) throw Error(why);
   OptimizedGraph optimized = optimize(input, options.passes, options.inference);
   const record::Graph& graph = optimized.graph;
   impl_->applied = optimized.applied;

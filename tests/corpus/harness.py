@@ -14,7 +14,8 @@ import magpy
 
 def same(a, b):
     if isinstance(a, torch.Tensor):
-        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+        return (isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and
+                a.requires_grad == b.requires_grad and torch.equal(a, b))
     if isinstance(a, dict):
         return isinstance(b, dict) and list(a) == list(b) and all(same(a[k], b[k]) for k in a)
     if isinstance(a, (list, tuple)):

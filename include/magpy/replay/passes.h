@@ -58,4 +58,11 @@ bool isRandom(const record::Node& node);         // draws from a generator
 // merged with an identical one, not cached, not shared with the next call.
 std::vector<bool> writtenOrEscaping(const record::Graph& graph);
 
+// Empty when every tensor the graph reads was written by a recorded
+// operator; otherwise which node reads memory that only an allocation
+// (aten::empty and friends) made. Capture makes such a run a graph break
+// and replay refuses such a record: code outside ATen operators filled
+// that memory, and a graph cannot repeat it.
+std::string readsUninitialized(const record::Graph& graph);
+
 }  // namespace magpy::replay
