@@ -23,7 +23,7 @@ if [ -z "$(ls -A "$seeds")" ]; then
   build/bin/record_bodies "$seeds" "$records"/*.mgp
   rm -rf "$records"
 fi
-export ASAN_OPTIONS="detect_leaks=0"
+export ASAN_OPTIONS="detect_leaks=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 echo "fuzz: $seconds s from $(ls "$seeds" | wc -l) seeds"
 "$fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \

@@ -235,6 +235,15 @@ bool Monitor::externalOpaque(NodeId id) const {
   return n.kind == NodeKind::Object && n.external && n.obj && !(Py_TYPE(n.obj)->tp_flags & Py_TPFLAGS_HEAPTYPE);
 }
 
+// Iterating or unpacking a tensor takes as many steps as its first
+// dimension; when that length came from tensor contents (boxes[scores > t])
+// a graph with a fixed count would be wrong on the next call.
+bool Monitor::breaksOnContentLength(PyObject* iterated, const char* doing) {
+  if (!iterated || !isTensor(iterated) || !ops_->hasDataDependentShape(tensorOf(iterated))) return false;
+  graphBreak(std::string(doing) + " a tensor whose length depends on tensor contents");
+  return true;
+}
+
 // ---------------------------------------------------------------------------
 // Frames
 
@@ -875,6 +884,7 @@ bool Monitor::finishInstruction(ShadowFrame& sf, Pending& p, std::vector<NodeId>
       out[0] = newNode(outObj(0));
       return true;
     case Op::GET_ITER: {
+      if (breaksOnContentLength(inObj(0), "iterating over")) return false;
       PyObject* v = outObj(0);
       if (v == inObj(0)) {
         out[0] = in(0);
@@ -893,6 +903,7 @@ bool Monitor::finishInstruction(ShadowFrame& sf, Pending& p, std::vector<NodeId>
       out[1] = iterationValue(p, outObj(1));
       return true;
     case Op::UNPACK_SEQUENCE: {
+      if (breaksOnContentLength(inObj(0), "unpacking")) return false;
       NodeKind kind = refs_.node(in(0)).kind;
       size_t n = out.size();
       for (size_t k = 0; k < n; ++k) {
@@ -909,6 +920,7 @@ bool Monitor::finishInstruction(ShadowFrame& sf, Pending& p, std::vector<NodeId>
       return true;
     }
     case Op::UNPACK_EX: {
+      if (breaksOnContentLength(inObj(0), "unpacking")) return false;
       for (size_t k = 0; k < out.size(); ++k) out[k] = newNode(outObj(k));
       if (refs_.node(in(0)).kind == NodeKind::Object && externalOpaque(in(0))) {
         graphBreak(std::string("unpacking a ") + Py_TYPE(inObj(0))->tp_name + " object whose contents magpy cannot guard");

@@ -107,6 +107,7 @@ class Monitor : public OpRecorder::Delegate {
   NodeId loadAttr(NodeId owner, PyObject* ownerObj, PyObject* name, PyObject* value, Pending& p);
   NodeId iterationValue(Pending& p, PyObject* value);
   bool externalOpaque(NodeId id) const;
+  bool breaksOnContentLength(PyObject* iterated, const char* doing);
   // callee: the native function the break is about, when an annotation would remove it.
   void graphBreak(const std::string& reason, const std::string& callee = "");
   std::string where(const ShadowFrame& sf) const;

@@ -25,7 +25,7 @@ bool isMetadataOp(const std::string& name) {
       "aten::sym_stride", "aten::is_contiguous", "aten::is_floating_point", "aten::is_complex",
       "aten::is_signed", "aten::storage_offset", "aten::is_same_size", "aten::result_type",
       "aten::_has_compatible_shallow_copy_type", "aten::sym_storage_offset", "aten::is_leaf",
-      "aten::output_nr", "aten::_version", "aten::requires_grad_", "aten::retain_grad",
+      "aten::output_nr", "aten::_version",
   };
   return kOps.count(name) > 0;
 }
@@ -334,6 +334,10 @@ void OpRecorder::onOperator(const std::string& name, const std::string& overload
                             const std::vector<c10::IValue>& inputs, const std::vector<c10::IValue>& outputs) {
   if (isMetadataOp(name)) return;
   std::string op = overload.empty() ? name : name + "." + overload;
+  if (name == "aten::requires_grad_" || name == "aten::retain_grad") {
+    delegate_.dynamic(op + " changes a tensor's autograd flags, which a record cannot replay");
+    return;
+  }
   if (at::GradMode::is_enabled() != gradEnabledAtEntry_) {
     delegate_.dynamic(op + " runs with grad mode " + (gradEnabledAtEntry_ ? "disabled" : "enabled") +
                       " inside the function (torch.no_grad, torch.enable_grad or set_grad_enabled), and a graph cannot "

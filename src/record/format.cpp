@@ -477,22 +477,25 @@ class Validator {
     if (b.dtype != m.dtype || b.shape != m.shape) bad(what + "'s metadata disagrees with its blob");
   }
 
-  // A value tree: a Ref names an object defined before it in the same tree
-  // (its container counts as defined once entered, as in a list that
-  // contains itself).
+  // A value tree: a Ref names an object defined before it in the same
+  // tree, and not one that contains it: replay's values are shared
+  // pointers, and a container that holds itself would never be freed.
+  enum class Id : uint8_t { Unseen, Open, Done };
   void tree(const Value& root) const {
-    std::vector<bool> defined;
-    value(root, defined);
+    std::vector<Id> ids;
+    value(root, ids);
   }
-  void value(const Value& v, std::vector<bool>& defined) const {
+  void value(const Value& v, std::vector<Id>& ids) const {
     if (v.kind == Value::Kind::Ref) {
-      if (v.id == 0 || v.id >= defined.size() || !defined[v.id]) bad("a value refers to object #" + std::to_string(v.id) + ", defined nowhere before");
+      if (v.id == 0 || v.id >= ids.size() || ids[v.id] == Id::Unseen)
+        bad("a value refers to object #" + std::to_string(v.id) + ", defined nowhere before");
+      if (ids[v.id] == Id::Open) bad("object #" + std::to_string(v.id) + " contains itself, which records cannot hold");
       return;
     }
     if (v.id) {
       if (v.id > kMaxIds) bad("a value id is out of range");
-      if (defined.size() <= v.id) defined.resize(size_t(v.id) + 1);
-      defined[v.id] = true;
+      if (ids.size() <= v.id) ids.resize(size_t(v.id) + 1);
+      ids[v.id] = Id::Open;
     }
     if (v.kind == Value::Kind::Tensor) tensor(v.blob, v.meta, "a tensor value");
     if (v.kind == Value::Kind::Dict && v.keys.size() != v.items.size())
@@ -502,7 +505,8 @@ class Validator {
           std::to_string(v.items.size()) + " values");
     bool container = v.kind != Value::Kind::Atom && v.kind != Value::Kind::Tensor;
     if (!container && !v.items.empty()) bad("a scalar or tensor value has elements");
-    for (auto& item : v.items) value(item, defined);
+    for (auto& item : v.items) value(item, ids);
+    if (v.id) ids[v.id] = Id::Done;
   }
 
   void function(const CompiledFunction& fn) const {
