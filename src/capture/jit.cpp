@@ -482,7 +482,8 @@ struct Session::Impl : FrameInterceptor {
                                                 created.plan ? created.plan->inputPaths() : std::vector<record::AccessPath>{});
     for (auto& g : built.record.guards) {
       if (g.path.root != record::AccessPath::Root::Self && g.path.root != record::AccessPath::Root::Global) continue;
-      if (g.check.kind == record::Check::Kind::Absent && !fn.statePaths.count(g.path)) fn.absentPaths.insert(g.path);
+      if (g.check.kind == record::Check::Kind::Absent && !fn.statePaths.count(g.path))
+        fn.absentPaths.insert(record::withInstanceAttributes(g.path));  // the snapshot holds instance attributes
       fn.statePaths.insert(g.path);
     }
     if (breaks.empty()) noteState(fn, built);

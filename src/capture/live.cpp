@@ -256,6 +256,7 @@ std::optional<LiveMiss> LiveRecord::check(LivePaths::Values& values) const {
           break;
         case K::Equals: {
           auto a = atomOf(v);
+          if (!a) a = baseValueOf(v);
           ok = a && *a == g.check.atom;
           break;
         }
@@ -484,6 +485,9 @@ record::Value snap(PyObject* o, const PathTrie& wanted, SnapshotContext& ctx) {
              Py_TYPE(o) == &PyWrapperDescr_Type || Py_TYPE(o) == &PyClassMethodDescr_Type) {
     v.kind = record::Value::Kind::Opaque;
     v.type = qualifiedName(o);
+  } else if (std::string member = enumMemberName(o); !member.empty()) {
+    v.kind = record::Value::Kind::Opaque;  // a singleton, named as its identity guard names it
+    v.type = member;
   } else {
     v.kind = record::Value::Kind::Object;
     v.type = typeName(Py_TYPE(o));

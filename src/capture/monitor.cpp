@@ -212,6 +212,7 @@ int Monitor::externalTensor(const at::Tensor& t) {
   NodeId id = it->second;
   // Only state the call began with is an input; tensors the run made
   // without an operator (torch.tensor from Python data) are constants.
+  if (!refs_.node(id).external) return -1;
   std::string name = "input";
   int value = ops_->addInput(t, name);
   inputs_.push_back({value, id});
@@ -631,8 +632,13 @@ void Monitor::finish(ShadowFrame& sf) {
     }
 }
 
-NodeId Monitor::iterationValue(Pending& p, PyObject* value) {
+NodeId Monitor::iterationValue(Pending& p, NodeId iterator, PyObject* value) {
   if (p.calleeResult != kNoNode && p.calleeResultObj == value) return p.calleeResult;  // a generator yielded it
+  auto it = sequenceIterators_.find(iterator);
+  if (it != sequenceIterators_.end()) {
+    auto& [sequence, next] = it->second;
+    return refs_.read(sequence, Relation::at(next++), value);
+  }
   return newNode(value);
 }
 
@@ -644,10 +650,12 @@ NodeId Monitor::loadAttr(NodeId owner, PyObject* ownerObj, PyObject* name, PyObj
     // Its parts are what the program depends on, not the bound object.
     PyObject* cls = reinterpret_cast<PyObject*>(Py_TYPE(ownerObj));
     PyObject* dict = PyObject_GenericGetDict(ownerObj, nullptr);
-    bool onInstance = dict && PyDict_Check(dict) && PyDict_GetItem(dict, name);
+    bool hasDict = dict && PyDict_Check(dict);
+    bool onInstance = hasDict && PyDict_GetItem(dict, name);
     Py_XDECREF(dict);
     PyErr_Clear();
     if (!onInstance) {
+      if (hasDict) classMethods_.push_back({owner, attr});
       NodeId c = refs_.read(owner, Relation::attr("__class__"), cls);
       NodeId f = refs_.read(c, Relation::attr(attr), PyMethod_GET_FUNCTION(value));
       NodeId m = newNode(value);
@@ -895,12 +903,15 @@ bool Monitor::finishInstruction(ShadowFrame& sf, Pending& p, std::vector<NodeId>
         return false;
       }
       out[0] = p.calleeResult != kNoNode && p.calleeResultObj == v ? p.calleeResult : newNode(v);
+      NodeKind kind = refs_.node(in(0)).kind;
+      if ((kind == NodeKind::Tuple && Py_IS_TYPE(v, &PyTupleIter_Type)) || (kind == NodeKind::List && Py_IS_TYPE(v, &PyListIter_Type)))
+        sequenceIterators_[out[0]] = {in(0), 0};
       return true;
     }
     case Op::FOR_ITER:
       if (out.empty()) return true;  // exhausted: the iterator was popped
       out[0] = in(0);
-      out[1] = iterationValue(p, outObj(1));
+      out[1] = iterationValue(p, in(0), outObj(1));
       return true;
     case Op::UNPACK_SEQUENCE: {
       if (breaksOnContentLength(inObj(0), "unpacking")) return false;

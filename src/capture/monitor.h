@@ -66,6 +66,9 @@ class Monitor : public OpRecorder::Delegate {
   // Names whose absence from a node's attributes or keys the run relied on
   // (a global that fell back to a builtin, getattr with a default).
   const std::vector<std::pair<NodeId, Relation>>& absences() const { return absent_; }
+  // Methods the run found on an object's class: the instance's __dict__
+  // must not shadow them (a monkey-patched `model.forward`).
+  const std::vector<std::pair<NodeId, std::string>>& classMethods() const { return classMethods_; }
   // True when the run read interpreter state (grad mode) it should guard.
   bool readGradMode() const { return readGradMode_; }
   bool gradModeAtEntry() const { return gradAtEntry_; }
@@ -105,7 +108,7 @@ class Monitor : public OpRecorder::Delegate {
   // Helpers.
   NodeId slotNode(ShadowFrame& sf, int index);  // stack slot shadow, from the bottom
   NodeId loadAttr(NodeId owner, PyObject* ownerObj, PyObject* name, PyObject* value, Pending& p);
-  NodeId iterationValue(Pending& p, PyObject* value);
+  NodeId iterationValue(Pending& p, NodeId iterator, PyObject* value);
   bool externalOpaque(NodeId id) const;
   bool breaksOnContentLength(PyObject* iterated, const char* doing);
   // callee: the native function the break is about, when an annotation would remove it.
@@ -120,7 +123,11 @@ class Monitor : public OpRecorder::Delegate {
   std::vector<std::unique_ptr<ShadowFrame>> frames_;
   std::unordered_map<PyObject*, std::unique_ptr<ShadowFrame>> suspended_;  // generator -> its frame
   std::unordered_map<PyObject*, std::unique_ptr<Pending>> unstarted_;      // generator -> its call
+  std::vector<std::pair<NodeId, std::string>> classMethods_;
   std::unordered_map<c10::TensorImpl*, NodeId> tensorNodes_;
+  // Iterators over tuples and lists: the sequence and the next position,
+  // so `for s in scales` reads scales[k] (keeping a scalar's provenance).
+  std::unordered_map<NodeId, std::pair<NodeId, Py_ssize_t>> sequenceIterators_;
   std::unordered_map<c10::TensorImpl*, at::Tensor> entryContent_;
   std::unordered_map<NodeId, record::TensorMeta> entryMeta_;
   std::vector<std::pair<int, NodeId>> inputs_;

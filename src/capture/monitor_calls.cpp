@@ -170,8 +170,16 @@ void Monitor::beginCall(ShadowFrame& sf, Pending& p) {
     const record::FunctionAnnotation& a = *p.annotation;
     // The callee gets every argument: each counts as used (an argument
     // that reached it inside a *args tuple was not loaded on its own).
-    for (NodeId n : p.positional)
-      if (n >= 0) refs_.use(n);
+    for (size_t i = 0; i < p.positional.size(); ++i) {
+      NodeId n = p.positional[i];
+      if (n < 0) continue;
+      refs_.use(n);
+      // sum(args), sorted(scales): the callee reads the elements too.
+      NodeKind kind = refs_.node(n).kind;
+      if (a.input(i).value_read && (kind == NodeKind::Tuple || kind == NodeKind::List || kind == NodeKind::Dict))
+        for (auto& e : refs_.node(n).last().refs)
+          if (e.target >= 0) refs_.use(e.target);
+    }
     for (auto& kw : p.keywords)
       if (kw.second >= 0) refs_.use(kw.second);
     // Python code under an annotation is summarized by it, not traced.

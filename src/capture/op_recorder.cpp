@@ -212,10 +212,16 @@ void OpRecorder::onBeforeOperator(const std::string& name, const std::string& ov
 
 bool OpRecorder::argFor(const c10::IValue& v, const c10::Argument& param, record::Arg& out, const std::string& op) {
   using K = record::Arg::Kind;
+  // The graph value of this very tensor, else an input for a tensor from
+  // outside, and only then a value with the same storage and view: two
+  // arguments that alias at capture are two inputs, since the next call
+  // may pass unrelated tensors.
   auto tensorNode = [&](const at::Tensor& t) -> int64_t {
-    int value = valueOf(t);
+    auto it = values_.find(t.unsafeGetTensorImpl());
+    if (it != values_.end()) return it->second;
+    int value = delegate_.externalTensor(t);
     if (value >= 0) return value;
-    value = delegate_.externalTensor(t);
+    value = valueOf(t);
     if (value >= 0) return value;
     delegate_.dynamic(op + " reads a tensor that neither the graph nor the function's inputs produced");
     return -2;

@@ -125,6 +125,52 @@ PyRef atomObject(const record::Atom& a) {
   return v;
 }
 
+std::optional<record::Atom> baseValueOf(PyObject* o) {
+  using record::Atom;
+  if (PyBool_Check(o)) return std::nullopt;
+  if (PyLong_Check(o) && !PyLong_CheckExact(o)) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow || (v == -1 && PyErr_Occurred())) {
+      PyErr_Clear();
+      return std::nullopt;
+    }
+    return Atom::integer(v);
+  }
+  if (PyFloat_Check(o) && !PyFloat_CheckExact(o)) return Atom::floating(PyFloat_AS_DOUBLE(o));
+  if (PyUnicode_Check(o) && !PyUnicode_CheckExact(o)) {
+    Py_ssize_t n;
+    const char* s = PyUnicode_AsUTF8AndSize(o, &n);
+    if (!s) {
+      PyErr_Clear();
+      return std::nullopt;
+    }
+    return Atom::string(std::string(s, size_t(n)));
+  }
+  return std::nullopt;
+}
+
+std::string enumMemberName(PyObject* o) {
+  static PyObject* enumType = [] {
+    PyRef module = PyRef::steal(PyImport_ImportModule("enum"));
+    PyObject* t = module ? PyObject_GetAttrString(module.get(), "Enum") : nullptr;
+    if (!t) PyErr_Clear();
+    return t;  // kept for the process
+  }();
+  if (!enumType || Py_TYPE(o)->tp_flags & Py_TPFLAGS_TYPE_SUBCLASS) return "";
+  int is = PyObject_IsInstance(o, enumType);
+  if (is <= 0) {
+    PyErr_Clear();
+    return "";
+  }
+  PyRef name = PyRef::steal(PyObject_GetAttrString(o, "_name_"));
+  if (!name) {
+    PyErr_Clear();
+    return "";
+  }
+  return typeName(Py_TYPE(o)) + "." + str(name.get());
+}
+
 std::string typeName(PyTypeObject* t) {
   std::string module = attrString(reinterpret_cast<PyObject*>(t), "__module__");
   std::string qual = attrString(reinterpret_cast<PyObject*>(t), "__qualname__");

@@ -36,6 +36,14 @@ class PyRef {
 // str, Ellipsis and the torch enums (dtype, device, layout, memory_format).
 bool isAtom(PyObject* o);
 std::optional<record::Atom> atomOf(PyObject* o);
+
+// The int, float or str value of an instance of a class derived from one
+// of them (an IntEnum member, a str subclass); nullopt for anything else.
+std::optional<record::Atom> baseValueOf(PyObject* o);
+
+// An enum.Enum member's qualified name ("__main__.Mode.A"), or "" when `o`
+// is not one. Members are singletons: a guard compares identity.
+std::string enumMemberName(PyObject* o);
 PyRef atomObject(const record::Atom& a);  // throws Error for unknown enums
 // A dict key as records hold it: a scalar atomOf takes, or a tuple of such
 // keys; nothing for other keys (objects, frozensets).

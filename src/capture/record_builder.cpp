@@ -147,11 +147,27 @@ class Builder {
           c.i = codeHash(n.obj);
           addGuard(path, c, n.obj);
           break;
-        case NodeKind::Object:
+        case NodeKind::Object: {
+          // An enum member is a singleton: identity says all. A value of a
+          // class derived from int, float or str is used as a value: its
+          // type alone says nothing.
+          if (std::string member = enumMemberName(n.obj); !member.empty()) {
+            c.kind = K::Identity;
+            c.s = member;
+            addGuard(path, c, n.obj);
+            break;
+          }
           c.kind = K::Type;
           c.s = typeName(Py_TYPE(n.obj));
           addGuard(path, c, reinterpret_cast<PyObject*>(Py_TYPE(n.obj)));
+          if (auto atom = baseValueOf(n.obj)) {
+            record::Check value;
+            value.kind = K::Equals;
+            value.atom = *atom;
+            addGuard(path, value);
+          }
           break;
+        }
       }
     }
     for (auto& [path, id] : entry_.aliases) {
@@ -164,6 +180,14 @@ class Builder {
     for (auto& [id, rel] : m_.absences()) {
       if (!entry_.first.count(id) || g_.node(id).refOf(rel, 0) != kNoNode) continue;
       AccessPath path = extend(entry_.first[id], rel, call_.homeModule);
+      if (!seen.insert(record::toString(path)).second) continue;
+      record::Check c;
+      c.kind = K::Absent;
+      addGuard(path, c);
+    }
+    for (auto& [id, name] : m_.classMethods()) {
+      if (!entry_.first.count(id)) continue;
+      AccessPath path = entry_.first[id].attr("__dict__").key(name);
       if (!seen.insert(record::toString(path)).second) continue;
       record::Check c;
       c.kind = K::Absent;
@@ -411,8 +435,9 @@ class Builder {
         edgesInto(v);
         break;
       case NodeKind::Object:
-        v.kind = record::Value::Kind::Object;
-        v.type = typeName(Py_TYPE(n.obj));
+        v.type = enumMemberName(n.obj);  // a singleton, named as its identity guard names it
+        v.kind = v.type.empty() ? record::Value::Kind::Object : record::Value::Kind::Opaque;
+        if (v.type.empty()) v.type = typeName(Py_TYPE(n.obj));
         edgesInto(v);
         break;
     }

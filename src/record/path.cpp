@@ -217,4 +217,22 @@ std::string toString(const AccessPath& p) {
 
 AccessPath parsePath(const std::string& text) { return PathParser(text).parse(); }
 
+bool isInstanceDictKey(const AccessPath& p, size_t k) {
+  return k + 1 < p.steps.size() && p.steps[k].kind == PathStep::Kind::Attr && p.steps[k].name == "__dict__" &&
+         p.steps[k + 1].kind == PathStep::Kind::Key && p.steps[k + 1].key.kind == Atom::Kind::Str;
+}
+
+AccessPath withInstanceAttributes(AccessPath p) {
+  std::vector<PathStep> steps;
+  for (size_t k = 0; k < p.steps.size(); ++k) {
+    if (isInstanceDictKey(p, k)) {
+      steps.push_back(PathStep::attr(p.steps[++k].key.s));
+    } else {
+      steps.push_back(std::move(p.steps[k]));
+    }
+  }
+  p.steps = std::move(steps);
+  return p;
+}
+
 }  // namespace magpy::record

@@ -26,6 +26,7 @@ Value& Globals::of(const std::string& module) {
   return it->second;
 }
 
+
 Value resolve(const record::AccessPath& path, const CallState& state) {
   using Root = record::AccessPath::Root;
   Value cur;
@@ -73,8 +74,10 @@ Value resolve(const record::AccessPath& path, const CallState& state) {
       case record::PathStep::Kind::Attr: {
         if (cur.kind != Value::Kind::Object && cur.kind != Value::Kind::Opaque)
           throw missing(k, " is " + describe(cur) + ", which has no attributes");
-        Value* v = cur.heap->attr(step.name);
-        if (!v) throw missing(k, " has no attribute '" + step.name + "'");
+        // obj.__dict__['name']: native objects hold only instance attributes.
+        const std::string& name = record::isInstanceDictKey(path, k) ? path.steps[++k].key.s : step.name;
+        Value* v = cur.heap->attr(name);
+        if (!v) throw missing(k, " has no attribute '" + name + "'");
         cur = Value(*v);
         break;
       }
@@ -103,8 +106,12 @@ void assign(const record::AccessPath& path, Value value, const CallState& state)
   if (path.steps.empty()) throw Error("cannot replace the root " + record::toString(path));
   record::AccessPath parentPath = path;
   parentPath.steps.pop_back();
+  record::PathStep last = path.steps.back();
+  if (path.steps.size() >= 2 && record::isInstanceDictKey(path, path.steps.size() - 2)) {
+    parentPath.steps.pop_back();  // obj.__dict__['name'] = v is obj.name = v
+    last = record::PathStep::attr(last.key.s);
+  }
   Value parent = resolve(parentPath, state);
-  const record::PathStep& last = path.steps.back();
   switch (last.kind) {
     case record::PathStep::Kind::Attr:
       if (parent.kind != Value::Kind::Object && parent.kind != Value::Kind::Opaque) break;

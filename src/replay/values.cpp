@@ -66,6 +66,11 @@ bool Value::sameAs(const Value& other) const {
   switch (kind) {
     case Kind::Atom: return atom == other.atom;
     case Kind::Tensor: return tensor.is_same(other.tensor);
+    case Kind::Opaque:
+      // A module, class, function or enum member named by its qualified
+      // name is that one object wherever it was read ("<lambda>" and
+      // "<locals>" names are not unique).
+      return heap == other.heap || (heap->type == other.heap->type && heap->type.find('<') == std::string::npos);
     default: return heap == other.heap;
   }
 }

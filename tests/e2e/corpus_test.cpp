@@ -5,6 +5,7 @@
 //
 // Markers in a program's leading comments:
 //   # magpy-test: breaks            its records have graph breaks: replay must refuse them
+//   # magpy-test: refused natively  its guards need Python values: replay must refuse its calls
 //   # magpy-capture-args: ARGS      extra magpy-capture arguments (paths relative to tests/corpus)
 #include <gtest/gtest.h>
 
@@ -53,6 +54,9 @@ TEST_P(Corpus, MatchesEagerAndReplays) {
   if (contains(marker(file, "magpy-test"), "breaks")) {
     EXPECT_EQ(run.status, 1) << run.out << run.err;
     EXPECT_TRUE(contains(run.out, "graph breaks, which need Python")) << run.out;
+  } else if (contains(marker(file, "magpy-test"), "refused natively")) {
+    EXPECT_EQ(run.status, 1) << run.out << run.err;
+    EXPECT_TRUE(contains(run.out, "no record matches")) << run.out;
   } else {
     EXPECT_EQ(run.status, 0) << run.out << run.err;
     EXPECT_FALSE(contains(run.out, "MISMATCH")) << run.out;

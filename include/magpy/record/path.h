@@ -70,6 +70,13 @@ struct AccessPath {
 };
 
 std::string toString(const AccessPath& p);
+
+// Whether steps k and k+1 are `.__dict__['name']`: the instance attribute
+// `name`, as guards name one that must not shadow its class's method.
+bool isInstanceDictKey(const AccessPath& p, size_t k);
+// The path with each `.__dict__['name']` written as `.name`: for state
+// that, like replay's, holds only instance attributes.
+AccessPath withInstanceAttributes(AccessPath p);
 // Inverse of toString; throws Error naming the offending character.
 AccessPath parsePath(const std::string& text);
 
