@@ -61,19 +61,23 @@ bool isAtom(PyObject* o) {
          PyUnicode_CheckExact(o) || torchEnumKind(Py_TYPE(o)) != record::Atom::Kind::None;
 }
 
-std::optional<record::Atom> atomOf(PyObject* o) {
+namespace {
+
+// The value of an int, float or str, or of an instance of a class derived
+// from one of them; nullopt for anything else or an int beyond int64.
+std::optional<record::Atom> scalarValue(PyObject* o) {
   using record::Atom;
-  if (o == Py_None) return Atom::none();
-  if (o == Py_Ellipsis) return Atom::named(Atom::Kind::Ellipsis, "");
-  if (PyBool_Check(o)) return Atom::boolean(o == Py_True);
-  if (PyLong_CheckExact(o)) {
+  if (PyLong_Check(o)) {
     int overflow = 0;
     long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
-    if (overflow) return std::nullopt;  // beyond int64: not a scalar records can hold
+    if (overflow || (v == -1 && PyErr_Occurred())) {
+      PyErr_Clear();
+      return std::nullopt;  // beyond int64: not a scalar records can hold
+    }
     return Atom::integer(v);
   }
-  if (PyFloat_CheckExact(o)) return Atom::floating(PyFloat_AS_DOUBLE(o));
-  if (PyUnicode_CheckExact(o)) {
+  if (PyFloat_Check(o)) return Atom::floating(PyFloat_AsDouble(o));
+  if (PyUnicode_Check(o)) {
     Py_ssize_t n;
     const char* s = PyUnicode_AsUTF8AndSize(o, &n);
     if (!s) {
@@ -82,6 +86,19 @@ std::optional<record::Atom> atomOf(PyObject* o) {
     }
     return Atom::string(std::string(s, size_t(n)));
   }
+  return std::nullopt;
+}
+
+bool exactScalar(PyObject* o) { return PyLong_CheckExact(o) || PyFloat_CheckExact(o) || PyUnicode_CheckExact(o); }
+
+}  // namespace
+
+std::optional<record::Atom> atomOf(PyObject* o) {
+  using record::Atom;
+  if (o == Py_None) return Atom::none();
+  if (o == Py_Ellipsis) return Atom::named(Atom::Kind::Ellipsis, "");
+  if (PyBool_Check(o)) return Atom::boolean(o == Py_True);
+  if (exactScalar(o)) return scalarValue(o);
   auto kind = torchEnumKind(Py_TYPE(o));
   if (kind == Atom::Kind::None) return std::nullopt;
   PyRef text = PyRef::steal(PyObject_Str(o));
@@ -126,28 +143,8 @@ PyRef atomObject(const record::Atom& a) {
 }
 
 std::optional<record::Atom> baseValueOf(PyObject* o) {
-  using record::Atom;
-  if (PyBool_Check(o)) return std::nullopt;
-  if (PyLong_Check(o) && !PyLong_CheckExact(o)) {
-    int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
-    if (overflow || (v == -1 && PyErr_Occurred())) {
-      PyErr_Clear();
-      return std::nullopt;
-    }
-    return Atom::integer(v);
-  }
-  if (PyFloat_Check(o) && !PyFloat_CheckExact(o)) return Atom::floating(PyFloat_AS_DOUBLE(o));
-  if (PyUnicode_Check(o) && !PyUnicode_CheckExact(o)) {
-    Py_ssize_t n;
-    const char* s = PyUnicode_AsUTF8AndSize(o, &n);
-    if (!s) {
-      PyErr_Clear();
-      return std::nullopt;
-    }
-    return Atom::string(std::string(s, size_t(n)));
-  }
-  return std::nullopt;
+  if (PyBool_Check(o) || exactScalar(o)) return std::nullopt;
+  return scalarValue(o);
 }
 
 std::string enumMemberName(PyObject* o) {
