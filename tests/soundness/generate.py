@@ -1,0 +1,238 @@
+"""Differential soundness programs for magpy.
+
+    generate.py SEED COUNT     prints a driver script for programs SEED..SEED+COUNT-1
+
+Each program is a small PyTorch function or nn.Module, drawn from a seeded
+grammar of the things that make a captured record stale or wrong: globals,
+attributes, flags and container elements read and changed between calls,
+enum and scalar arguments, *args and **kwargs, in-place updates of fresh
+tensors and constants, state written by the function, random draws, and
+arguments that alias. The driver (run under magpy-capture) builds each
+program twice from the same source, compiles one copy with magpy.compile,
+and before every call applies the same external change to both copies; it
+compares results (values, dtypes, shapes, requires_grad) and the state the
+program can see after every call. On a difference it prints the seed and
+the program's source and exits 1. The record it leaves is then replayed
+natively by magpy-run (tests/soundness/run.sh).
+"""
+import random
+import sys
+
+TEMPLATES = []
+
+
+def template(fn):
+    TEMPLATES.append(fn)
+    return fn
+
+
+# Each template returns (state lines, body lines, mutation lines): state
+# lines run once per copy at module level (names: G_*, and `self` fields
+# set in __init__ as S.<name>), body lines read `x` (a tensor) and update
+# `y`, mutations change external state between calls (the same on both
+# copies; `i` is the call index, `rng` a seeded random.Random).
+@template
+def global_scale(r, k):
+    return ([f"G_s{k} = {r.choice([1.0, 2.0, 0.5])}"], [f"y = y * G_s{k}"],
+            [f"ns['G_s{k}'] = rng.choice([1.0, 2.0, 0.5, 3.0])"])
+
+
+@template
+def attribute_flag(r, k):
+    return ([f"S.flag{k} = True"], [f"if self.flag{k}:", f"    y = y + 1", "else:", f"    y = y - 1"],
+            [f"obj.flag{k} = rng.random() < 0.5"])
+
+
+@template
+def list_element(r, k):
+    return ([f"G_l{k} = [1.0, 2.0, 3.0]"], [f"y = y + G_l{k}[{r.randrange(3)}]"],
+            [f"ns['G_l{k}'][rng.randrange(3)] = rng.choice([1.0, 4.0])"])
+
+
+@template
+def dict_entry(r, k):
+    return ([f"G_d{k} = {{'a': 1.0, 'b': 2.0}}"], [f"y = y * G_d{k}['a'] + G_d{k}.get('c', 0.0)"],
+            [f"ns['G_d{k}']['a'] = rng.choice([1.0, 2.0])", f"if rng.random() < 0.3: ns['G_d{k}']['c'] = 5.0"])
+
+
+@template
+def attribute_scalar(r, k):
+    return ([f"S.k{k} = 3"], [f"y = y.reshape(-1)[: self.k{k}].sum() + y * self.k{k}"],
+            [f"obj.k{k} = rng.choice([1, 2, 3])"])
+
+
+@template
+def counter_write(r, k):
+    return ([f"S.count{k} = 0"], [f"self.count{k} = self.count{k} + 1", f"y = y + self.count{k}"], [])
+
+
+@template
+def fresh_accumulator(r, k):
+    return ([], [f"acc{k} = torch.zeros(y.shape)", f"acc{k}.add_(y)", f"acc2{k} = torch.zeros(y.shape)",
+                 f"y = acc{k} + acc2{k}"], [])
+
+
+@template
+def mutated_constant(r, k):
+    return ([], [f"c{k} = torch.tensor([1.0, 2.0])", f"c{k}.mul_(2)", f"y = y + c{k}.sum()"], [])
+
+
+@template
+def global_tensor_inplace(r, k):
+    return ([f"G_t{k} = torch.ones(1)"], [f"G_t{k}.add_(1)", f"y = y * G_t{k}"], [])
+
+
+@template
+def global_write(r, k):
+    return ([f"G_w{k} = 0"], [f"global G_w{k}", f"G_w{k} = G_w{k} + 2", f"y = y + G_w{k}"], [])
+
+
+@template
+def list_append(r, k):
+    return ([f"G_a{k} = []"], [f"G_a{k}.append(1)", f"y = y + len(G_a{k})"], [])
+
+
+@template
+def enum_branch(r, k):
+    return ([], [f"y = y * 2 if mode is Mode.A else y * 3"], [])
+
+
+@template
+def random_draw(r, k):
+    return ([], [f"y = y + torch.rand(y.shape) * 0.1"], [])
+
+
+@template
+def grad_region(r, k):
+    return ([], [f"with torch.no_grad():", f"    z{k} = y * 2", f"y = y + z{k}"], [])
+
+
+@template
+def star_scales(r, k):
+    return ([], [f"for s{k} in scales:", f"    y = y * s{k}"], [])
+
+
+@template
+def legacy_constructor(r, k):
+    return ([], [f"y = y + torch.Tensor([1.0, 2.0]).sum()"], [])
+
+
+ARGUMENT_KINDS = ["shape", "dtype", "scale", "mode", "scales"]
+
+
+def program(seed):
+    """The source of program `seed` and the calls to make (argument specs)."""
+    r = random.Random(seed)
+    chosen = [r.choice(TEMPLATES) for _ in range(r.randint(1, 4))]
+    state, body, mutations = [], [], []
+    for k, t in enumerate(chosen):
+        s, b, m = t(r, k)
+        state += s
+        body += b
+        mutations += m
+    as_module = r.random() < 0.5
+    module_state = [line for line in state if not line.startswith("S.")]
+    self_state = [line[2:] for line in state if line.startswith("S.")]
+    if self_state and not as_module:
+        as_module = True
+    src = ["import enum", "import torch", "", "class Mode(enum.Enum):", "    A = 1", "    B = 2", ""]
+    src += module_state
+    header = "def forward(self, x, mode=Mode.A, *scales):" if as_module else "def f(x, mode=Mode.A, *scales):"
+    lines = ["y = x * 1.0"] + body + ["return y"]
+    if as_module:
+        src += ["", "class Net(torch.nn.Module):", "    def __init__(self):", "        super().__init__()"]
+        src += ["        self." + line for line in self_state] or ["        pass"]
+        src += ["", "    " + header] + ["        " + line for line in lines]
+        src += ["", "def make():", "    return Net()"]
+    else:
+        src += ["", header.replace("(self, ", "(")] + ["    " + line for line in lines]
+        src += ["", "def make():", "    return f"]
+    calls = [[r.choice(ARGUMENT_KINDS) for _ in range(r.randint(0, 2))] for _ in range(r.randint(3, 6))]
+    return "\n".join(src) + "\n", mutations, calls
+
+
+DRIVER = r'''
+import random, sys, types
+import torch
+import magpy
+
+
+def same(a, b):
+    if isinstance(a, torch.Tensor):
+        return (isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and
+                a.requires_grad == b.requires_grad and torch.equal(a, b))
+    if isinstance(a, (list, tuple)):
+        return type(a) == type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return isinstance(b, dict) and list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    return type(a) == type(b) and a == b
+
+
+def visible(ns, obj):
+    state = {k: v for k, v in ns.items() if k.startswith("G_")}
+    if isinstance(obj, torch.nn.Module):
+        state.update({"self." + k: v for k, v in vars(obj).items() if not k.startswith("_")})
+    return state
+
+
+def arguments(spec, mode_type, rng):
+    shape = (2, 3) if "shape" not in spec else rng.choice([(2, 3), (3, 3), (1, 3)])
+    dtype = torch.float32 if "dtype" not in spec else rng.choice([torch.float32, torch.float64])
+    x = torch.arange(float(shape[0] * shape[1]), dtype=dtype).reshape(shape) / 7
+    if "scale" in spec:
+        x = x * rng.choice([1.0, -2.0])
+    mode = mode_type.A if "mode" not in spec else rng.choice([mode_type.A, mode_type.B])
+    scales = () if "scales" not in spec else tuple(rng.choice([1, 2, 3]) for _ in range(rng.randint(1, 3)))
+    return x, mode, scales
+
+
+def run(seed, source, mutations, calls):
+    spaces = []
+    for copy_name in ("compiled", "eager"):
+        # A module of its own (magpy guards globals by module name).
+        module = types.ModuleType(f"prog{seed}_{copy_name}")
+        sys.modules[module.__name__] = module
+        exec(compile(source, f"program{seed}.py", "exec"), module.__dict__)
+        spaces.append(module.__dict__)
+    (cns, ens) = spaces
+    compiled_obj, eager_obj = cns["make"](), ens["make"]()
+    compiled = magpy.compile(compiled_obj)
+    rng_c, rng_e, rng_a = random.Random(seed), random.Random(seed), random.Random(seed + 1)
+    for i, spec in enumerate(calls):
+        for rng, ns, obj in ((rng_c, cns, compiled_obj), (rng_e, ens, eager_obj)):
+            for line in mutations:
+                exec(line, {"ns": ns, "obj": obj, "rng": rng, "i": i})
+        x, mode_name, scales = arguments(spec, cns["Mode"], rng_a)
+        results = []
+        for fn, ns in ((compiled, cns), (eager_obj, ens)):
+            mode = ns["Mode"][mode_name.name]
+            torch.manual_seed(seed * 100 + i)
+            try:
+                results.append(fn(x.clone(), mode, *scales))
+            except Exception as e:  # both must fail alike
+                results.append(type(e))
+        if not same(results[0], results[1]):
+            fail(seed, source, i, f"result {results[0]} != eager {results[1]}")
+        a, b = visible(cns, compiled_obj), visible(ens, eager_obj)
+        if not same(a, b):
+            fail(seed, source, i, f"state {a} != eager {b}")
+
+
+def fail(seed, source, call, what):
+    print(f"soundness: program {seed}, call {call}: {what}\n--- program {seed} ---\n{source}---", file=sys.stderr)
+    sys.exit(1)
+'''
+
+
+def main():
+    seed, count = int(sys.argv[1]), int(sys.argv[2])
+    out = [DRIVER, "PROGRAMS = ["]
+    for s in range(seed, seed + count):
+        source, mutations, calls = program(s)
+        out.append(f"    ({s}, {source!r}, {mutations!r}, {calls!r}),")
+    out += ["]", "for p in PROGRAMS:", "    run(*p)", "print(f'soundness: {len(PROGRAMS)} programs agree with eager')"]
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    main()
