@@ -225,7 +225,11 @@ LiveRecord::LiveRecord(const record::Record& record, std::vector<PyRef> expected
     const record::Guard& g = record_.guards[i];
     GuardStep step{&g, paths_.add(g.path), -1, std::move(expected[i]), c10::ScalarType::Undefined};
     if (g.check.kind == record::Check::Kind::Alias) step.other = paths_.add(g.check.path);
-    if (g.check.kind == record::Check::Kind::Tensor) step.dtype = replay::dtypeFromName(g.check.meta.dtype);
+    if (g.check.kind == record::Check::Kind::Tensor) {
+      step.dtype = replay::dtypeFromName(g.check.meta.dtype);
+      for (auto& other : record_.guards)
+        step.subclassTyped = step.subclassTyped || (other.check.kind == record::Check::Kind::Type && other.path == g.path);
+    }
     guards_.push_back(std::move(step));
   }
   for (auto& p : inputs) inputs_.push_back(paths_.add(p));
@@ -280,7 +284,9 @@ std::optional<LiveMiss> LiveRecord::check(LivePaths::Values& values) const {
           break;
         }
         case K::Tensor:
-          ok = tensorMatches(v, g.check.meta, gs.dtype);
+          // A tensor subclass runs Python (__torch_function__) on every
+          // operator: only a record made with that subclass serves it.
+          ok = tensorMatches(v, g.check.meta, gs.dtype) && (gs.subclassTyped || plainTensorType(Py_TYPE(v)));
           break;
         case K::Alias:
           ok = values.get(gs.other) == v;

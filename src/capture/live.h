@@ -85,6 +85,7 @@ class LiveRecord {
     int other = -1;  // Alias: the other path's node
     PyRef expected;
     c10::ScalarType dtype = c10::ScalarType::Undefined;
+    bool subclassTyped = false;  // Tensor: a Type guard on the same path admits a tensor subclass
   };
   record::Record record_;
   LivePaths paths_;

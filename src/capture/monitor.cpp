@@ -245,6 +245,25 @@ bool Monitor::breaksOnContentLength(PyObject* iterated, const char* doing) {
   return true;
 }
 
+// `a is b` on two distinct objects from outside: guards can say two paths
+// are one object (alias guards), not that they stay two. Scalars compare
+// by value, and modules, functions and enum members are guarded by
+// identity, so only other objects are a concern.
+bool Monitor::breaksOnDistinctIdentity(NodeId a, NodeId b, PyObject* result) {
+  if (result != Py_False && result != Py_True) return false;
+  auto identityGuarded = [&](NodeId id) {
+    const ShadowNode& n = refs_.node(id);
+    return n.kind == NodeKind::Atom || n.kind == NodeKind::Module || n.kind == NodeKind::Function ||
+           !enumMemberName(n.obj).empty();
+  };
+  if (a < 0 || b < 0 || a == b || !refs_.node(a).external || !refs_.node(b).external) return false;
+  if (identityGuarded(a) || identityGuarded(b)) return false;
+  bool sameObject = refs_.node(a).obj == refs_.node(b).obj;
+  if (sameObject) return false;  // one object reached twice: an alias guard holds it
+  graphBreak("an identity test (is) between two distinct objects from outside the call");
+  return true;
+}
+
 // ---------------------------------------------------------------------------
 // Frames
 
@@ -889,6 +908,7 @@ bool Monitor::finishInstruction(ShadowFrame& sf, Pending& p, std::vector<NodeId>
       out[0] = operatorResult(outObj(0));
       return out[0] != kNoNode;
     case Op::IS_OP:
+      if (breaksOnDistinctIdentity(in(0), in(1), outObj(0))) return false;
       out[0] = newNode(outObj(0));
       return true;
     case Op::GET_ITER: {

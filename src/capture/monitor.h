@@ -111,6 +111,7 @@ class Monitor : public OpRecorder::Delegate {
   NodeId iterationValue(Pending& p, NodeId iterator, PyObject* value);
   bool externalOpaque(NodeId id) const;
   bool breaksOnContentLength(PyObject* iterated, const char* doing);
+  bool breaksOnDistinctIdentity(NodeId a, NodeId b, PyObject* result);
   // callee: the native function the break is about, when an annotation would remove it.
   void graphBreak(const std::string& reason, const std::string& callee = "");
   std::string where(const ShadowFrame& sf) const;

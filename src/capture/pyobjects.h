@@ -68,6 +68,8 @@ std::string takePythonError();
 
 // Tensors (implemented in pyobjects_torch.cpp).
 bool isTensor(PyObject* o);
+// torch.Tensor or nn.Parameter, not a subclass with behaviour of its own.
+bool plainTensorType(PyTypeObject* t);
 const at::Tensor& tensorOf(PyObject* o);    // o must be a tensor
 PyRef wrapTensor(const at::Tensor& t);       // the existing Python object when there is one
 bool torchImported();

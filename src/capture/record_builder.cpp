@@ -62,8 +62,13 @@ class Builder {
   }
 
   BuiltRecord build() {
-    for (NodeId id : entry_.order)
-      if (!g_.node(id).unsupported.empty()) throw Error(g_.node(id).unsupported + " is read, and no record can hold it");
+    for (NodeId id : entry_.order) {
+      const ShadowNode& n = g_.node(id);
+      if (!n.unsupported.empty()) throw Error(n.unsupported + " is read, and no record can hold it");
+      if (n.kind == NodeKind::Tensor && !plainTensorType(Py_TYPE(n.obj)))
+        throw Error(std::string("a tensor of subclass ") + Py_TYPE(n.obj)->tp_name +
+                    " is read: its __torch_function__ runs Python on every operator, which a graph cannot repeat");
+    }
     guards();
     graphInputs();
     mock();
@@ -116,6 +121,15 @@ class Builder {
           c.kind = K::Tensor;
           c.meta = m_.entryMeta(id) ? *m_.entryMeta(id) : replay::metaOf(tensorOf(n.obj));
           addGuard(path, c);
+          if (!plainTensorType(Py_TYPE(n.obj))) {
+            // A tensor subclass (its __torch_function__ runs Python code):
+            // a plain tensor in its place must not take this record, nor
+            // it a plain tensor's.
+            record::Check type;
+            type.kind = K::Type;
+            type.s = typeName(Py_TYPE(n.obj));
+            addGuard(path, type, reinterpret_cast<PyObject*>(Py_TYPE(n.obj)));
+          }
           break;
         case NodeKind::Tuple:
         case NodeKind::List:
