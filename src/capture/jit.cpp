@@ -473,6 +473,7 @@ struct Session::Impl : FrameInterceptor {
       // optimizations that keep autograd's view of the graph apply.
       replay::PlanOptions planOptions;
       planOptions.passes.deadCode = planOptions.passes.commonSubexpr = true;
+      planOptions.trustRecord = true;  // the script's own operators: the policy is for records from others
       if (breaks.empty()) created.plan = std::make_unique<replay::Plan>(built.record.graph, blobs.blobs(), planOptions);
     } catch (const Error& e) {
       PyErr_Format(PyExc_RuntimeError, "magpy: cannot use the record captured for %s: %s", fn.name.c_str(), e.what());
