@@ -336,6 +336,9 @@ NodeId Monitor::applyAnnotation(Pending& p, PyObject* result) {
         refs_.write(from, rel, value);
         break;
       }
+      case record::RelationAnnotation::Mode::Delete:
+        refs_.remove(from, rel);
+        break;
     }
   }
   for (size_t i = 0; i < p.positional.size(); ++i) {

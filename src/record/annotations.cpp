@@ -71,7 +71,8 @@ class Loader {
     if (mode == "read") r.mode = RelationAnnotation::Mode::Read;
     else if (mode == "write") r.mode = RelationAnnotation::Mode::Write;
     else if (mode == "exists") r.mode = RelationAnnotation::Mode::Exists;
-    else fail(n, "a relation's mode must be 'read', 'write' or 'exists'");
+    else if (mode == "delete") r.mode = RelationAnnotation::Mode::Delete;
+    else fail(n, "a relation's mode must be 'read', 'write', 'exists' or 'delete'");
     if (!n["from"]) fail(n, "a relation needs 'from'");
     r.from = index(n["from"], "'from'");
     if (r.from < 0) fail(n, "a relation's 'from' must be an input");

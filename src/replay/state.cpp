@@ -72,6 +72,10 @@ Value resolve(const record::AccessPath& path, const CallState& state) {
     const record::PathStep& step = path.steps[k];
     switch (step.kind) {
       case record::PathStep::Kind::Attr: {
+        if (cur.kind == Value::Kind::Tensor && step.name == "data") {
+          cur = Value::ofTensor(cur.tensor.detach());  // the same storage, outside autograd
+          break;
+        }
         if (cur.kind != Value::Kind::Object && cur.kind != Value::Kind::Opaque)
           throw missing(k, " is " + describe(cur) + ", which has no attributes");
         // obj.__dict__['name']: native objects hold only instance attributes.
@@ -112,6 +116,11 @@ void assign(const record::AccessPath& path, Value value, const CallState& state)
     last = record::PathStep::attr(last.key.s);
   }
   Value parent = resolve(parentPath, state);
+  if (parent.kind == Value::Kind::Tensor && last.kind == record::PathStep::Kind::Attr && last.name == "data" &&
+      value.kind == Value::Kind::Tensor) {
+    parent.tensor.set_data(value.tensor);  // x.data = y: x keeps its identity, y's contents
+    return;
+  }
   switch (last.kind) {
     case record::PathStep::Kind::Attr:
       if (parent.kind != Value::Kind::Object && parent.kind != Value::Kind::Opaque) break;

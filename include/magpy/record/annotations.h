@@ -20,7 +20,7 @@
 //       output: {in_place: false}
 //       relations:               # reference edges the call reads or creates
 //         - {kind: attr, from: 0, name_from: 1, to: output, mode: read}
-//           (mode: read | write | exists; to: output | an input index)
+//           (mode: read | write | exists | delete; to: output | an input index)
 //       runtime: {read: grad_enabled} | {write: grad_enabled, from: 0}
 //
 // Names are qualified names of callables as Python reports them
@@ -45,8 +45,9 @@ struct InputAnnotation {
 struct RelationAnnotation {
   enum class Kind : uint8_t { Attr, Item };
   // Read: the call reads the element; Write: it stores one; Exists: the
-  // result depends only on whether the element exists (hasattr).
-  enum class Mode : uint8_t { Read, Write, Exists };
+  // result depends only on whether the element exists (hasattr); Delete:
+  // it removes the element (delattr).
+  enum class Mode : uint8_t { Read, Write, Exists, Delete };
   Kind kind = Kind::Attr;
   Mode mode = Mode::Read;
   int from = 0;           // input index of the container/object
