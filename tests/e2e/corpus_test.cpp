@@ -1,7 +1,8 @@
 // Every program in tests/corpus runs under magpy-capture (the program
 // checks its own results, side effects and record counts against eager
-// execution), then its record is replayed natively by magpy-run, and each
-// of its operator graphs is exported to torch.fx and checked in Python.
+// execution), then its record is replayed natively by magpy-run, with and
+// without graph optimizations, and each of its operator graphs is exported
+// to torch.fx and checked in Python.
 //
 // Markers in a program's leading comments:
 //   # magpy-test: breaks            its records have graph breaks: replay must refuse them
@@ -61,6 +62,11 @@ TEST_P(Corpus, MatchesEagerAndReplays) {
     EXPECT_EQ(run.status, 0) << run.out << run.err;
     EXPECT_FALSE(contains(run.out, "MISMATCH")) << run.out;
   }
+
+  // Optimized replay (the default) and unoptimized replay give the same outcome.
+  Result plain = s.run("magpy-run --optimize none " + name + ".mgp");
+  EXPECT_EQ(plain.status, run.status) << plain.out << plain.err;
+  EXPECT_FALSE(contains(plain.out, "MISMATCH")) << plain.out;
 
   Result fx = s.run("/usr/bin/python3 " + sourceDir() + "/tests/e2e/fx_check.py \"$(command -v magpy-inspect)\" " + name +
                     ".mgp .");
