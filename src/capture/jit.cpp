@@ -48,9 +48,7 @@ PyObject* compiledCall(PyObject* self, PyObject* args, PyObject* kwargs) {
   try {
     return gSession->call(c->function, args, kwargs);
   } catch (const std::exception& e) {
-    std::string message = e.what();
-    message = message.substr(0, message.find("\nException raised from "));
-    PyErr_Format(PyExc_RuntimeError, "magpy: %s", message.c_str());
+    PyErr_Format(PyExc_RuntimeError, "magpy: %s", messageOf(e).c_str());
     return nullptr;
   }
 }

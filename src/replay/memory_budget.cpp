@@ -71,6 +71,4 @@ MemoryBudgetScope::MemoryBudgetScope(uint64_t bytes) {
 
 MemoryBudgetScope::~MemoryBudgetScope() { gLimit.store(previousLimit_); }
 
-uint64_t liveTensorBytes() { return gLive.load(); }
-
 }  // namespace magpy::replay

@@ -25,8 +25,4 @@ class MemoryBudgetScope {
   uint64_t previousLimit_;
 };
 
-// Bytes of CPU tensor memory allocated through the budgeted allocator and
-// not yet freed.
-uint64_t liveTensorBytes();
-
 }  // namespace magpy::replay

@@ -4,16 +4,14 @@
 #include <new>
 
 namespace magpy {
-namespace {
 
 // libtorch appends the C++ backtrace to its messages; users need the message.
-std::string withoutBacktrace(std::string message) {
+std::string messageOf(const std::exception& e) {
+  std::string message = e.what();
   size_t at = message.find("\nException raised from ");
   if (at != std::string::npos) message.resize(at);
   return message;
 }
-
-}  // namespace
 
 int runReportingErrors(const char* tool, const std::function<int()>& body) {
   try {
@@ -23,7 +21,7 @@ int runReportingErrors(const char* tool, const std::function<int()>& body) {
   } catch (const std::bad_alloc&) {
     std::cerr << tool << ": error: out of memory\n";
   } catch (const std::exception& e) {
-    std::cerr << tool << ": error: " << withoutBacktrace(e.what()) << "\n";
+    std::cerr << tool << ": error: " << messageOf(e) << "\n";
   } catch (...) {
     std::cerr << tool << ": error: an unknown exception\n";
   }

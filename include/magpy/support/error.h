@@ -22,4 +22,7 @@ class Error : public std::runtime_error {
 // exit status 2; running out of memory says so. No exception escapes.
 int runReportingErrors(const char* tool, const std::function<int()>& body);
 
+// An exception's message for people: libtorch's C++ backtrace dropped.
+std::string messageOf(const std::exception& e);
+
 }  // namespace magpy
