@@ -32,6 +32,12 @@ int main(int argc, char** argv) {
   app.add_option("--format", format, "Format of the --report: text or json")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
+  std::string stateAt = "first-read";
+  app.add_option("--state-at", stateAt,
+                 "Which state of the compiled modules the record keeps: first-read (as the records first read it; "
+                 "the logged calls replay from it) or exit (as the script left it, e.g. trained weights; no call log)")
+      ->check(CLI::IsMember({"first-read", "exit"}))
+      ->capture_default_str();
   app.add_flag("-q,--quiet", quiet, "Print nothing but errors");
   app.prefix_command();  // everything from the script on belongs to the script
   app.footer("Usage: magpy-capture [options] script.py [script arguments...]");
@@ -48,6 +54,7 @@ int main(int argc, char** argv) {
   opt.script = rest.front();
   opt.args.assign(rest.begin() + 1, rest.end());
   opt.reportJson = format == "json";
+  opt.stateAtExit = stateAt == "exit";
   opt.progress = !quiet && isatty(STDERR_FILENO);
 
   return magpy::runReportingErrors("magpy-capture", [&] {

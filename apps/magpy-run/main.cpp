@@ -11,6 +11,7 @@
 #include <ATen/Parallel.h>
 
 #include "magpy/replay/session.h"
+#include "magpy/replay/state_dict.h"
 #include "magpy/replay/tensors.h"
 #include "magpy/replay/value_files.h"
 #include "magpy/support/strings.h"
@@ -25,6 +26,9 @@ struct Options {
   std::string function;
   std::string inputs;
   std::string output;
+  std::string state;
+  bool statePartial = false;
+  bool eval = false;
   int repeat = 0;
   int threads = 0;
   std::string optimize = "default";
@@ -57,7 +61,10 @@ int replayLog(Session& session, const Options& opt) {
   for (size_t i = 0; i < file.calls.size(); ++i) {
     const auto& logged = file.calls[i];
     const auto& fn = file.functions[logged.function];
-    if (stopped[logged.function]) continue;
+    if (stopped[logged.function]) {
+      session.applyLoggedUpdates(i, true);  // other functions see the globals it changed
+      continue;
+    }
     magpy::replay::CallOutcome out;
     std::string head = "call " + std::to_string(i) + "  " + fn.name + "  ";
     if (!logged.updates.empty())
@@ -117,8 +124,21 @@ void splitInputs(const Value& v, std::vector<Value>& args, Value& kwargs) {
   else args = {v};
 }
 
+// --state, --eval: the compiled module's weights and flags for serving.
+void prepareState(Session& session, size_t f, const Options& opt) {
+  if (!opt.state.empty()) {
+    auto report = magpy::replay::loadStateInto(session.self(f), magpy::replay::loadStateDict(opt.state), opt.statePartial);
+    std::cout << "state  " << report.loaded << " tensors from " << opt.state;
+    if (!report.ignored.empty()) std::cout << "; " << report.ignored.size() << " keys the record does not hold ignored";
+    if (!report.kept.empty()) std::cout << "; " << report.kept.size() << " parameters the file lacks kept as captured";
+    std::cout << "\n";
+  }
+  if (opt.eval) std::cout << "eval   training set to False on " << magpy::replay::setEvalMode(session.self(f)) << " modules\n";
+}
+
 int runInputs(Session& session, const Options& opt) {
   size_t f = chooseFunction(session, opt);
+  prepareState(session, f, opt);
   std::vector<Value> args;
   Value kwargs = Value::dict({}, {});
   splitInputs(magpy::replay::loadValueFile(opt.inputs), args, kwargs);
@@ -190,6 +210,12 @@ int main(int argc, char** argv) {
                  "arguments, a dict the keyword arguments, anything else the one argument");
   app.add_option("--function", opt.function, "The compiled function to call with --inputs (name or unique suffix)");
   app.add_option("--output", opt.output, "With --inputs: save the result with the torch.save format");
+  app.add_option("--state", opt.state,
+                 "With --inputs: load weights from a torch.save'd state dict (model.state_dict()) into the compiled "
+                 "module first; every key must match the record's state in name, dtype and shape");
+  app.add_flag("--state-partial", opt.statePartial,
+               "With --state: ignore keys the record does not hold and keep captured parameters the file lacks");
+  app.add_flag("--eval", opt.eval, "With --inputs: set every module's training flag to False first, as model.eval()");
   app.add_option("--repeat", opt.repeat, "After replaying, time N more calls per function with the first logged inputs")
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--no-check", noCheck, "Do not compare results with the captured ones");
@@ -254,6 +280,8 @@ int main(int argc, char** argv) {
     }
     if (opt.repeat > 0) std::cout << "loaded in " << std::fixed << std::setprecision(1) << loadMs << " ms\n" << std::defaultfloat;
     if (!opt.output.empty() && opt.inputs.empty()) throw magpy::Error("--output needs --inputs");
+    if ((!opt.state.empty() || opt.eval) && opt.inputs.empty())
+      throw magpy::Error("--state and --eval need --inputs (the logged calls ran with the captured weights and flags)");
     int status = opt.inputs.empty() ? replayLog(session, opt) : runInputs(session, opt);
     if (status == 0 && opt.repeat > 0) {
       time(session, opt);

@@ -136,7 +136,7 @@ Outcome captureScript(const Options& o) {
   session->endProgress();
   try {
     if (out.exitStatus == 0 || o.keepPartial) {
-      record::RecordFile file = session->recordFile();
+      record::RecordFile file = session->recordFile(o.stateAtExit);
       file.env.magpy_version = MAGPY_VERSION;
       file.env.python_version = std::to_string(PY_MAJOR_VERSION) + "." + std::to_string(PY_MINOR_VERSION) + "." +
                                 std::to_string(PY_MICRO_VERSION);

@@ -14,6 +14,7 @@
 #include "capture/monitor.h"
 #include "capture/record_builder.h"
 #include "magpy/replay/plan.h"
+#include "magpy/replay/state.h"
 #include "magpy/replay/tensors.h"
 #include "magpy/support/error.h"
 #include "magpy/support/hash.h"
@@ -200,6 +201,10 @@ struct Session::Impl : FrameInterceptor {
     }
   };
   std::map<std::pair<int, record::AccessPath>, Seen> lastExit;
+  // Interpreter state replay can set, as replay would have it after the
+  // calls logged so far (it starts from a fresh process's).
+  std::map<std::string, record::Atom> runtimeLogged{replay::settableRuntimeStates().begin(),
+                                                    replay::settableRuntimeStates().end()};
 
   // A container changed in place (list.append, dict item set, a hook
   // registered) keeps its identity; its elements tell.
@@ -245,24 +250,40 @@ struct Session::Impl : FrameInterceptor {
     return s;
   }
 
+  // What changed since the calls logged so far: u's own state, and every
+  // module global any compiled function reads (replay shares them all).
   std::vector<record::StateUpdate> changesBefore(size_t u) {
     std::vector<record::StateUpdate> out;
-    const Unit& fn = *units[u];
-    LiveRoots roots{fn.shape.self, nullptr, nullptr, fn.shape.homeModule};
-    for (auto& path : fn.statePaths) {
-      auto key = stateKey(u, path);
-      auto it = lastExit.find(key);
-      if (it == lastExit.end() || observe(key.second, roots) == it->second) continue;
-      PyRef v = resolveLive(key.second, roots);
-      if (!v) continue;  // removed: the record's guards will notice
+    std::set<std::pair<int, record::AccessPath>> seen;
+    for (size_t w = 0; w < compiled; ++w) {
+      const Unit& fn = *units[w];
+      LiveRoots roots{fn.shape.self, nullptr, nullptr, fn.shape.homeModule};
+      for (auto& path : fn.statePaths) {
+        if (w != u && path.root != record::AccessPath::Root::Global) continue;
+        auto key = stateKey(w, path);
+        auto it = lastExit.find(key);
+        if (!seen.insert(key).second || it == lastExit.end() || observe(key.second, roots) == it->second) continue;
+        PyRef v = resolveLive(key.second, roots);
+        if (!v) continue;  // removed: the record's guards will notice
+        record::StateUpdate upd;
+        upd.function = key.first;
+        upd.path = key.second;
+        PathTrie below;
+        for (auto& other : fn.statePaths)
+          if (path.isPrefixOf(other) && other.steps.size() > path.steps.size())
+            below.insert(std::vector<record::PathStep>(other.steps.begin() + long(path.steps.size()), other.steps.end()));
+        upd.value = snapshot(v.get(), below, blobs);
+        out.push_back(std::move(upd));
+      }
+    }
+    // Interpreter state is the process's, not a function's: logged when it
+    // differs from what replay would have after the calls logged so far.
+    for (auto& [name, logged] : runtimeLogged) {
+      auto now = replay::runtimeState(name);
+      if (!now || *now == logged) continue;
       record::StateUpdate upd;
-      upd.function = key.first;
-      upd.path = key.second;
-      PathTrie below;
-      for (auto& other : fn.statePaths)
-        if (path.isPrefixOf(other) && other.steps.size() > path.steps.size())
-          below.insert(std::vector<record::PathStep>(other.steps.begin() + long(path.steps.size()), other.steps.end()));
-      upd.value = snapshot(v.get(), below, blobs);
+      upd.path = record::AccessPath::runtime(name);
+      upd.value.atom = logged = *now;
       out.push_back(std::move(upd));
     }
     return out;
@@ -303,6 +324,28 @@ struct Session::Impl : FrameInterceptor {
       auto it = globals.find(module);
       if (it == globals.end()) globals.emplace(module, value);
       else mergeGlobals(it->second, value);
+    }
+  }
+
+  // `self` as it is now, along the paths the first-read state holds and
+  // those the records read (not those they need absent: a class's method
+  // is not an instance attribute).
+  record::Value selfNow(const Unit& fn) {
+    PathTrie wanted;
+    if (fn.haveSelf) addPaths(fn.self, wanted);
+    for (auto& path : fn.statePaths) {
+      record::AccessPath p = record::withInstanceAttributes(path);
+      if (p.root == record::AccessPath::Root::Self && !fn.absentPaths.count(p)) wanted.insert(p.steps);
+    }
+    return snapshot(fn.shape.self, wanted, blobs);
+  }
+
+  static void addPaths(const record::Value& tree, PathTrie& trie) {
+    for (size_t i = 0; i < tree.items.size(); ++i) {
+      record::PathStep step = !tree.names.empty() ? record::PathStep::attr(tree.names[i])
+                              : !tree.keys.empty() ? record::PathStep::keyed(tree.keys[i])
+                                                   : record::PathStep::at(int64_t(i));
+      addPaths(tree.items[i], trie.children[step]);
     }
   }
 
@@ -716,19 +759,23 @@ PyObject* Session::stats(size_t index) {
                        fn.buildTime);
 }
 
-record::RecordFile Session::recordFile() {
+record::RecordFile Session::recordFile(bool stateAtExit) {
   Impl& s = *impl_;
   record::RecordFile f;
   for (auto& fn : s.units) {
     record::CompiledFunction out;
     out.name = fn->name;
     out.module = fn->shape.homeModule;
-    out.self = fn->haveSelf ? fn->self : snapshot(fn->shape.self, PathTrie{}, s.blobs);
+    out.self = stateAtExit || !fn->haveSelf ? s.selfNow(*fn) : fn->self;
     for (auto& e : fn->entries) out.records.push_back(e.record);
     f.functions.push_back(std::move(out));
   }
   for (auto& [module, value] : s.globals) f.globals.push_back({module, value});
-  f.calls = s.log;
+  if (stateAtExit) {
+    f.stateAt = record::kStateAtExit;  // the logged calls began from other state: none kept
+  } else {
+    f.calls = s.log;
+  }
   f.blobs = s.blobs.blobs();
   return f;
 }

@@ -36,7 +36,8 @@ class Session {
   PyObject* call(size_t function, PyObject* args, PyObject* kwargs);
   PyObject* stats(size_t function);
 
-  record::RecordFile recordFile();
+  // With stateAtExit, `self` as the script leaves it and no call log.
+  record::RecordFile recordFile(bool stateAtExit = false);
   std::string summary() const;
   // How every function's calls ran, for the coverage report.
   std::vector<record::CallCounts> callCounts() const;

@@ -1,11 +1,11 @@
 #include "capture/live.h"
 
 #include <ATen/core/Tensor.h>
-#include <c10/core/GradMode.h>
 
 #include <algorithm>
 #include <unordered_map>
 
+#include "magpy/replay/state.h"
 #include "magpy/replay/tensors.h"
 #include "magpy/support/error.h"
 #include "magpy/support/hash.h"
@@ -143,8 +143,8 @@ PyRef rootOf(const record::AccessPath& path, const LiveRoots& roots) {
     case record::AccessPath::Root::Global:
       return moduleDict(path.name.empty() ? roots.homeModule : path.name);
     case record::AccessPath::Root::Runtime: {
-      if (path.name != "grad_enabled") return {};
-      return PyRef::borrow(at::GradMode::is_enabled() ? Py_True : Py_False);
+      auto value = replay::runtimeState(path.name);
+      return value ? atomObject(*value) : PyRef{};
     }
   }
   return {};

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "magpy/replay/state.h"
 #include "magpy/replay/tensors.h"
 #include "magpy/support/error.h"
 
@@ -57,7 +58,7 @@ bool isTruthTest(Op op) {
 // (or shape-inferred) metadata, never of its contents.
 bool isTensorMetadata(const std::string& name) {
   static const char* kNames[] = {"shape", "dtype", "device", "ndim", "is_cuda", "is_sparse", "layout",
-                                 "requires_grad", "is_leaf", "is_quantized", "is_meta", "is_mkldnn",
+                                 "is_quantized", "is_meta", "is_mkldnn",
                                  "is_complex", "is_floating_point", "names", "is_nested"};
   return std::any_of(std::begin(kNames), std::end(kNames), [&](const char* n) { return name == n; });
 }
@@ -87,14 +88,7 @@ const record::TensorMeta* Monitor::entryMeta(NodeId id) const {
 PyObject* Monitor::run(const CallSpec& call) {
   call_ = &call;
   callerFrame_ = PyEval_GetFrame();
-  PyObject* torch = PyImport_ImportModule("torch");
-  if (torch) {
-    PyObject* enabled = PyObject_CallMethod(torch, "is_grad_enabled", nullptr);
-    gradAtEntry_ = enabled == Py_True;
-    Py_XDECREF(enabled);
-    Py_DECREF(torch);
-  }
-  PyErr_Clear();
+  readRuntimeState("default_dtype");
 
   // Node 0's edges: self and the arguments, counted once the run uses them.
   auto root = [&](PyObject* obj, Relation rel) {
@@ -200,6 +194,11 @@ void Monitor::registerTensor(NodeId id) {
   if (!entryMeta_.count(id)) entryMeta_.emplace(id, replay::metaOf(t));
 }
 
+void Monitor::readRuntimeState(const std::string& name) {
+  if (runtimeReads_.count(name)) return;
+  if (auto value = replay::runtimeState(name)) runtimeReads_.emplace(name, *value);
+}
+
 NodeId Monitor::newNode(PyObject* obj) {
   NodeId id = refs_.nodeFor(obj);
   registerTensor(id);
@@ -286,6 +285,7 @@ void Monitor::enterFrame(PyFrameObject* frame) {
   bool root = frames_.empty();
   if (root ? back != callerFrame_ : (back != frames_.back()->frame || !frames_.back()->pending ||
                                      !frames_.back()->pending->traceCallees)) {
+    if (!root && back && back != frames_.back()->frame && !broken_) guardUntracedCallee(view, Frame(back));
     view.traceOpcodes(false);
     return;
   }
@@ -346,6 +346,156 @@ void Monitor::enterFrame(PyFrameObject* frame) {
   frames_.push_back(std::move(sf));
   if (!ok) return;
   view.traceOpcodes(true);
+}
+
+// Code that runs untraced under a summarized call (a standard layer's
+// forward, an annotated Python function) calls Python functions found by
+// name: the record holds only while the same names find the same
+// functions (F.relu not replaced, no Conv2d._conv_forward patched on the
+// class or the instance). Each callee gets an identity guard on the path
+// its caller finds it by; one that cannot be named is a graph break.
+void Monitor::guardUntracedCallee(const Frame& callee, const Frame& caller) {
+  PyObject* f = callee.function();
+  if (!f || !PyFunction_Check(f) || guardedCallees_.count({caller.globals(), f})) return;
+  if (fixedByCaller(caller, f, callee.code())) return;
+  if (refs_.find(f) != kNoNode) return;  // traced code read it (a callback it passed): guarded there
+  // A method of the first argument's class, found through the instance
+  // (the first of *args for a wrapper such as functools.wraps makes).
+  PyCodeObject* code = callee.code();
+  PyObject* self = codeArgCount(code) > 0 ? callee.local(0) : nullptr;
+  if (!self && codeHasVarArgs(code)) {
+    PyObject* rest = callee.local(codeKwOnlyCount(code));
+    self = rest && PyTuple_Check(rest) && PyTuple_GET_SIZE(rest) > 0 ? PyTuple_GET_ITEM(rest, 0) : nullptr;
+  }
+  NodeId selfNode = self ? refs_.find(self) : kNoNode;
+  PyObject* name = reinterpret_cast<PyFunctionObject*>(f)->func_name;
+  bool method = self && _PyType_Lookup(Py_TYPE(self), name) == f;
+  // A tensor's class is torch.Tensor (its guard rules out subclasses).
+  if (method && isTensor(self) && readQualifiedPathTo(f)) return;
+  if (selfNode != kNoNode && !isTensor(self) && readClassPathTo(f, selfNode)) return;
+  // A special method of a class of torch or of Python's standard library,
+  // run by the interpreter (torch._VF's __getattr__, a backend flag's
+  // __get__, typing.List's __getitem__): part of the platform, not found
+  // by name.
+  if (method && utf8(name).compare(0, 2, "__") == 0 && platformClass(Py_TYPE(self))) return;
+  if (!readCallerGlobalTo(f, caller.globals())) {
+    PyObject* outer = caller.function();
+    graphBreak((outer ? qualifiedName(outer) : std::string("untraced code")) + " (summarized, not traced) calls " +
+               qualifiedName(f) + ", which magpy cannot name to guard that it stays the same function");
+    return;
+  }
+  guardedCallees_.emplace(std::make_pair(caller.globals(), f), PyRef::borrow(f));
+}
+
+// Whether the caller's own code fixes f: a nested def or comprehension it
+// makes, or a function its closure holds (a decorator's wrapped function).
+bool Monitor::fixedByCaller(const Frame& caller, PyObject* f, PyCodeObject* code) {
+  if (codeDefines(caller.code(), code)) return true;
+  PyObject* outer = caller.function();
+  PyObject* closure = outer && PyFunction_Check(outer) ? PyFunction_GET_CLOSURE(outer) : nullptr;
+  for (Py_ssize_t i = 0; closure && i < PyTuple_GET_SIZE(closure); ++i)
+    if (PyCell_GET(PyTuple_GET_ITEM(closure, i)) == f) return true;
+  return false;
+}
+
+// Reads f as a method of the object's class (under any name the class
+// finds it by); the instance's __dict__ must not shadow it.
+bool Monitor::readClassPathTo(PyObject* f, NodeId object) {
+  PyObject* obj = refs_.node(object).obj;
+  PyTypeObject* type = Py_TYPE(obj);
+  auto found = [&](PyObject* name) {
+    std::string n = utf8(name);
+    NodeId cls = refs_.read(object, Relation::attr("__class__"), reinterpret_cast<PyObject*>(type));
+    refs_.read(cls, Relation::attr(n), f);
+    if (n.compare(0, 2, "__") != 0) classMethods_.insert({object, n});
+    return true;
+  };
+  PyObject* ownName = reinterpret_cast<PyFunctionObject*>(f)->func_name;
+  if (_PyType_Lookup(type, ownName) == f) return found(ownName);
+  // Stored under another name (a lambda patched onto the class).
+  PyObject* mro = type->tp_mro;
+  for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); ++i) {
+    PyObject* dict = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i))->tp_dict;
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (dict && PyDict_Next(dict, &pos, &k, &v))
+      if (v == f && PyUnicode_Check(k) && _PyType_Lookup(type, k) == f) return found(k);
+  }
+  return false;
+}
+
+NodeId Monitor::moduleObjectNode(PyObject* module) {
+  const char* name = PyModule_GetName(module);
+  if (!name || !*name) {
+    PyErr_Clear();
+    return kNoNode;
+  }
+  return refs_.read(kExternal, Relation::module(name), module);
+}
+
+// Reads f by its qualified name from its own module (torch.Tensor.split as
+// torch._tensor.Tensor.split).
+bool Monitor::readQualifiedPathTo(PyObject* f) {
+  PyRef moduleName = PyRef::steal(PyObject_GetAttrString(f, "__module__"));
+  PyRef mod = PyRef::steal(moduleName && PyUnicode_Check(moduleName.get()) ? PyImport_GetModule(moduleName.get()) : nullptr);
+  PyErr_Clear();
+  std::string qual = attrString(f, "__qualname__");
+  if (!mod || !PyModule_Check(mod.get()) || qual.find('<') != std::string::npos) return false;
+  std::vector<std::pair<std::string, PyRef>> chain;
+  PyObject* cur = mod.get();
+  for (size_t start = 0; cur;) {
+    size_t dot = qual.find('.', start);
+    chain.emplace_back(qual.substr(start, dot == std::string::npos ? std::string::npos : dot - start), PyRef{});
+    chain.back().second = PyRef::steal(PyObject_GetAttrString(cur, chain.back().first.c_str()));
+    cur = chain.back().second.get();
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  PyErr_Clear();
+  NodeId node = cur == f ? moduleObjectNode(mod.get()) : kNoNode;
+  if (node == kNoNode) return false;
+  for (auto& [part, obj] : chain) node = refs_.read(node, Relation::attr(part), obj.get());
+  return true;
+}
+
+// Reads f the way code with these globals finds a function by name: a
+// global of its own (`_verify_batch_size`), else an attribute of a module
+// it imported (`F.relu`, also when F.relu was replaced) or of one of that
+// module's submodules (`torch.jit.annotate`).
+bool Monitor::readCallerGlobalTo(PyObject* f, PyObject* callerGlobals) {
+  PyObject *k, *v;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(callerGlobals, &pos, &k, &v)) {
+    NodeId home = v == f ? moduleNode(callerGlobals) : kNoNode;
+    if (home == kNoNode) continue;
+    refs_.read(home, Relation::attr(utf8(k)), f);
+    return true;
+  }
+  // A module global (F) holds it, or one of that module's own submodules
+  // (torch.jit for torch.jit.annotate).
+  std::vector<PyObject*> modules;
+  pos = 0;
+  while (PyDict_Next(callerGlobals, &pos, &k, &v))
+    if (PyModule_Check(v)) modules.push_back(v);
+  for (size_t m = 0, direct = modules.size(); m < modules.size(); ++m) {
+    PyObject *name, *item;
+    Py_ssize_t at = 0;
+    const char* own = m < direct ? PyModule_GetName(modules[m]) : nullptr;
+    if (!own) PyErr_Clear();
+    std::string prefix = own ? own + std::string(".") : "";
+    while (PyDict_Next(PyModule_GetDict(modules[m]), &at, &name, &item)) {
+      if (!prefix.empty() && PyModule_Check(item)) {
+        const char* sub = PyModule_GetName(item);
+        if (sub && std::string(sub).compare(0, prefix.size(), prefix) == 0) modules.push_back(item);
+        PyErr_Clear();
+      }
+      NodeId owner = item == f ? moduleObjectNode(modules[m]) : kNoNode;
+      if (owner == kNoNode) continue;
+      refs_.read(owner, Relation::attr(utf8(name)), f);
+      return true;
+    }
+  }
+  return false;
 }
 
 bool Monitor::bindFrame(ShadowFrame& sf, Pending& caller) {
@@ -674,7 +824,7 @@ NodeId Monitor::loadAttr(NodeId owner, PyObject* ownerObj, PyObject* name, PyObj
     Py_XDECREF(dict);
     PyErr_Clear();
     if (!onInstance) {
-      if (hasDict) classMethods_.push_back({owner, attr});
+      if (hasDict) classMethods_.insert({owner, attr});
       NodeId c = refs_.read(owner, Relation::attr("__class__"), cls);
       NodeId f = refs_.read(c, Relation::attr(attr), PyMethod_GET_FUNCTION(value));
       NodeId m = newNode(value);
@@ -686,6 +836,10 @@ NodeId Monitor::loadAttr(NodeId owner, PyObject* ownerObj, PyObject* name, PyObj
   const ShadowNode& o = refs_.node(owner);
   switch (o.kind) {
     case NodeKind::Tensor:
+      if (attr == "requires_grad" || attr == "is_leaf" || attr == "grad_fn") {
+        readAutogradState(owner, attr);
+        return newNode(value);
+      }
       if (isTensorMetadata(attr)) {
         if ((attr == "shape") && ops_->hasDataDependentShape(tensorOf(ownerObj)))
           graphBreak("the shape of a tensor whose size depends on tensor contents is read");
@@ -705,6 +859,20 @@ NodeId Monitor::loadAttr(NodeId owner, PyObject* ownerObj, PyObject* name, PyObj
   NodeId id = refs_.read(owner, Relation::attr(attr), value);
   registerTensor(id);
   return id;
+}
+
+// A tensor's autograd state. For a tensor the run made or wrote it follows
+// from the grad mode (guarded once read) and the inputs' requires_grad
+// (guarded with their metadata); for one from outside, requires_grad is
+// guarded, but whether one that requires grad is a leaf is not.
+void Monitor::readAutogradState(NodeId tensor, const std::string& attr) {
+  const ShadowNode& n = refs_.node(tensor);
+  if (!n.external || n.versions.size() > 1) {  // made or written in place by the run
+    readRuntimeState("grad_enabled");
+  } else if (attr != "requires_grad" && tensorOf(n.obj).requires_grad()) {
+    graphBreak("the program reads " + attr + " of a tensor from outside the call that requires grad; " +
+               "whether it is a leaf is not guarded");
+  }
 }
 
 bool Monitor::finishInstruction(ShadowFrame& sf, Pending& p, std::vector<NodeId>& out) {

@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -68,10 +69,11 @@ class Monitor : public OpRecorder::Delegate {
   const std::vector<std::pair<NodeId, Relation>>& absences() const { return absent_; }
   // Methods the run found on an object's class: the instance's __dict__
   // must not shadow them (a monkey-patched `model.forward`).
-  const std::vector<std::pair<NodeId, std::string>>& classMethods() const { return classMethods_; }
-  // True when the run read interpreter state (grad mode) it should guard.
-  bool readGradMode() const { return readGradMode_; }
-  bool gradModeAtEntry() const { return gradAtEntry_; }
+  const std::set<std::pair<NodeId, std::string>>& classMethods() const { return classMethods_; }
+  // Interpreter state the run depends on (record::isRuntimeState), with
+  // its value when first read: guarded. Every run reads the default dtype
+  // (factories, Python floats and constants take it).
+  const std::map<std::string, record::Atom>& runtimeReads() const { return runtimeReads_; }
 
   // The trace function's entry point (a static trampoline forwards here).
   int onEvent(PyFrameObject* frame, int what, PyObject* arg);
@@ -95,6 +97,12 @@ class Monitor : public OpRecorder::Delegate {
   void bindCells(ShadowFrame& sf);
   bool verifyLocals(ShadowFrame& sf);
   NodeId moduleNode(PyObject* globals);
+  void guardUntracedCallee(const Frame& callee, const Frame& caller);
+  bool fixedByCaller(const Frame& caller, PyObject* f, PyCodeObject* code);
+  bool readClassPathTo(PyObject* f, NodeId object);
+  NodeId moduleObjectNode(PyObject* module);
+  bool readQualifiedPathTo(PyObject* f);
+  bool readCallerGlobalTo(PyObject* f, PyObject* callerGlobals);
 
   // Instructions.
   void begin(ShadowFrame& sf, const Instruction& ins);
@@ -116,6 +124,8 @@ class Monitor : public OpRecorder::Delegate {
   void graphBreak(const std::string& reason, const std::string& callee = "");
   std::string where(const ShadowFrame& sf) const;
   void registerTensor(NodeId id);
+  void readRuntimeState(const std::string& name);
+  void readAutogradState(NodeId tensor, const std::string& attr);
   NodeId newNode(PyObject* obj);
 
   const record::AnnotationSet& annotations_;
@@ -124,7 +134,10 @@ class Monitor : public OpRecorder::Delegate {
   std::vector<std::unique_ptr<ShadowFrame>> frames_;
   std::unordered_map<PyObject*, std::unique_ptr<ShadowFrame>> suspended_;  // generator -> its frame
   std::unordered_map<PyObject*, std::unique_ptr<Pending>> unstarted_;      // generator -> its call
-  std::vector<std::pair<NodeId, std::string>> classMethods_;
+  std::set<std::pair<NodeId, std::string>> classMethods_;
+  // (caller's globals, function) pairs of untraced calls already read from
+  // globals; the function is held, so its address is not reused in the run.
+  std::map<std::pair<PyObject*, PyObject*>, PyRef> guardedCallees_;
   std::unordered_map<c10::TensorImpl*, NodeId> tensorNodes_;
   // Iterators over tuples and lists: the sequence and the next position,
   // so `for s in scales` reads scales[k] (keeping a scalar's provenance).
@@ -143,8 +156,7 @@ class Monitor : public OpRecorder::Delegate {
   NodeId result_ = kNoNode;
   bool broken_ = false;
   bool done_ = false;
-  bool readGradMode_ = false;
-  bool gradAtEntry_ = true;
+  std::map<std::string, record::Atom> runtimeReads_;
 };
 
 }  // namespace magpy::capture

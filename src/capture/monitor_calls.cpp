@@ -166,6 +166,13 @@ void Monitor::beginCall(ShadowFrame& sf, Pending& p) {
 
   p.calleeName = qualifiedName(callable);
   p.annotation = p.calleeName.empty() ? nullptr : annotations_.find(p.calleeName);
+  // A standard layer's forward is summarized only for torch's own classes:
+  // a subclass may override what forward calls (_conv_forward) or read
+  // attributes of its own, so its forward is traced.
+  if (p.annotation && p.annotation->module &&
+      (p.positionalObjs.empty() || attrString(reinterpret_cast<PyObject*>(Py_TYPE(p.positionalObjs[0])), "__module__")
+                                           .compare(0, 16, "torch.nn.modules") != 0))
+    p.annotation = nullptr;
   if (p.annotation) {
     const record::FunctionAnnotation& a = *p.annotation;
     // The callee gets every argument: each counts as used (an argument
@@ -297,7 +304,7 @@ bool Monitor::finishCall(ShadowFrame& sf, Pending& p, std::vector<NodeId>& out) 
 
 NodeId Monitor::applyAnnotation(Pending& p, PyObject* result) {
   const record::FunctionAnnotation& a = *p.annotation;
-  if (a.runtime_read == "grad_enabled") readGradMode_ = true;
+  if (!a.runtime_read.empty()) readRuntimeState(a.runtime_read);
   if (!a.runtime_write.empty()) {
     // A mock writes Python state, not the interpreter's: replaying this
     // call from a record would leave the mode as it was.

@@ -20,15 +20,6 @@ std::string str(PyObject* o) {
   return s;
 }
 
-std::string attrString(PyObject* o, const char* name) {
-  PyRef v = PyRef::steal(PyObject_GetAttrString(o, name));
-  if (!v) {
-    PyErr_Clear();
-    return "";
-  }
-  return str(v.get());
-}
-
 // torch's enum-like types, recognized by name so this file needs no torch headers.
 record::Atom::Kind torchEnumKind(PyTypeObject* t) {
   const char* n = t->tp_name;
@@ -55,6 +46,26 @@ std::string canonical(std::string name) {
 }
 
 }  // namespace
+
+std::string attrString(PyObject* o, const char* name) {
+  PyRef v = PyRef::steal(PyObject_GetAttrString(o, name));
+  if (!v) {
+    PyErr_Clear();
+    return "";
+  }
+  return str(v.get());
+}
+
+bool platformClass(PyTypeObject* t) {
+  std::string module = attrString(reinterpret_cast<PyObject*>(t), "__module__");
+  std::string top = module.substr(0, module.find('.'));
+  if (top == "torch") return true;
+  static PyObject* stdlib = PySys_GetObject("stdlib_module_names");  // borrowed; lives as long as sys
+  PyRef name = PyRef::steal(PyUnicode_FromString(top.c_str()));
+  int found = stdlib && name ? PySet_Contains(stdlib, name.get()) : 0;
+  if (found < 0) PyErr_Clear();
+  return found > 0;
+}
 
 bool isAtom(PyObject* o) {
   return o == Py_None || o == Py_Ellipsis || PyBool_Check(o) || PyLong_CheckExact(o) || PyFloat_CheckExact(o) ||

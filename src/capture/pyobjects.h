@@ -49,6 +49,13 @@ PyRef atomObject(const record::Atom& a);  // throws Error for unknown enums
 // keys; nothing for other keys (objects, frozensets).
 std::optional<record::Atom> dictKey(PyObject* key);
 
+// The str attribute `name` of o; "" when it is missing or not a str.
+std::string attrString(PyObject* o, const char* name);
+
+// Whether t is defined by torch or by Python's standard library (its
+// module's top-level package is torch or in sys.stdlib_module_names).
+bool platformClass(PyTypeObject* t);
+
 // "builtins.list", "__main__.MLP", "torch.nn.modules.linear.Linear"
 std::string typeName(PyTypeObject* t);
 // The name annotations and identity guards use for a callable:

@@ -77,6 +77,7 @@ bool codeHasVarKeywords(PyCodeObject* code);
 bool codeIsGenerator(PyCodeObject* code);  // generator, coroutine or async generator
 PyObject* codeLocalName(PyCodeObject* code, int i);  // borrowed str
 PyObject* codeConst(PyCodeObject* code, int i);      // borrowed
+bool codeDefines(PyCodeObject* outer, PyCodeObject* inner);  // inner is a constant of outer (a nested def, a lambda)
 PyObject* codeQualname(PyCodeObject* code);          // borrowed str
 
 // The name an instruction operates on (LOAD_GLOBAL, LOAD_ATTR, LOAD_METHOD,

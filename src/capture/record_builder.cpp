@@ -207,11 +207,11 @@ class Builder {
       c.kind = K::Absent;
       addGuard(path, c);
     }
-    if (m_.readGradMode()) {
+    for (auto& [name, value] : m_.runtimeReads()) {
       record::Check c;
       c.kind = K::Equals;
-      c.atom = record::Atom::boolean(m_.gradModeAtEntry());
-      addGuard(AccessPath::runtime("grad_enabled"), c);
+      c.atom = value;
+      addGuard(AccessPath::runtime(name), c);
     }
   }
 

@@ -168,6 +168,7 @@ struct Example {
   std::vector<std::string> parameters;        // targets that require grad
   std::vector<replay::Value> outputs;
   at::Tensor rng;  // the CPU generator's state the outputs were computed from
+  std::string defaultDtype;  // torch's default dtype the outputs were computed with ("float32")
   std::string from;
 };
 
@@ -232,6 +233,11 @@ Example makeExample(const record::RecordFile& file, size_t fi, size_t ri) {
   // Random operators (dropout in training) draw from the generator state
   // the logged call began with; the export restores it before running.
   ex.rng = at::detail::getDefaultCPUGenerator().get_state();
+  // Factories without a dtype take the default the record was made with.
+  for (auto& g : fn.records[ri].guards)
+    if (g.path == record::AccessPath::runtime("default_dtype"))
+      replay::assign(g.path, replay::Value::ofAtom(g.check.atom), state);
+  ex.defaultDtype = replay::runtimeState("default_dtype")->s;
   for (auto& out : plan.runWith(std::move(inputs))) ex.outputs.push_back(replay::Value::ofTensor(out.toTensor()));
   return ex;
 }
@@ -302,7 +308,7 @@ FxExportSummary writeFxExport(const record::RecordFile& file, const FxExportOpti
      << "#   build()    the torch.fx.GraphModule; its tensors are in " << data.filename().string() << " beside this file\n"
      << "#   example()  (inputs, outputs): " << ex.from << ",\n"
      << "#              and the outputs the record computes from them; it also sets torch's\n"
-     << "#              CPU random generator to the state those outputs were computed from\n"
+     << "#              CPU random generator and default dtype to those the outputs were computed with\n"
      << "#\n"
      << "# Running this file checks build() and torch.jit.script(build()) against example().\n"
      << "import operator\nimport os\n\nimport torch\nimport torch.fx\n\n"
@@ -332,6 +338,7 @@ FxExportSummary writeFxExport(const record::RecordFile& file, const FxExportOpti
      << "def example():\n"
      << "    data = torch.load(DATA)\n"
      << "    torch.set_rng_state(data[\"rng\"])\n"
+     << "    torch.set_default_dtype(torch." << ex.defaultDtype << ")\n"
      << "    return data[\"inputs\"], data[\"outputs\"]\n\n\n"
      << "def _check(what, outputs, expected):\n"
      << "    assert len(outputs) == len(expected), f\"{what}: {len(outputs)} outputs, the record has {len(expected)}\"\n"

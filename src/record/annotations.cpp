@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <set>
 
+#include "magpy/record/path.h"
 #include "magpy/support/error.h"
 #include "magpy/support/hash.h"
 
@@ -123,6 +124,10 @@ class Loader {
       if (rt["write"]) a.runtime_write = rt["write"].as<std::string>();
       if (rt["from"]) a.runtime_from = index(rt["from"], "'from'");
       if (!a.runtime_write.empty() && a.runtime_from < 0) fail(rt, "a runtime write needs 'from'");
+      for (const std::string* name : {&a.runtime_read, &a.runtime_write})
+        if (!name->empty() && !isRuntimeState(*name))
+          fail(rt, "unknown interpreter state '" + *name +
+                       "' (grad_enabled, default_dtype, deterministic_algorithms or inference_mode)");
     }
     std::vector<FunctionAnnotation> out;
     for (auto& name : names) {

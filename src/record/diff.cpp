@@ -3,7 +3,9 @@
 #include <map>
 #include <sstream>
 
+#include "magpy/record/format.h"
 #include "magpy/record/text.h"
+#include "magpy/support/error.h"
 #include "magpy/support/hash.h"
 #include "magpy/support/json.h"
 #include "magpy/support/strings.h"
@@ -12,26 +14,57 @@ namespace magpy::record {
 namespace {
 
 // A value tree as path -> description of each leaf (tensors by metadata and
-// content hash), to compare state and call values path by path.
-void leaves(const Value& v, const std::string& path, const RecordFile& f, std::map<std::string, std::string>& out) {
-  switch (v.kind) {
-    case Value::Kind::Tuple:
-    case Value::Kind::List:
-      out[path] = (v.kind == Value::Kind::Tuple ? "tuple len " : "list len ") + std::to_string(v.items.size());
-      for (size_t i = 0; i < v.items.size(); ++i) leaves(v.items[i], path + "[" + std::to_string(i) + "]", f, out);
-      return;
-    case Value::Kind::Dict:
-      out[path] = "dict keys " + std::to_string(v.items.size());
-      for (size_t i = 0; i < v.items.size(); ++i) leaves(v.items[i], path + "[" + toString(v.keys[i]) + "]", f, out);
-      return;
-    case Value::Kind::Object:
-    case Value::Kind::Opaque:
-      out[path] = v.kind == Value::Kind::Object ? v.type : "<" + v.type + ">";
-      for (size_t i = 0; i < v.items.size(); ++i) leaves(v.items[i], path + "." + v.names[i], f, out);
-      return;
-    default:
-      out[path] = describeValue(v, f);
+// content hash), to compare state and call values path by path. A shared
+// value is listed under every path that reaches it (where a file keeps it
+// and where it refers back to it is a detail of how it was written).
+class Leaves {
+ public:
+  Leaves(const Value& root, const RecordFile& f, std::map<std::string, std::string>& out) : f_(f), out_(out) {
+    collect(root);
   }
+
+  void walk(const Value& v, const std::string& path, size_t depth = 0) {
+    if (++count_ > kMaxLeaves || depth > 4 * kMaxNesting)
+      throw Error("the values to compare share objects too many times (more than " + std::to_string(kMaxLeaves) +
+                  " paths); compare smaller records");
+    auto it = v.kind == Value::Kind::Ref ? shared_.find(v.id) : shared_.end();
+    if (it != shared_.end()) return walk(*it->second, path, depth + 1);
+    switch (v.kind) {
+      case Value::Kind::Tuple:
+      case Value::Kind::List:
+        out_[path] = (v.kind == Value::Kind::Tuple ? "tuple len " : "list len ") + std::to_string(v.items.size());
+        for (size_t i = 0; i < v.items.size(); ++i) walk(v.items[i], path + "[" + std::to_string(i) + "]", depth + 1);
+        return;
+      case Value::Kind::Dict:
+        out_[path] = "dict keys " + std::to_string(v.items.size());
+        for (size_t i = 0; i < v.items.size(); ++i) walk(v.items[i], path + "[" + toString(v.keys[i]) + "]", depth + 1);
+        return;
+      case Value::Kind::Object:
+      case Value::Kind::Opaque:
+        out_[path] = v.kind == Value::Kind::Object ? v.type : "<" + v.type + ">";
+        for (size_t i = 0; i < v.items.size(); ++i) walk(v.items[i], path + "." + v.names[i], depth + 1);
+        return;
+      default:
+        out_[path] = describeValue(v, f_);
+    }
+  }
+
+ private:
+  static constexpr size_t kMaxLeaves = 1000000;
+
+  void collect(const Value& v) {
+    if (v.kind != Value::Kind::Ref && v.id != 0) shared_[v.id] = &v;
+    for (auto& item : v.items) collect(item);
+  }
+
+  const RecordFile& f_;
+  std::map<std::string, std::string>& out_;
+  std::map<uint32_t, const Value*> shared_;
+  size_t count_ = 0;
+};
+
+void leaves(const Value& v, const std::string& path, const RecordFile& f, std::map<std::string, std::string>& out) {
+  Leaves(v, f, out).walk(v, path);
 }
 
 void compareMaps(const std::map<std::string, std::string>& a, const std::map<std::string, std::string>& b,
@@ -116,6 +149,7 @@ std::vector<Change> diffRecords(const RecordFile& a, const RecordFile& b) {
   env("python", a.env.python_version, b.env.python_version);
   env("torch", a.env.torch_version, b.env.torch_version);
   env("annotations", hexDigest(a.env.annotations_hash), hexDigest(b.env.annotations_hash));
+  env("state taken at", a.stateAt, b.stateAt);
 
   std::map<std::string, const CompiledFunction*> fa, fb;
   for (auto& f : a.functions) fa[f.name] = &f;

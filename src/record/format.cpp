@@ -369,6 +369,7 @@ template <class Ar> void io(Ar& ar, RecordFile& f) {
   ar.u64(f.env.annotations_hash);
   ar.leave();
   ar.str(f.script);
+  ar.str(f.stateAt);
   ioVec(ar, "functions", f.functions, [&](CompiledFunction& fn) {
     ar.str(fn.name);
     ar.str(fn.module);
@@ -422,6 +423,8 @@ class Validator {
   Validator(const RecordFile& f, std::string origin) : f_(f), origin_(std::move(origin)) {}
 
   void run() {
+    if (f_.stateAt != kStateFirstRead && f_.stateAt != kStateAtExit)
+      bad("the state is taken at '" + f_.stateAt + "' (not '" + kStateFirstRead + "' or '" + kStateAtExit + "')");
     for (auto& b : f_.blobs) blob(b);
     for (auto& fn : f_.functions) function(fn);
     for (auto& g : f_.globals) {

@@ -1,6 +1,8 @@
 #include "magpy/record/op_policy.h"
 
+#include <algorithm>
 #include <cstring>
+#include <iterator>
 
 namespace magpy::record {
 namespace {
@@ -33,6 +35,13 @@ const Rule kForbidden[] = {
 };
 
 const char* const kGeometry[] = {"as_strided", "as_strided_", "as_strided_copy", "as_strided_scatter", "_reshape_alias"};
+const char* const kGeometryChanging[] = {"t_", "transpose_", "swapaxes_", "swapdims_", "squeeze_", "unsqueeze_",
+                                         "resize_", "resize_as_", "as_strided_", "_resize_output_", "set_"};
+
+bool named(const std::string& target, const char* const* begin, const char* const* end) {
+  if (target.compare(0, 6, "aten::") != 0) return false;
+  return std::any_of(begin, end, [&](const char* name) { return target.compare(6, std::string::npos, name) == 0; });
+}
 
 bool endsWith(const std::string& s, const char* tail) {
   size_t n = std::strlen(tail);
@@ -56,10 +65,11 @@ std::string outsidePolicy(const std::string& target, const std::string& overload
 }
 
 bool checksGeometry(const std::string& target) {
-  if (target.compare(0, 6, "aten::") != 0) return false;
-  for (const char* name : kGeometry)
-    if (target.compare(6, std::string::npos, name) == 0) return true;
-  return false;
+  return named(target, std::begin(kGeometry), std::end(kGeometry));
+}
+
+bool changesGeometry(const std::string& target) {
+  return named(target, std::begin(kGeometryChanging), std::end(kGeometryChanging));
 }
 
 }  // namespace magpy::record

@@ -217,6 +217,11 @@ std::string toString(const AccessPath& p) {
 
 AccessPath parsePath(const std::string& text) { return PathParser(text).parse(); }
 
+bool isRuntimeState(const std::string& name) {
+  return name == "grad_enabled" || name == "default_dtype" || name == "deterministic_algorithms" ||
+         name == "inference_mode";
+}
+
 bool isInstanceDictKey(const AccessPath& p, size_t k) {
   return k + 1 < p.steps.size() && p.steps[k].kind == PathStep::Kind::Attr && p.steps[k].name == "__dict__" &&
          p.steps[k + 1].kind == PathStep::Kind::Key && p.steps[k + 1].key.kind == Atom::Kind::Str;

@@ -251,6 +251,8 @@ std::string viewText(const RecordFile& f, const ViewOptions& o) {
     out << "environment: magpy " << f.env.magpy_version << ", python " << f.env.python_version << ", torch "
         << f.env.torch_version << ", annotations " << hexDigest(f.env.annotations_hash) << "\n";
     out << "script: " << f.script << "\n";
+    out << "state: " << (f.stateAt == kStateAtExit ? "as the script left it (magpy-capture --state-at exit)"
+                                                   : "as each record first read it") << "\n";
   }
   for (size_t fi = 0; fi < f.functions.size(); ++fi) {
     if (!selected(f, o, fi)) continue;
@@ -331,6 +333,7 @@ std::string viewJson(const RecordFile& f, const ViewOptions& o) {
     j.key("environment").beginObject().field("magpy", f.env.magpy_version).field("python", f.env.python_version)
         .field("torch", f.env.torch_version).field("annotations", hexDigest(f.env.annotations_hash)).endObject();
     j.field("script", f.script);
+    j.field("state_at", f.stateAt);
   }
   j.key("functions").beginArray();
   for (size_t fi = 0; fi < f.functions.size(); ++fi) {

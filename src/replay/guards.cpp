@@ -56,9 +56,6 @@ std::string violation(const record::Check& c, const Value& v, const CallState& s
 
 std::optional<GuardMiss> firstFailingGuard(const std::vector<record::Guard>& guards, const CallState& state) {
   for (auto& g : guards) {
-    // Interpreter state (grad mode) decides what autograd records, never
-    // what replay computes, and replay records nothing.
-    if (g.path.root == record::AccessPath::Root::Runtime) continue;
     // The call's shape, without building a tuple of the arguments.
     if (g.check.kind == record::Check::Kind::Length && g.path.root == record::AccessPath::Root::Arg &&
         g.path.index == -1 && g.path.steps.empty()) {

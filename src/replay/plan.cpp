@@ -145,6 +145,7 @@ struct Plan::Impl {
   std::vector<Step> steps;
   std::vector<int> outputSlots;
   size_t numSlots = 0;
+  bool changesGeometry = false;
 };
 
 Plan::Plan(const record::Graph& input, const std::vector<record::TensorBlob>& blobs, const PlanOptions& options)
@@ -215,6 +216,7 @@ Plan::Plan(const record::Graph& input, const std::vector<record::TensorBlob>& bl
                       std::to_string(n.args.size()));
         Step step{*handle, n.opName(), "%" + n.name + (n.where.empty() ? "" : " (" + n.where + ")"),
                   record::checksGeometry(n.target), {}, {}, false, optimized.folded[ni], {}};
+        impl_->changesGeometry = impl_->changesGeometry || record::changesGeometry(n.target);
         int stepIndex = int(impl_->steps.size());
         for (size_t ai = 0; ai < params.size(); ++ai) {
           Operand op;
@@ -294,6 +296,8 @@ Plan& Plan::operator=(Plan&&) noexcept = default;
 const std::vector<record::AccessPath>& Plan::inputPaths() const { return impl_->inputPaths; }
 size_t Plan::numSteps() const { return impl_->steps.size(); }
 const std::vector<std::string>& Plan::optimizations() const { return impl_->applied; }
+
+bool Plan::changesGeometry() const { return impl_->changesGeometry; }
 
 std::vector<c10::IValue> Plan::run(const CallState& state) const { return runWith(inputsFrom(state)); }
 

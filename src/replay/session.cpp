@@ -174,6 +174,10 @@ CallOutcome Session::call(size_t function, std::vector<Value> args, Value kwargs
   using Clock = std::chrono::steady_clock;
   auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
   Impl& p = *impl_;
+  // Native replay runs with grad mode off, guards included: a record made
+  // by code that read grad mode on does not serve it. (Not InferenceMode:
+  // its tensors have no version counters, which folding and users rely on.)
+  at::NoGradGuard noGrad;
   CallState state = p.stateFor(function, std::move(args), std::move(kwargs));
   std::vector<GuardMiss> misses;
   p.timing.calls++;
@@ -185,9 +189,6 @@ CallOutcome Session::call(size_t function, std::vector<Value> args, Value kwargs
       misses.push_back(*miss);
       continue;
     }
-    // Native replay never builds autograd graphs. (Not InferenceMode: its
-    // tensors have no version counters, which folding and users rely on.)
-    at::NoGradGuard noGrad;
     MemoryBudgetScope budget(p.memoryBudget);
     std::vector<c10::IValue> outputs;
     auto t1 = Clock::now();
@@ -205,7 +206,7 @@ CallOutcome Session::call(size_t function, std::vector<Value> args, Value kwargs
     const record::MockSpec& mock = p.file.functions[function].records[r].mock;
     MockOutcome outcome = applyMock(mock, outputs, state);
     p.timing.mock += since(t2);
-    if (outcome.stateChanged) ++p.stateVersion;
+    if (outcome.stateChanged || p.plans[function][r]->changesGeometry()) ++p.stateVersion;
     return {std::move(outcome.result), r};
   }
   throw NoMatchingRecord(p.file.functions[function].name, std::move(misses));
@@ -214,20 +215,23 @@ CallOutcome Session::call(size_t function, std::vector<Value> args, Value kwargs
 std::vector<std::optional<GuardMiss>> Session::explain(size_t function, const std::vector<Value>& args,
                                                        const Value& kwargs) {
   Impl& p = *impl_;
+  at::NoGradGuard noGrad;  // as call() checks them
   CallState state = p.stateFor(function, args, kwargs);
   std::vector<std::optional<GuardMiss>> out;
   for (size_t r = 0; r < p.plans[function].size(); ++r) out.push_back(p.missFor(function, r, state));
   return out;
 }
 
-void Session::applyLoggedUpdates(size_t call) {
+void Session::applyLoggedUpdates(size_t call, bool sharedOnly) {
   Impl& p = *impl_;
   const record::Value& rng = p.file.calls.at(call).rng;
-  if (rng.kind == record::Value::Kind::Tensor) {
+  if (rng.kind == record::Value::Kind::Tensor && !sharedOnly) {
     at::Generator generator = at::detail::getDefaultCPUGenerator();
     generator.set_state(materialize(rng, p.file).tensor);
   }
   for (auto& u : p.file.calls.at(call).updates) {
+    if (sharedOnly && u.path.root != record::AccessPath::Root::Global && u.path.root != record::AccessPath::Root::Runtime)
+      continue;
     size_t f = u.function >= 0 ? size_t(u.function) : p.file.calls[call].function;
     CallState state = p.stateFor(f, {}, Value::dict({}, {}));
     assign(u.path, materialize(u.value, p.file), state);

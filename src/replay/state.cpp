@@ -13,6 +13,11 @@
 #include <ATen/ops/equal.h>
 #include <ATen/ops/isnan.h>
 
+#include <ATen/Context.h>
+#include <c10/core/DefaultDtype.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/InferenceMode.h>
+
 #include <set>
 
 #include "magpy/replay/tensors.h"
@@ -26,6 +31,22 @@ Value& Globals::of(const std::string& module) {
   return it->second;
 }
 
+std::optional<record::Atom> runtimeState(const std::string& name) {
+  if (name == "grad_enabled") return record::Atom::boolean(c10::GradMode::is_enabled());
+  if (name == "inference_mode") return record::Atom::boolean(c10::InferenceMode::is_enabled());
+  if (name == "deterministic_algorithms") return record::Atom::boolean(at::globalContext().deterministicAlgorithms());
+  if (name == "default_dtype")
+    return record::Atom::named(record::Atom::Kind::DType, dtypeName(c10::typeMetaToScalarType(c10::get_default_dtype())));
+  return std::nullopt;
+}
+
+const std::map<std::string, record::Atom>& settableRuntimeStates() {
+  static const std::map<std::string, record::Atom> kStates = {
+      {"default_dtype", record::Atom::named(record::Atom::Kind::DType, "float32")},
+      {"deterministic_algorithms", record::Atom::boolean(false)},
+  };
+  return kStates;
+}
 
 Value resolve(const record::AccessPath& path, const CallState& state) {
   using Root = record::AccessPath::Root;
@@ -57,8 +78,12 @@ Value resolve(const record::AccessPath& path, const CallState& state) {
     case Root::Global:
       cur = state.globals->of(path.name.empty() ? state.module : path.name);
       break;
-    case Root::Runtime:
-      throw Error(record::toString(path) + ": interpreter state is not part of native replay's state");
+    case Root::Runtime: {
+      auto value = runtimeState(path.name);
+      if (!value) throw Error(record::toString(path) + " does not exist: magpy knows no interpreter state of that name");
+      if (!path.steps.empty()) throw Error(record::toString(path) + ": interpreter state has no attributes or items");
+      return Value::ofAtom(*value);
+    }
   }
   // Messages are built only on failure: resolve() is on the per-call path.
   auto missing = [&](size_t upto, const std::string& why) {
@@ -106,7 +131,29 @@ Value resolve(const record::AccessPath& path, const CallState& state) {
   return cur;
 }
 
+namespace {
+
+// Sets interpreter state a logged update changed (the script called
+// torch.set_default_dtype between calls).
+void setRuntimeState(const record::AccessPath& path, const Value& value) {
+  const record::Atom* atom = value.kind == Value::Kind::Atom ? &value.atom : nullptr;
+  if (path.name == "default_dtype" && atom && atom->kind == record::Atom::Kind::DType &&
+      (atom->s == "float32" || atom->s == "float64")) {
+    c10::set_default_dtype(c10::scalarTypeToTypeMeta(dtypeFromName(atom->s)));
+    return;
+  }
+  if (path.name == "deterministic_algorithms" && atom && atom->kind == record::Atom::Kind::Bool) {
+    at::globalContext().setDeterministicAlgorithms(atom->i != 0, false);
+    return;
+  }
+  throw Error("cannot set " + record::toString(path) + " to " + describe(value) +
+              " (replay sets default_dtype to float32 or float64 and deterministic_algorithms to a bool)");
+}
+
+}  // namespace
+
 void assign(const record::AccessPath& path, Value value, const CallState& state) {
+  if (path.root == record::AccessPath::Root::Runtime && path.steps.empty()) return setRuntimeState(path, value);
   if (path.steps.empty()) throw Error("cannot replace the root " + record::toString(path));
   record::AccessPath parentPath = path;
   parentPath.steps.pop_back();

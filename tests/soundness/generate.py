@@ -117,7 +117,30 @@ def legacy_constructor(r, k):
     return ([], [f"y = y + torch.Tensor([1.0, 2.0]).sum()"], [])
 
 
-ARGUMENT_KINDS = ["shape", "dtype", "scale", "mode", "scales"]
+@template
+def default_dtype(r, k):
+    return ([], [f"y = y + torch.zeros(y.shape[-1]) + torch.tensor([0.5]).sum()"],
+            ["torch.set_default_dtype(rng.choice([torch.float32, torch.float64]))"])
+
+
+@template
+def made_requires_grad(r, k):
+    return ([], [f"w{k} = y * 1", f"y = y + (1 if w{k}.requires_grad else 2)"], [])
+
+
+@template
+def standard_layer(r, k):
+    return ([f"S.act{k} = torch.nn.{r.choice(['ReLU', 'Sigmoid'])}()"], [f"y = self.act{k}(y)"],
+            ["F.relu = patched_relu if rng.random() < 0.3 else original_relu"])
+
+
+@template
+def layout_in_place(r, k):
+    return ([f"G_m{k} = torch.arange(6.0).reshape(2, 3)"],
+            [f"y = y + (1 if G_m{k}.is_contiguous() else 2)", f"G_m{k}.t_()", f"y = y + G_m{k}[0, 1]"], [])
+
+
+ARGUMENT_KINDS = ["shape", "dtype", "scale", "mode", "scales", "no_grad", "grad"]
 
 
 def program(seed):
@@ -154,7 +177,14 @@ def program(seed):
 DRIVER = r'''
 import random, sys, types
 import torch
+import torch.nn.functional as F
 import magpy
+
+original_relu = F.relu
+
+
+def patched_relu(t, inplace=False):
+    return original_relu(t) + 1
 
 
 def same(a, b):
@@ -179,6 +209,8 @@ def arguments(spec, mode_type, rng):
     shape = (2, 3) if "shape" not in spec else rng.choice([(2, 3), (3, 3), (1, 3)])
     dtype = torch.float32 if "dtype" not in spec else rng.choice([torch.float32, torch.float64])
     x = torch.arange(float(shape[0] * shape[1]), dtype=dtype).reshape(shape) / 7
+    if "grad" in spec:
+        x.requires_grad_(True)
     if "scale" in spec:
         x = x * rng.choice([1.0, -2.0])
     mode = mode_type.A if "mode" not in spec else rng.choice([mode_type.A, mode_type.B])
@@ -201,14 +233,16 @@ def run(seed, source, mutations, calls):
     for i, spec in enumerate(calls):
         for rng, ns, obj in ((rng_c, cns, compiled_obj), (rng_e, ens, eager_obj)):
             for line in mutations:
-                exec(line, {"ns": ns, "obj": obj, "rng": rng, "i": i})
+                exec(line, {"ns": ns, "obj": obj, "rng": rng, "i": i, "torch": torch, "F": F,
+                            "patched_relu": patched_relu, "original_relu": original_relu})
         x, mode_name, scales = arguments(spec, cns["Mode"], rng_a)
         results = []
         for fn, ns in ((compiled, cns), (eager_obj, ens)):
             mode = ns["Mode"][mode_name.name]
             torch.manual_seed(seed * 100 + i)
             try:
-                results.append(fn(x.clone(), mode, *scales))
+                with torch.set_grad_enabled("no_grad" not in spec):
+                    results.append(fn(x.clone(), mode, *scales))
             except Exception as e:  # both must fail alike
                 results.append(type(e))
         if not same(results[0], results[1]):
@@ -216,6 +250,9 @@ def run(seed, source, mutations, calls):
         a, b = visible(cns, compiled_obj), visible(ens, eager_obj)
         if not same(a, b):
             fail(seed, source, i, f"state {a} != eager {b}")
+    # Process-wide state the mutations change goes back for the next program.
+    torch.set_default_dtype(torch.float32)
+    F.relu = original_relu
 
 
 def fail(seed, source, call, what):

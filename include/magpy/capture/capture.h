@@ -20,6 +20,7 @@ struct Options {
   std::string report;                   // coverage report to write beside the records; empty: none
   bool reportJson = false;              // the report as JSON instead of text
   bool progress = false;                // a progress line on stderr (for a terminal)
+  bool stateAtExit = false;             // keep compiled modules' state as the script left it (no call log)
 };
 
 struct Outcome {

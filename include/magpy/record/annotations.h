@@ -21,7 +21,7 @@
 //       relations:               # reference edges the call reads or creates
 //         - {kind: attr, from: 0, name_from: 1, to: output, mode: read}
 //           (mode: read | write | exists | delete; to: output | an input index)
-//       runtime: {read: grad_enabled} | {write: grad_enabled, from: 0}
+//       runtime: {read: NAME} | {write: NAME, from: 0}   (NAME: record::isRuntimeState)
 //
 // Names are qualified names of callables as Python reports them
 // ("builtins.len", "builtins.list.append", "torch.Tensor.view"); a name
@@ -67,7 +67,7 @@ struct FunctionAnnotation {
   InputAnnotation rest;
   bool output_in_place = false;
   std::vector<RelationAnnotation> relations;
-  std::string runtime_read;   // name of interpreter state the call reads (grad_enabled)
+  std::string runtime_read;   // name of interpreter state the call reads (isRuntimeState)
   std::string runtime_write;  // name of interpreter state the call writes
   int runtime_from = -1;      // input holding the written value
   std::string origin;         // "annotations/torch.yaml:12", for messages

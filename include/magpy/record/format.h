@@ -1,5 +1,5 @@
-// The .mgp file format, version 2 (2 added the RefGraph view to records
-// and tuple dict keys). This header is the only place that knows
+// The .mgp file format, version 3 (2 added the RefGraph view to records
+// and tuple dict keys, 3 when the state was taken). This header is the only place that knows
 // the byte layout; everything else works on RecordFile.
 //
 // Grammar (all integers little-endian; "varint" is unsigned LEB128, "zigzag"
@@ -9,7 +9,7 @@
 //   header      := magic:"MAGPYREC" version:u32 flags:u32
 //                  frame_size:u64 body_size:u64 body_hash:u64
 //   body_frame  := zstd frame (checksummed) of `body`, frame_size bytes
-//   body        := fingerprint script:string
+//   body        := fingerprint script:string state_at:string
 //                  count:varint function*  count:varint module_state*
 //                  count:varint logged_call*  count:varint blob*
 //   fingerprint := magpy:string python:string torch:string annotations:u64
@@ -58,7 +58,7 @@
 
 namespace magpy::record {
 
-constexpr uint32_t kFormatVersion = 2;
+constexpr uint32_t kFormatVersion = 3;
 
 // Values, constants and mock expressions nest at most this deep, and access
 // paths have at most this many steps: the reader refuses deeper ones (so no

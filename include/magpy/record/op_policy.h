@@ -33,4 +33,9 @@ std::string outsidePolicy(const std::string& target, const std::string& overload
 // against the storage of the tensor they view.
 bool checksGeometry(const std::string& target);
 
+// In-place operators that change the sizes or strides of the tensor they
+// are given (t_, squeeze_, resize_, ...): after one ran on state, guards
+// on that state's metadata must be checked afresh.
+bool changesGeometry(const std::string& target);
+
 }  // namespace magpy::record

@@ -9,7 +9,8 @@
 //          | "args" | "kwargs"           all of them (a tuple, a dict): the call's shape
 //          | "G[" str "]"                global of the compiled function's module
 //          | "G(" module ")[" str "]"    global of another module
-//          | "runtime." name             interpreter state (grad_enabled)
+//          | "runtime." name             interpreter state: grad_enabled, default_dtype,
+//                                        deterministic_algorithms, inference_mode
 //   step  := "." name                   attribute
 //          | "[" int "]"                 sequence position
 //          | "[" key "]"                 dict key: 'str', #int, or a tuple such as ('disp', 0)
@@ -70,6 +71,9 @@ struct AccessPath {
 };
 
 std::string toString(const AccessPath& p);
+
+// Whether name is interpreter state a "runtime." path may name.
+bool isRuntimeState(const std::string& name);
 
 // Whether steps k and k+1 are `.__dict__['name']`: the instance attribute
 // `name`, as guards name one that must not shadow its class's method.

@@ -107,9 +107,16 @@ struct Fingerprint {
   }
 };
 
+inline constexpr const char* kStateFirstRead = "first read";
+inline constexpr const char* kStateAtExit = "exit";
+
 struct RecordFile {
   Fingerprint env;
   std::string script;                 // the captured script, as given on the command line
+  // When the compiled functions' `self` state was taken: kStateFirstRead
+  // (as each record first read it; the logged calls start from it) or
+  // kStateAtExit (as the script left it: trained weights; no call log).
+  std::string stateAt = kStateFirstRead;
   std::vector<CompiledFunction> functions;
   std::vector<ModuleState> globals;
   std::vector<LoggedCall> calls;

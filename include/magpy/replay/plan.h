@@ -52,6 +52,9 @@ class Plan {
   size_t numSteps() const;
   // What the optimizations did ("cse: 2 duplicate operators merged").
   const std::vector<std::string>& optimizations() const;
+  // Whether an operator changes the sizes or strides of a tensor in place
+  // (record::changesGeometry): state metadata may differ after a run.
+  bool changesGeometry() const;
 
  private:
   struct Impl;

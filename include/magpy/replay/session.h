@@ -87,8 +87,10 @@ class Session {
   Globals& globals();
 
   // Applies the state changes the script made before a logged call, and
-  // sets the random generator to the state the call started with.
-  void applyLoggedUpdates(size_t call);
+  // sets the random generator to the state the call started with. With
+  // sharedOnly, only changes of state other functions see too (module
+  // globals, interpreter state): for a call that is skipped.
+  void applyLoggedUpdates(size_t call, bool sharedOnly = false);
 
   // A logged call's inputs and expected result, as runtime values.
   std::vector<Value> loggedArgs(size_t call) const;

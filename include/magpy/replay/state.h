@@ -35,6 +35,15 @@ Value resolve(const record::AccessPath& path, const CallState& state);
 // an existing object). Throws Error when the parent does not exist.
 void assign(const record::AccessPath& path, Value value, const CallState& state);
 
+// Interpreter state a record may depend on (the "runtime." root of a path),
+// read from libtorch: the same in a capturing process as in native replay.
+// Empty for a name record::isRuntimeState does not know.
+std::optional<record::Atom> runtimeState(const std::string& name);
+
+// The interpreter state assign() can set (a logged update of a "runtime."
+// path), with the value a fresh process starts with.
+const std::map<std::string, record::Atom>& settableRuntimeStates();
+
 // A runtime value for a recorded one; tensors are fresh copies of blobs.
 Value materialize(const record::Value& v, const record::RecordFile& file);
 

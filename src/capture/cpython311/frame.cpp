@@ -215,6 +215,13 @@ PyObject* codeLocalName(PyCodeObject* code, int i) { return PyTuple_GET_ITEM(cod
 PyObject* codeConst(PyCodeObject* code, int i) { return PyTuple_GET_ITEM(code->co_consts, i); }
 PyObject* codeQualname(PyCodeObject* code) { return code->co_qualname; }
 
+bool codeDefines(PyCodeObject* outer, PyCodeObject* inner) {
+  PyObject* consts = outer->co_consts;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(consts); ++i)
+    if (PyTuple_GET_ITEM(consts, i) == reinterpret_cast<PyObject*>(inner)) return true;
+  return false;
+}
+
 PyObject* instructionName(PyCodeObject* code, const Instruction& ins) {
   int i = ins.op == Op::LOAD_GLOBAL ? ins.arg >> 1 : ins.arg;
   return PyTuple_GET_ITEM(code->co_names, i);

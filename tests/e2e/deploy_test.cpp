@@ -1,0 +1,116 @@
+// From a training script to a served record: magpy-run --state puts the
+// weights the script trained (its torch.save'd state dict) into the
+// record's module, --eval sets the flags model.eval() sets, and the result
+// on inputs the script never passed equals the trained model's in Python.
+#include <gtest/gtest.h>
+
+#include "support.h"
+
+using namespace magpy::e2e;
+
+namespace {
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+const char* kPython = "/usr/bin/python3 -c ";
+
+// Captures examples/train_cnn.py once per test binary run into `s`.
+void captureTraining(const Scratch& s) {
+  Result cap = s.run("magpy-capture " + example("train_cnn.py") + " .");
+  ASSERT_EQ(cap.status, 0) << cap.out << cap.err;
+  ASSERT_TRUE(s.exists("train_cnn.mgp") && s.exists("net.pt") && s.exists("probe.pt")) << cap.out << cap.err;
+}
+
+}  // namespace
+
+TEST(Deploy, TrainedWeightsServeExactlyAsEager) {
+  Scratch s("deploy_exact");
+  captureTraining(s);
+  Result run = s.run("magpy-run train_cnn.mgp --optimize none --state net.pt --eval --inputs probe.pt --output served.pt");
+  ASSERT_EQ(run.status, 0) << run.out << run.err;
+  EXPECT_TRUE(contains(run.out, "state  16 tensors from net.pt")) << run.out;
+  EXPECT_TRUE(contains(run.out, "eval   training set to False on ")) << run.out;
+  Result same = s.run(std::string(kPython) +
+                      "'import torch; a, b = torch.load(\"served.pt\"), torch.load(\"probe_expected.pt\"); "
+                      "print(\"exact\" if torch.equal(a, b) else (a - b).abs().max())'");
+  EXPECT_EQ(same.out, "exact\n") << same.err;
+
+  // The record's own (untrained) weights give other results: --state is what serves training's.
+  Result untrained = s.run("magpy-run train_cnn.mgp --optimize none --eval --inputs probe.pt --output untrained.pt");
+  ASSERT_EQ(untrained.status, 0) << untrained.out << untrained.err;
+  Result differs = s.run(std::string(kPython) +
+                         "'import torch; print(torch.equal(torch.load(\"untrained.pt\"), torch.load(\"probe_expected.pt\")))'");
+  EXPECT_EQ(differs.out, "False\n") << differs.err;
+}
+
+TEST(Deploy, StateFileErrorsArePrecise) {
+  Scratch s("deploy_errors");
+  captureTraining(s);
+  auto edited = [&](const std::string& name, const std::string& edit) {
+    Result r = s.run(std::string(kPython) + "'import torch; sd = torch.load(\"net.pt\"); " + edit + "; torch.save(sd, \"" +
+                     name + "\")'");
+    EXPECT_EQ(r.status, 0) << r.err;
+    return s.run("magpy-run train_cnn.mgp --state " + name + " --eval --inputs probe.pt");
+  };
+  Result renamed = edited("renamed.pt", "sd[\"fc.weights\"] = sd.pop(\"fc.weight\")");
+  EXPECT_EQ(renamed.status, 2);
+  EXPECT_TRUE(contains(renamed.err, "state key 'fc.weights' is not part of the record's state")) << renamed.err;
+
+  Result missing = edited("missing.pt", "del sd[\"conv2.bias\"]");
+  EXPECT_EQ(missing.status, 2);
+  EXPECT_TRUE(contains(missing.err, "state key 'conv2.bias' (a parameter of the record's model) is missing")) << missing.err;
+
+  Result reshaped = edited("reshaped.pt", "sd[\"fc.weight\"] = torch.zeros(10, 128)");
+  EXPECT_EQ(reshaped.status, 2);
+  EXPECT_TRUE(contains(reshaped.err, "state key 'fc.weight' is float32[10, 128] in the file, but the record was "
+                                     "captured with float32[10, 256]")) << reshaped.err;
+
+  Result partial = s.run("magpy-run train_cnn.mgp --state missing.pt --state-partial --eval --inputs probe.pt");
+  EXPECT_EQ(partial.status, 0) << partial.out << partial.err;
+  EXPECT_TRUE(contains(partial.out, "1 parameters the file lacks kept as captured")) << partial.out;
+
+  // Not a state dict: other values, code to run, not a torch.save file.
+  Result values = edited("values.pt", "sd[\"epoch\"] = 3");
+  EXPECT_TRUE(contains(values.err, "its entry 'epoch' is not a tensor")) << values.err;
+  Result code = s.run(std::string(kPython) +
+                      "'import os, torch\nclass Evil:\n    def __reduce__(self): return (os.system, (\"touch pwned\",))\n"
+                      "torch.save({\"w\": Evil()}, \"evil.pt\")'");
+  ASSERT_EQ(code.status, 0) << code.err;
+  Result evil = s.run("magpy-run train_cnn.mgp --state evil.pt --inputs probe.pt");
+  EXPECT_EQ(evil.status, 2);
+  EXPECT_TRUE(contains(evil.err, "a call of posix.system, which a state dict of tensors does not make")) << evil.err;
+  EXPECT_FALSE(s.exists("pwned"));
+  Result text = s.run("echo hello > text.pt && magpy-run train_cnn.mgp --state text.pt --inputs probe.pt");
+  EXPECT_EQ(text.status, 2);
+  EXPECT_TRUE(contains(text.err, "text.pt: not a torch.save file")) << text.err;
+
+  Result noInputs = s.run("magpy-run train_cnn.mgp --state net.pt");
+  EXPECT_EQ(noInputs.status, 2);
+  EXPECT_TRUE(contains(noInputs.err, "--state and --eval need --inputs")) << noInputs.err;
+}
+
+TEST(Deploy, StateAtExitCarriesTheTrainedWeights) {
+  Scratch s("deploy_exit");
+  Result cap = s.run("magpy-capture --state-at exit -o exit.mgp " + example("train_cnn.py") + " .");
+  ASSERT_EQ(cap.status, 0) << cap.out << cap.err;
+  Result run = s.run("magpy-run exit.mgp --optimize none --eval --inputs probe.pt --output served.pt");
+  ASSERT_EQ(run.status, 0) << run.out << run.err;
+  Result same = s.run(std::string(kPython) +
+                      "'import torch; a, b = torch.load(\"served.pt\"), torch.load(\"probe_expected.pt\"); "
+                      "print(\"exact\" if torch.equal(a, b) else (a - b).abs().max())'");
+  EXPECT_EQ(same.out, "exact\n") << same.err;
+
+  Result env = s.run("magpy-inspect exit.mgp --show environment");
+  EXPECT_TRUE(contains(env.out, "state: as the script left it (magpy-capture --state-at exit)")) << env.out;
+  Result log = s.run("magpy-run exit.mgp");
+  EXPECT_EQ(log.status, 2);
+  EXPECT_TRUE(contains(log.err, "has no logged calls")) << log.err;
+
+  // Against the default capture: the same records, other weights, one line per tensor.
+  ASSERT_EQ(s.run("magpy-capture -q -o first.mgp " + example("train_cnn.py") + " .").status, 0);
+  Result diff = s.run("magpy-inspect diff first.mgp exit.mgp");
+  EXPECT_TRUE(contains(diff.out, "state taken at")) << diff.out;
+  EXPECT_TRUE(contains(diff.out, "self.fc.weight")) << diff.out;
+  EXPECT_FALSE(contains(diff.out, "guard changed")) << diff.out;
+  EXPECT_FALSE(contains(diff.out, "node ")) << diff.out;
+}
