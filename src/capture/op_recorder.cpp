@@ -152,7 +152,6 @@ bool OpRecorder::hasDataDependentShape(const at::Tensor& t) const {
   return dataDependentShape_.count(t.unsafeGetTensorImpl()) > 0;
 }
 
-bool OpRecorder::wasWritten(const at::Tensor& t) const { return written_.count(t.unsafeGetTensorImpl()) > 0; }
 
 std::string OpRecorder::uniqueName(const std::string& base) {
   int& n = names_[base];
@@ -205,7 +204,6 @@ void OpRecorder::onBeforeOperator(const std::string& name, const std::string& ov
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (writesArgument(name, h->schema(), i, inputs) && inputs[i].isTensor()) {
       delegate_.beforeWrite(inputs[i].toTensor());
-      written_.insert(inputs[i].toTensor().unsafeGetTensorImpl());
     }
   }
 }

@@ -55,8 +55,6 @@ class OpRecorder {
   int addConstant(const at::Tensor& t, int64_t blob);
   // True when t's shape depends on tensor contents (nonzero, masked_select, ...).
   bool hasDataDependentShape(const at::Tensor& t) const;
-  // Tensors written by operators during the run (in-place ops, running stats).
-  bool wasWritten(const at::Tensor& t) const;
   // The node writes one of its tensor arguments: never dead code.
 
   // Called by the RecordFunction callbacks.
@@ -84,7 +82,6 @@ class OpRecorder {
   std::map<std::string, int> byView_;  // storage + view metadata -> latest value
   std::vector<at::Tensor> keepAlive_;  // so TensorImpl addresses are not reused during the run
   std::unordered_set<c10::TensorImpl*> dataDependentShape_;
-  std::unordered_set<c10::TensorImpl*> written_;
   std::unordered_map<std::string, int> names_;
   uint64_t callbackHandle_ = 0;
 };

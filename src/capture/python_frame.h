@@ -29,9 +29,7 @@ struct Instruction {
 };
 
 // Sub-operations of BINARY_OP's argument, in CPython's numbering.
-const char* binaryOpName(int arg);   // "+", "+=", "@", ...
 bool binaryOpIsInPlace(int arg);     // "+=" and friends
-const char* compareOpName(int arg);  // "<", "==", ...
 
 // Kinds of the slots in a frame's locals array.
 enum class LocalKind : uint8_t { Plain, Cell, Free };
@@ -43,7 +41,6 @@ class Frame {
 
   PyCodeObject* code() const;
   PyObject* globals() const;
-  PyObject* builtins() const;
   PyObject* function() const;  // the function being run (borrowed; may be null)
 
   // At an opcode event: the instruction about to run.
@@ -58,7 +55,6 @@ class Frame {
 
   // Opcode events on, line events off: we want every instruction, once.
   void traceOpcodes(bool on) const;
-  bool ownedByGenerator() const;
 
  private:
   PyFrameObject* f_;

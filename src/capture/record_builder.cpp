@@ -24,24 +24,17 @@ struct Paths {
 Paths entryPaths(const RefGraph& g, const std::string& home) {
   Paths p;
   p.first[kExternal] = AccessPath::self();
-  std::deque<NodeId> queue{kExternal};
-  while (!queue.empty()) {
-    NodeId cur = queue.front();
-    queue.pop_front();
-    const AccessPath& base = p.first[cur];
-    for (auto& e : g.node(cur).versions.front().refs) {
-      AccessPath path = extend(base, e.rel, home);
-      if (!p.first.count(e.target)) {
-        p.first[e.target] = path;
-        p.order.push_back(e.target);
-        queue.push_back(e.target);
-      } else {
-        NodeKind k = g.node(e.target).kind;
-        if (k != NodeKind::Atom && k != NodeKind::Module && k != NodeKind::Function && path != p.first[e.target])
-          p.aliases.push_back({path, e.target});
-      }
+  g.search([&](NodeId from, const Edge& e, bool firstVisit) {
+    AccessPath path = extend(p.first[from], e.rel, home);
+    if (firstVisit) {
+      p.first[e.target] = path;
+      p.order.push_back(e.target);
+      return;
     }
-  }
+    NodeKind k = g.node(e.target).kind;
+    if (k != NodeKind::Atom && k != NodeKind::Module && k != NodeKind::Function && path != p.first[e.target])
+      p.aliases.push_back({path, e.target});
+  });
   return p;
 }
 

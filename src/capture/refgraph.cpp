@@ -240,24 +240,20 @@ void RefGraph::changedInPlace(NodeId id) {
   observeElements(id);
 }
 
-std::vector<NodeId> RefGraph::search(bool lastVersion) const {
-  std::vector<NodeId> result{kExternal};
+void RefGraph::search(const std::function<void(NodeId, const Edge&, bool)>& visit) const {
   std::vector<bool> seen(nodes_.size(), false);
-  seen[0] = true;
+  seen[size_t(kExternal)] = true;
   std::deque<NodeId> queue{kExternal};
   while (!queue.empty()) {
     NodeId cur = queue.front();
     queue.pop_front();
-    const ShadowNode& n = node(cur);
-    const ShadowVersion& v = lastVersion ? n.versions.back() : n.versions.front();
-    for (auto& e : v.refs) {
-      if (seen[size_t(e.target)]) continue;
+    for (auto& e : node(cur).versions.front().refs) {
+      bool first = !seen[size_t(e.target)];
       seen[size_t(e.target)] = true;
-      result.push_back(e.target);
-      queue.push_back(e.target);
+      if (first) queue.push_back(e.target);
+      visit(cur, e, first);
     }
   }
-  return result;
 }
 
 }  // namespace magpy::capture

@@ -132,9 +132,12 @@ class RefGraph {
     if (!lazyRoots_.empty()) activate(id);
   }
 
-  // Algorithm 1 of the paper: nodes reachable from node 0 through the edges
-  // of the first (version 0) or last (version -1) version of each node.
-  std::vector<NodeId> search(bool lastVersion) const;
+  // Algorithm 1 of the paper: a breadth-first walk from node 0 through the
+  // edges of each node's first version (the state the call began with).
+  // visit(from, edge, firstVisit) is called for every edge reached;
+  // firstVisit is true the first time its target is reached (that path
+  // names it in guards), false for the other paths to it (aliases).
+  void search(const std::function<void(NodeId from, const Edge& edge, bool firstVisit)>& visit) const;
 
   // Called for every tensor node made, including container elements.
   void onTensor(std::function<void(NodeId)> f) { onTensor_ = std::move(f); }

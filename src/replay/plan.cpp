@@ -294,7 +294,6 @@ Plan::Plan(Plan&&) noexcept = default;
 Plan& Plan::operator=(Plan&&) noexcept = default;
 
 const std::vector<record::AccessPath>& Plan::inputPaths() const { return impl_->inputPaths; }
-size_t Plan::numSteps() const { return impl_->steps.size(); }
 const std::vector<std::string>& Plan::optimizations() const { return impl_->applied; }
 
 bool Plan::changesGeometry() const { return impl_->changesGeometry; }

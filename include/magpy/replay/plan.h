@@ -49,7 +49,6 @@ class Plan {
   // state), in the order runWith() takes them.
   const std::vector<record::AccessPath>& inputPaths() const;
 
-  size_t numSteps() const;
   // What the optimizations did ("cse: 2 duplicate operators merged").
   const std::vector<std::string>& optimizations() const;
   // Whether an operator changes the sizes or strides of a tensor in place

@@ -56,22 +56,10 @@ const char* opName(Op op) {
   }
 }
 
-const char* binaryOpName(int arg) {
-  static const char* kNames[] = {"+",  "&",  "//",  "<<",  "@",  "*",  "%",  "|",  "**",  ">>",  "-",  "/",  "^",
-                                 "+=", "&=", "//=", "<<=", "@=", "*=", "%=", "|=", "**=", ">>=", "-=", "/=", "^="};
-  return arg >= 0 && arg < 26 ? kNames[arg] : "?";
-}
-
 bool binaryOpIsInPlace(int arg) { return arg >= magpy_py311_first_inplace_binary_op(); }
-
-const char* compareOpName(int arg) {
-  static const char* kNames[] = {"<", "<=", "==", "!=", ">", ">="};
-  return arg >= 0 && arg < 6 ? kNames[arg] : "?";
-}
 
 PyCodeObject* Frame::code() const { return iframe(f_)->f_code; }
 PyObject* Frame::globals() const { return iframe(f_)->f_globals; }
-PyObject* Frame::builtins() const { return iframe(f_)->f_builtins; }
 PyObject* Frame::function() const { return reinterpret_cast<PyObject*>(iframe(f_)->f_func); }
 
 Instruction Frame::current() const {
@@ -120,8 +108,6 @@ void Frame::traceOpcodes(bool on) const {
   f_->f_trace_opcodes = on;
   f_->f_trace_lines = 0;
 }
-
-bool Frame::ownedByGenerator() const { return iframe(f_)->owner == FRAME_OWNED_BY_GENERATOR; }
 
 int stackInputs(const Instruction& ins) {
   const int a = ins.arg;
