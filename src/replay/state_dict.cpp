@@ -12,6 +12,7 @@
 
 #include "magpy/replay/tensors.h"
 #include "magpy/support/error.h"
+#include "magpy/support/strings.h"
 
 namespace magpy::replay {
 namespace {
@@ -31,6 +32,23 @@ struct PyVal {
 using Ref = std::shared_ptr<PyVal>;
 
 constexpr int kMaxDepth = 64;
+
+// A name from the file, for messages: quoted, with every byte outside
+// ASCII escaped too (a hostile file's names need not be UTF-8).
+std::string shown(const std::string& name) {
+  static const char* kHex = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : quote(name)) {
+    if (c < 0x80) {
+      out += char(c);
+    } else {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
 
 // `child` goes into `container`: nesting stays shallow (no walk or
 // destructor over a hostile file's values can exhaust the stack).
@@ -62,7 +80,7 @@ c10::ScalarType storageDtype(const std::string& global) {
       {"torch.ComplexFloatStorage", c10::kComplexFloat}, {"torch.ComplexDoubleStorage", c10::kComplexDouble},
   };
   auto it = kTypes.find(global);
-  if (it == kTypes.end()) throw Error("a storage of type " + global + ", which magpy does not read");
+  if (it == kTypes.end()) throw Error("a storage of type " + shown(global) + ", which magpy does not read");
   return it->second;
 }
 
@@ -169,7 +187,7 @@ class Unpickler {
     if (fn->s == "collections.OrderedDict" && a.empty()) return make(PyVal::Kind::Dict);
     if (fn->s == "torch._utils._rebuild_tensor_v2" && a.size() >= 4) return tensor(a[0], a[1], a[2], a[3]);
     if (fn->s == "torch._utils._rebuild_parameter" && !a.empty() && a[0]->kind == PyVal::Kind::Tensor) return a[0];
-    throw Error("a call of " + fn->s + ", which a state dict of tensors does not make");
+    throw Error("a call of " + shown(fn->s) + ", which a state dict of tensors does not make");
   }
 
   // ('storage', storage class, key, location, numel)
@@ -325,7 +343,7 @@ class Unpickler {
 };
 
 std::string recordBytes(caffe2::serialize::PyTorchStreamReader& zip, const std::string& name) {
-  if (!zip.hasRecord(name)) throw Error("it has no " + name);
+  if (!zip.hasRecord(name)) throw Error("it has no record " + shown(name));
   auto [data, size] = zip.getRecord(name);
   return std::string(static_cast<const char*>(data.get()), size);
 }
@@ -342,7 +360,7 @@ StateDict loadStateDict(const std::string& path) {
       std::string bytes = recordBytes(zip, "data/" + key);
       size_t element = c10::elementSize(dtype);
       if (numel < 0 || bytes.size() / element < size_t(numel))
-        throw Error("storage " + key + " holds " + std::to_string(bytes.size()) + " bytes, not " + std::to_string(numel) +
+        throw Error("storage " + shown(key) + " holds " + std::to_string(bytes.size()) + " bytes, not " + std::to_string(numel) +
                     " elements");
       at::Tensor flat = at::empty({numel}, at::TensorOptions().dtype(dtype));
       std::memcpy(flat.data_ptr(), bytes.data(), size_t(numel) * element);
@@ -352,7 +370,7 @@ StateDict loadStateDict(const std::string& path) {
     if (root->kind != PyVal::Kind::Dict) throw Error("its object is not a dict (save model.state_dict())");
     StateDict out;
     for (size_t k = 0; k < root->keys.size(); ++k) {
-      if (root->items[k]->kind != PyVal::Kind::Tensor) throw Error("its entry '" + root->keys[k] + "' is not a tensor");
+      if (root->items[k]->kind != PyVal::Kind::Tensor) throw Error("its entry " + shown(root->keys[k]) + " is not a tensor");
       out.entries.push_back({root->keys[k], root->items[k]->tensor});
     }
     return out;
@@ -419,12 +437,12 @@ StateLoadReport loadStateInto(Value& self, const StateDict& dict, bool partial) 
         report.ignored.push_back(key);
         continue;
       }
-      throw Error("state key '" + key + "' is not part of the record's state (the captured code never read it, or "
+      throw Error("state key " + shown(key) + " is not part of the record's state (the captured code never read it, or "
                   "the file is another model's); --state-partial ignores such keys");
     }
     at::Tensor& t = target->tensor;
     if (t.scalar_type() != loaded.scalar_type() || !t.sizes().equals(loaded.sizes()))
-      throw Error("state key '" + key + "' is " + dtypeName(loaded.scalar_type()) + shapeOf(loaded) +
+      throw Error("state key " + shown(key) + " is " + dtypeName(loaded.scalar_type()) + shapeOf(loaded) +
                   " in the file, but the record was captured with " + dtypeName(t.scalar_type()) + shapeOf(t) +
                   ": its guards would refuse it; capture again with this model");
     t.copy_(loaded);
@@ -434,7 +452,7 @@ StateLoadReport loadStateInto(Value& self, const StateDict& dict, bool partial) 
   auto missing = [&](const std::string& key, const Value& v) {
     if (v.kind != Value::Kind::Tensor || !v.tensor.requires_grad() || !given.insert(key).second) return;
     if (!partial)
-      throw Error("state key '" + key + "' (a parameter of the record's model) is missing from the file; "
+      throw Error("state key " + shown(key) + " (a parameter of the record's model) is missing from the file; "
                   "--state-partial keeps the captured value");
     report.kept.push_back(key);
   };

@@ -78,7 +78,7 @@ TEST(Deploy, StateFileErrorsArePrecise) {
   ASSERT_EQ(code.status, 0) << code.err;
   Result evil = s.run("magpy-run train_cnn.mgp --state evil.pt --inputs probe.pt");
   EXPECT_EQ(evil.status, 2);
-  EXPECT_TRUE(contains(evil.err, "a call of posix.system, which a state dict of tensors does not make")) << evil.err;
+  EXPECT_TRUE(contains(evil.err, "a call of 'posix.system', which a state dict of tensors does not make")) << evil.err;
   EXPECT_FALSE(s.exists("pwned"));
   Result text = s.run("echo hello > text.pt && magpy-run train_cnn.mgp --state text.pt --inputs probe.pt");
   EXPECT_EQ(text.status, 2);
@@ -113,4 +113,13 @@ TEST(Deploy, StateAtExitCarriesTheTrainedWeights) {
   EXPECT_TRUE(contains(diff.out, "self.fc.weight")) << diff.out;
   EXPECT_FALSE(contains(diff.out, "guard changed")) << diff.out;
   EXPECT_FALSE(contains(diff.out, "node ")) << diff.out;
+}
+
+// A state file is data from anyone: damaged pickles are one clean error each.
+TEST(Deploy, DamagedStateFilesAreCleanErrors) {
+  Scratch s("deploy_damaged");
+  captureTraining(s);
+  Result r = s.run("/usr/bin/python3 " + sourceDir() + "/tests/e2e/mutate_state.py train_cnn.mgp net.pt probe.pt 60");
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_TRUE(contains(r.out, "mutated state files: 60 runs")) << r.out;
 }
