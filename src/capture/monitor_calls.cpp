@@ -170,8 +170,7 @@ void Monitor::beginCall(ShadowFrame& sf, Pending& p) {
   // a subclass may override what forward calls (_conv_forward) or read
   // attributes of its own, so its forward is traced.
   if (p.annotation && p.annotation->module &&
-      (p.positionalObjs.empty() || attrString(reinterpret_cast<PyObject*>(Py_TYPE(p.positionalObjs[0])), "__module__")
-                                           .compare(0, 16, "torch.nn.modules") != 0))
+      (p.positionalObjs.empty() || !definedIn(Py_TYPE(p.positionalObjs[0]), "torch.nn.modules")))
     p.annotation = nullptr;
   if (p.annotation) {
     const record::FunctionAnnotation& a = *p.annotation;

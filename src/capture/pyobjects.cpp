@@ -56,10 +56,16 @@ std::string attrString(PyObject* o, const char* name) {
   return str(v.get());
 }
 
+bool definedIn(PyTypeObject* t, std::string_view package) {
+  std::string module = attrString(reinterpret_cast<PyObject*>(t), "__module__");
+  return module.compare(0, package.size(), package) == 0 &&
+         (module.size() == package.size() || module[package.size()] == '.');
+}
+
 bool platformClass(PyTypeObject* t) {
+  if (definedIn(t, "torch")) return true;
   std::string module = attrString(reinterpret_cast<PyObject*>(t), "__module__");
   std::string top = module.substr(0, module.find('.'));
-  if (top == "torch") return true;
   static PyObject* stdlib = PySys_GetObject("stdlib_module_names");  // borrowed; lives as long as sys
   PyRef name = PyRef::steal(PyUnicode_FromString(top.c_str()));
   int found = stdlib && name ? PySet_Contains(stdlib, name.get()) : 0;

@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "magpy/record/value.h"
 
@@ -52,6 +53,9 @@ std::optional<record::Atom> dictKey(PyObject* key);
 // The str attribute `name` of o; "" when it is missing or not a str.
 std::string attrString(PyObject* o, const char* name);
 
+// Whether t is defined in `package` or one of its submodules
+// (definedIn(Conv2d, "torch.nn.modules")).
+bool definedIn(PyTypeObject* t, std::string_view package);
 // Whether t is defined by torch or by Python's standard library (its
 // module's top-level package is torch or in sys.stdlib_module_names).
 bool platformClass(PyTypeObject* t);
