@@ -8,6 +8,7 @@
 #include <memory>
 #include <iostream>
 
+#include "capture/compiled_function.h"
 #include "capture/jit.h"
 #include "capture/pyobjects.h"
 #include "magpy/capture/capture.h"

@@ -10,9 +10,11 @@
 #include <map>
 #include <set>
 
-#include "capture/live.h"
-#include "capture/monitor.h"
+#include "capture/call_log.h"
+#include "capture/compiled_function.h"
 #include "capture/record_builder.h"
+#include "capture/segments.h"
+#include "capture/units.h"
 #include "magpy/replay/plan.h"
 #include "magpy/replay/state.h"
 #include "magpy/replay/tensors.h"
@@ -23,281 +25,25 @@ namespace magpy::capture {
 namespace {
 
 Session* gSession = nullptr;
-thread_local int tMonitoring = 0;  // > 0 while a monitored run is under way on this thread
-
-// The Python object magpy.compile returns.
-struct CompiledObject {
-  PyObject_HEAD
-  size_t function;
-  PyObject* target;
-  PyObject* weakrefs;
-};
-
-void compiledDealloc(PyObject* self) {
-  auto* c = reinterpret_cast<CompiledObject*>(self);
-  if (c->weakrefs) PyObject_ClearWeakRefs(self);
-  Py_XDECREF(c->target);
-  Py_TYPE(self)->tp_free(self);
-}
-
-PyObject* compiledCall(PyObject* self, PyObject* args, PyObject* kwargs) {
-  auto* c = reinterpret_cast<CompiledObject*>(self);
-  // Inside a monitored run, a compiled function is plain code being traced.
-  if (tMonitoring > 0 || !gSession) return PyObject_Call(c->target, args, kwargs);
-  // CPython calls in here: no C++ exception (a libtorch error on an input
-  // magpy did not expect) may cross back into it.
-  try {
-    return gSession->call(c->function, args, kwargs);
-  } catch (const std::exception& e) {
-    PyErr_Format(PyExc_RuntimeError, "magpy: %s", messageOf(e).c_str());
-    return nullptr;
-  }
-}
-
-// Attributes not of the wrapper are the target's: model.eval() keeps working.
-PyObject* compiledGetattr(PyObject* self, PyObject* name) {
-  PyObject* v = PyObject_GenericGetAttr(self, name);
-  if (v || !PyErr_ExceptionMatches(PyExc_AttributeError)) return v;
-  PyErr_Clear();
-  return PyObject_GetAttr(reinterpret_cast<CompiledObject*>(self)->target, name);
-}
-
-PyObject* compiledStats(PyObject* self, PyObject*) {
-  if (!gSession) Py_RETURN_NONE;
-  return gSession->stats(reinterpret_cast<CompiledObject*>(self)->function);
-}
-
-PyObject* compiledRepr(PyObject* self) {
-  return PyUnicode_FromFormat("<magpy compiled %R>", reinterpret_cast<CompiledObject*>(self)->target);
-}
-
-PyMethodDef kCompiledMethods[] = {
-    {"_magpy_stats", compiledStats, METH_NOARGS,
-     "Counts of this function's calls: records, graphs, breaks, calls, hits, monitored runs, eager runs, and those "
-     "of the segments compiled inside its graph breaks."},
-    {nullptr, nullptr, 0, nullptr}};
-
-PyMemberDef kCompiledMembers[] = {
-    {"__wrapped__", T_OBJECT, offsetof(CompiledObject, target), READONLY, "The function or module magpy compiled."},
-    {nullptr, 0, 0, 0, nullptr}};
-
-PyTypeObject CompiledType = [] {
-  PyTypeObject t{};
-  t.ob_base.ob_base.ob_refcnt = 1;
-  t.tp_name = "magpy.CompiledFunction";
-  t.tp_basicsize = sizeof(CompiledObject);
-  t.tp_dealloc = compiledDealloc;
-  t.tp_call = compiledCall;
-  t.tp_getattro = compiledGetattr;
-  t.tp_repr = compiledRepr;
-  t.tp_flags = Py_TPFLAGS_DEFAULT;
-  t.tp_doc = "A function compiled by magpy: calls run a captured record when its guards hold.";
-  t.tp_weaklistoffset = offsetof(CompiledObject, weakrefs);
-  t.tp_methods = kCompiledMethods;
-  t.tp_members = kCompiledMembers;
-  return t;
-}();
-
-PyObject* magpyCompile(PyObject*, PyObject* target) {
-  if (!gSession) {
-    PyErr_SetString(PyExc_RuntimeError, "magpy.compile works only in scripts run by magpy-capture");
-    return nullptr;
-  }
-  return gSession->compile(target);
-}
-
-PyMethodDef kModuleMethods[] = {
-    {"compile", magpyCompile, METH_O,
-     "compile(fn_or_module) -> callable\n\nReturns a callable that behaves like fn_or_module; magpy-capture "
-     "monitors its calls, captures them as operator graphs and writes them to the record file."},
-    {nullptr, nullptr, 0, nullptr}};
-
-PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "magpy",
-                       "Capture eager PyTorch functions as operator graphs (run scripts with magpy-capture).", -1,
-                       kModuleMethods, nullptr, nullptr, nullptr, nullptr};
-
-std::string utf8(PyObject* s) {
-  const char* c = s && PyUnicode_Check(s) ? PyUnicode_AsUTF8(s) : nullptr;
-  return c ? c : "";
-}
 
 }  // namespace
 
-bool isCompiled(PyObject* o) { return Py_TYPE(o) == &CompiledType; }
-PyObject* compiledTarget(PyObject* o) { return reinterpret_cast<CompiledObject*>(o)->target; }
-
-PyObject* initMagpyModule() {
-  if (PyType_Ready(&CompiledType) < 0) return nullptr;
-  PyObject* m = PyModule_Create(&kModule);
-  if (!m) return nullptr;
-  Py_INCREF(&CompiledType);
-  PyModule_AddObject(m, "CompiledFunction", reinterpret_cast<PyObject*>(&CompiledType));
-  return m;
+int& monitoringDepth() {
+  thread_local int depth = 0;
+  return depth;
 }
 
-// ---------------------------------------------------------------------------
-
-struct Session::Impl : FrameInterceptor {
-  // A record in use: its guards on live objects, and its graph's plan
-  // (none for a record with graph breaks, which runs as Python).
-  struct Entry {
-    record::Record record;
-    std::unique_ptr<LiveRecord> live;
-    std::unique_ptr<replay::Plan> plan;
-    std::map<size_t, PathTrie> args;
-    std::map<std::string, PathTrie> kwargs;
-  };
-  // A function with records: one given to magpy.compile, or a segment: a
-  // Python function called by one that runs as Python past a graph break.
-  struct Unit {
-    std::string name;
-    PyRef target;
-    CallSpec shape;  // self, function, selfIsFirstArg, homeModule
-    size_t parent = SIZE_MAX;  // segments: the compiled function they serve
-    std::vector<Entry> entries;
-    record::Value self;
-    bool haveSelf = false;
-    std::set<record::AccessPath> statePaths;  // self- and module-rooted paths its records read
-    std::set<record::AccessPath> absentPaths; // of those, the ones first read as absent
-    size_t calls = 0, hits = 0, monitored = 0, eager = 0;
-    // Where the time goes (seconds, summed over calls): the paper's Figure 16.
-    double guardTime = 0, graphTime = 0, mockTime = 0, monitorTime = 0, buildTime = 0;
-  };
-  // How to run one call of a unit.
-  struct Invocation {
-    LiveRoots roots;
-    std::function<PyObject*()> run;        // as Python, once
-    std::function<PyObject*()> runEager;   // as Python, its calls compiled as segments
-  };
-
+struct Session::Impl {
   Options options;
   record::AnnotationSet annotations;
-  std::vector<std::unique_ptr<Unit>> units;
+  Units units;
   size_t compiled = 0;  // units[0, compiled) were given to magpy.compile, in order
-  std::map<PyCodeObject*, size_t> segments;
-  std::vector<PyRef> keep;  // code objects segments are keyed by
   std::map<std::string, record::Value> globals;
   BlobPool blobs;
-  std::vector<record::LoggedCall> log;
+  CallLog log{blobs};
+  Segments segments{units, annotations, [this](size_t unit, Invocation& inv) { return callUnit(unit, inv, nullptr); }};
 
-  // Frames running as Python past a graph break: the calls they make are
-  // segments. The first frame of an eager top-level call is found by its caller.
-  std::set<const void*> eagerFrames;
-  const void* eagerRootCaller = nullptr;
-  size_t activeUnit = SIZE_MAX;
-
-  // ---- state changes made by the script between logged calls ----
-
-  // What each known state path held when the last logged call returned;
-  // a difference at the next call's entry is a change the script made.
-  struct Seen {
-    bool exists = false;
-    PyObject* object = nullptr;  // identity (not owned: compared, never used)
-    int64_t version = -1;        // tensors: the in-place version counter
-    uint64_t contents = 0;       // containers: their elements, shallowly
-    record::Atom atom;
-    bool operator==(const Seen& o) const {
-      return exists == o.exists && object == o.object && version == o.version && contents == o.contents && atom == o.atom;
-    }
-  };
-  std::map<std::pair<int, record::AccessPath>, Seen> lastExit;
-  // Interpreter state replay can set, as replay would have it after the
-  // calls logged so far (it starts from a fresh process's).
-  std::map<std::string, record::Atom> runtimeLogged{replay::settableRuntimeStates().begin(),
-                                                    replay::settableRuntimeStates().end()};
-
-  // A container changed in place (list.append, dict item set, a hook
-  // registered) keeps its identity; its elements tell.
-  static uint64_t shallowHash(PyObject* c) {
-    Hasher h;
-    auto element = [&](PyObject* e) {
-      if (auto a = atomOf(e)) h.text(record::toString(*a));
-      else h.u64(reinterpret_cast<uintptr_t>(e));
-    };
-    if (PyDict_Check(c)) {
-      PyObject *k, *v;
-      Py_ssize_t pos = 0;
-      while (PyDict_Next(c, &pos, &k, &v)) {
-        element(k);
-        element(v);
-      }
-    } else {
-      for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(c); ++i) element(PySequence_Fast_GET_ITEM(c, i));
-    }
-    return h.u64(uint64_t(PyObject_Length(c))).digest();
-  }
-
-  // Module-rooted paths are shared: they belong to no function (-1) and name
-  // their module explicitly.
-  std::pair<int, record::AccessPath> stateKey(size_t u, record::AccessPath p) const {
-    if (p.root != record::AccessPath::Root::Global) return {int(u), p};
-    if (p.name.empty()) p.name = units[u]->shape.homeModule;
-    return {-1, p};
-  }
-
-  Seen observe(const record::AccessPath& path, const LiveRoots& roots) {
-    Seen s;
-    PyRef v = resolveLive(path, roots);
-    if (!v) return s;
-    s.exists = true;
-    if (auto a = atomOf(v.get())) {
-      s.atom = *a;
-    } else {
-      s.object = v.get();
-      if (isTensor(v.get())) s.version = int64_t(tensorOf(v.get()).unsafeGetTensorImpl()->version_counter().current_version());
-      if (PyTuple_Check(v.get()) || PyList_Check(v.get()) || PyDict_Check(v.get())) s.contents = shallowHash(v.get());
-    }
-    return s;
-  }
-
-  // What changed since the calls logged so far: u's own state, and every
-  // module global any compiled function reads (replay shares them all).
-  std::vector<record::StateUpdate> changesBefore(size_t u) {
-    std::vector<record::StateUpdate> out;
-    std::set<std::pair<int, record::AccessPath>> seen;
-    for (size_t w = 0; w < compiled; ++w) {
-      const Unit& fn = *units[w];
-      LiveRoots roots{fn.shape.self, nullptr, nullptr, fn.shape.homeModule};
-      for (auto& path : fn.statePaths) {
-        if (w != u && path.root != record::AccessPath::Root::Global) continue;
-        auto key = stateKey(w, path);
-        auto it = lastExit.find(key);
-        if (!seen.insert(key).second || it == lastExit.end() || observe(key.second, roots) == it->second) continue;
-        PyRef v = resolveLive(key.second, roots);
-        if (!v) continue;  // removed: the record's guards will notice
-        record::StateUpdate upd;
-        upd.function = key.first;
-        upd.path = key.second;
-        PathTrie below;
-        for (auto& other : fn.statePaths)
-          if (path.isPrefixOf(other) && other.steps.size() > path.steps.size())
-            below.insert(std::vector<record::PathStep>(other.steps.begin() + long(path.steps.size()), other.steps.end()));
-        upd.value = snapshot(v.get(), below, blobs);
-        out.push_back(std::move(upd));
-      }
-    }
-    // Interpreter state is the process's, not a function's: logged when it
-    // differs from what replay would have after the calls logged so far.
-    for (auto& [name, logged] : runtimeLogged) {
-      auto now = replay::runtimeState(name);
-      if (!now || *now == logged) continue;
-      record::StateUpdate upd;
-      upd.path = record::AccessPath::runtime(name);
-      upd.value.atom = logged = *now;
-      out.push_back(std::move(upd));
-    }
-    return out;
-  }
-
-  void noteExit() {
-    for (size_t u = 0; u < compiled; ++u) {
-      LiveRoots roots{units[u]->shape.self, nullptr, nullptr, units[u]->shape.homeModule};
-      for (auto& path : units[u]->statePaths) {
-        auto key = stateKey(u, path);
-        lastExit[key] = observe(key.second, roots);
-      }
-    }
-  }
+  // ---- the state records read, as first read ----
 
   // The state a new record read, as it was when the run began; what an
   // earlier record already read stays as it was then (first read wins).
@@ -308,10 +54,10 @@ struct Session::Impl : FrameInterceptor {
     std::map<std::string, record::Value> moduleGlobals = built.globalsEntry;
     for (auto& path : fn.absentPaths) {
       if (path.root == record::AccessPath::Root::Self) {
-        removePath(self, path.steps);
+        removeFromSnapshot(self, path.steps);
       } else if (path.root == record::AccessPath::Root::Global) {
         auto it = moduleGlobals.find(path.name.empty() ? fn.shape.homeModule : path.name);
-        if (it != moduleGlobals.end()) removePath(it->second, path.steps);
+        if (it != moduleGlobals.end()) removeFromSnapshot(it->second, path.steps);
       }
     }
     if (!fn.haveSelf) {
@@ -332,69 +78,12 @@ struct Session::Impl : FrameInterceptor {
   // is not an instance attribute).
   record::Value selfNow(const Unit& fn) {
     PathTrie wanted;
-    if (fn.haveSelf) addPaths(fn.self, wanted);
+    if (fn.haveSelf) wanted.insertTree(fn.self);
     for (auto& path : fn.statePaths) {
       record::AccessPath p = record::withInstanceAttributes(path);
       if (p.root == record::AccessPath::Root::Self && !fn.absentPaths.count(p)) wanted.insert(p.steps);
     }
     return snapshot(fn.shape.self, wanted, blobs);
-  }
-
-  static void addPaths(const record::Value& tree, PathTrie& trie) {
-    for (size_t i = 0; i < tree.items.size(); ++i) {
-      record::PathStep step = !tree.names.empty() ? record::PathStep::attr(tree.names[i])
-                              : !tree.keys.empty() ? record::PathStep::keyed(tree.keys[i])
-                                                   : record::PathStep::at(int64_t(i));
-      addPaths(tree.items[i], trie.children[step]);
-    }
-  }
-
-  // Removes the value at steps below root, if the tree has it.
-  static void removePath(record::Value& root, const std::vector<record::PathStep>& steps) {
-    record::Value* cur = &root;
-    for (size_t k = 0; k < steps.size(); ++k) {
-      const record::PathStep& s = steps[k];
-      auto& names = cur->names;
-      auto& keys = cur->keys;
-      size_t at = SIZE_MAX;
-      if (s.kind == record::PathStep::Kind::Attr) {
-        auto it = std::find(names.begin(), names.end(), s.name);
-        if (it != names.end()) at = size_t(it - names.begin());
-      } else if (s.kind == record::PathStep::Kind::Key) {
-        auto it = std::find(keys.begin(), keys.end(), s.key);
-        if (it != keys.end()) at = size_t(it - keys.begin());
-      }
-      if (at == SIZE_MAX) return;
-      if (k + 1 == steps.size()) {
-        cur->items.erase(cur->items.begin() + long(at));
-        if (s.kind == record::PathStep::Kind::Attr) names.erase(names.begin() + long(at));
-        else keys.erase(keys.begin() + long(at));
-        return;
-      }
-      cur = &cur->items[at];
-    }
-  }
-
-  record::Value snapshotArgs(const Unit& fn, PyObject* args, PyObject* kwargs, record::Value* kwOut) {
-    std::map<size_t, PathTrie> argPaths;
-    std::map<std::string, PathTrie> kwPaths;
-    for (auto& e : fn.entries) {
-      for (auto& [i, t] : e.args) argPaths[i] = t;
-      for (auto& [k, t] : e.kwargs) kwPaths[k] = t;
-    }
-    // One tree for the arguments, so that f(x, x) keeps its aliasing.
-    PathTrie argTrie;
-    for (auto& [i, t] : argPaths) argTrie.children[record::PathStep::at(int64_t(i))] = t;
-    record::Value a = snapshot(args, argTrie, blobs);
-    a.type.clear();
-    *kwOut = record::Value();
-    kwOut->kind = record::Value::Kind::Dict;
-    if (kwargs) {
-      PathTrie kwTrie;
-      for (auto& [k, t] : kwPaths) kwTrie.children[record::PathStep::keyed(record::Atom::string(k))] = t;
-      *kwOut = snapshot(kwargs, kwTrie, blobs);
-    }
-    return a;
   }
 
   // ---- progress ----
@@ -428,18 +117,19 @@ struct Session::Impl : FrameInterceptor {
     Unit& fn = *units[index];
     fn.calls++;
     if (options.progress) showProgress();
-    std::vector<LiveMiss> misses;  // one per record, in order
+    std::vector<replay::GuardMiss> misses;  // one per record, in order
     using Clock = std::chrono::steady_clock;
     auto since = [](Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); };
     for (size_t r = 0; r < fn.entries.size(); ++r) {
       Entry& e = fn.entries[r];
-      LivePaths::Values values(e.live->paths(), inv.roots);
+      LiveStore store = e.live->store(inv.roots);
+      LiveRecord::Values values(store, e.live->tree());
       auto t0 = Clock::now();
-      std::optional<LiveMiss> miss;
+      std::optional<replay::GuardMiss> miss;
       try {
         miss = e.live->check(values);
       } catch (const std::exception& ex) {  // a value the guards cannot inspect: not this record
-        miss = LiveMiss{"(guards)", "checkable values", ex.what()};
+        miss = replay::GuardMiss{"(guards)", "checkable values", ex.what()};
       }
       fn.guardTime += since(t0);
       if (miss) {
@@ -482,11 +172,11 @@ struct Session::Impl : FrameInterceptor {
     spec.args = inv.roots.args;
     spec.kwargs = inv.roots.kwargs;
     spec.invoke = inv.run;
-    ++tMonitoring;
+    ++monitoringDepth();
     auto t3 = Clock::now();
     PyRef result = PyRef::steal(monitor.run(spec));
     fn.monitorTime += since(t3);
-    --tMonitoring;
+    --monitoringDepth();
     if (!result) return nullptr;  // the function raised: no record, as the plain call would
     fn.monitored++;
     auto t4 = Clock::now();
@@ -548,50 +238,6 @@ struct Session::Impl : FrameInterceptor {
     }
     return result.release();
   }
-
-  // A Python function called by one running as Python past a graph break is
-  // a segment: a unit of its own, keyed by its code.
-  PyObject* onCall(const FrameCall& call) override {
-    if (tMonitoring > 0) return call.run();  // traced by the monitored run
-    if (eagerRootCaller && call.caller() == eagerRootCaller) {
-      eagerRootCaller = nullptr;
-      return runEagerFrame(call);
-    }
-    if (!eagerFrames.count(call.caller())) return call.run();
-    PyObject* function = call.function();
-    if (!function || annotations.find(qualifiedName(function))) return call.run();
-
-    PyCodeObject* code = call.code();
-    auto it = segments.find(code);
-    if (it == segments.end()) {
-      auto unit = std::make_unique<Unit>();
-      unit->name = "segment " + qualifiedName(function) + " (in " + units[activeUnit]->name + ")";
-      unit->parent = activeUnit;
-      unit->shape.homeModule = utf8(PyFunction_GET_MODULE(function));
-      units.push_back(std::move(unit));
-      keep.push_back(PyRef::borrow(reinterpret_cast<PyObject*>(code)));
-      it = segments.emplace(code, units.size() - 1).first;
-    }
-    Unit& unit = *units[it->second];
-    unit.target = PyRef::borrow(function);
-    unit.shape.self = function;
-    unit.shape.function = function;
-    PyRef args = PyRef::steal(call.args());
-    PyRef kwargs = PyRef::steal(call.kwargs());
-    if (!args) return nullptr;
-    Invocation inv;
-    inv.roots = LiveRoots{function, args.get(), kwargs.get(), unit.shape.homeModule};
-    inv.run = [&] { return call.run(); };
-    inv.runEager = [&] { return runEagerFrame(call); };
-    return callUnit(it->second, inv, nullptr);
-  }
-
-  PyObject* runEagerFrame(const FrameCall& call) {
-    eagerFrames.insert(call.id());
-    PyObject* result = call.run();
-    eagerFrames.erase(call.id());
-    return result;
-  }
 };
 
 Session::Session(const Options& options) : impl_(std::make_unique<Impl>()) {
@@ -621,7 +267,7 @@ PyObject* Session::compile(PyObject* target) {
     PyErr_Format(PyExc_TypeError, "magpy.compile takes a function or a module, not a %s", Py_TYPE(target)->tp_name);
     return nullptr;
   }
-  auto fn = std::make_unique<Impl::Unit>();
+  auto fn = std::make_unique<Unit>();
   fn->target = PyRef::borrow(target);
   fn->shape.self = target;
   if (PyFunction_Check(target)) {
@@ -662,31 +308,24 @@ PyObject* Session::compile(PyObject* target) {
   // Compiled functions come first among the units, in the order compiled.
   impl_->units.insert(impl_->units.begin() + long(impl_->compiled), std::move(fn));
   size_t index = impl_->compiled++;
-  for (auto& [code, unit] : impl_->segments) ++unit;
+  impl_->segments.unitInserted(index);
   for (auto& u : impl_->units)
     if (u->parent != SIZE_MAX && u->parent >= index) ++u->parent;
-
-  auto* obj = PyObject_New(CompiledObject, &CompiledType);
-  if (!obj) return nullptr;
-  obj->function = index;
-  obj->target = target;
-  obj->weakrefs = nullptr;
-  Py_INCREF(target);
-  return reinterpret_cast<PyObject*>(obj);
+  return newCompiledFunction(index, target);
 }
 
 PyObject* Session::call(size_t index, PyObject* args, PyObject* kwargs) {
   Impl& s = *impl_;
-  Impl::Unit& fn = *s.units[index];
+  Unit& fn = *s.units[index];
   if (kwargs && PyDict_GET_SIZE(kwargs) == 0) kwargs = nullptr;
 
-  bool logging = int(s.log.size()) < s.options.logCalls;
+  bool logging = int(s.log.calls.size()) < s.options.logCalls;
   record::LoggedCall entry;
   entry.function = uint32_t(index);
   try {
     if (logging) {
-      entry.updates = s.changesBefore(index);
-      entry.args = s.snapshotArgs(fn, args, kwargs, &entry.kwargs);
+      entry.updates = s.log.changesBefore(s.units, s.compiled, index);
+      entry.args = s.log.snapshotArgs(fn, args, kwargs, &entry.kwargs);
       // Random operators replay as random operators: replay starts each
       // call from the generator state Python had.
       at::Tensor rng = at::detail::getDefaultCPUGenerator().get_state();
@@ -698,26 +337,15 @@ PyObject* Session::call(size_t index, PyObject* args, PyObject* kwargs) {
     // Inputs a record cannot hold (a sparse tensor): the call still runs;
     // the log ends here, so replay repeats a session that happened.
     if (s.options.explain) std::cerr << "magpy: " << fn.name << ": call log ends: its inputs cannot be recorded: " << e.what() << "\n";
-    s.options.logCalls = int(s.log.size());
+    s.options.logCalls = int(s.log.calls.size());
     logging = false;
     entry = record::LoggedCall{};
   }
 
-  Impl::Invocation inv;
+  Invocation inv;
   inv.roots = LiveRoots{fn.shape.self, args, kwargs, fn.shape.homeModule};
   inv.run = [&] { return PyObject_Call(fn.target.get(), args, kwargs); };
-  inv.runEager = [&] {
-    // Its first Python frame is called from the frame running now.
-    size_t outer = s.activeUnit;
-    s.activeUnit = index;
-    s.eagerRootCaller = currentFrameId();
-    installInterceptor(&s);
-    PyObject* result = PyObject_Call(fn.target.get(), args, kwargs);
-    removeInterceptor();
-    s.eagerRootCaller = nullptr;
-    s.activeUnit = outer;
-    return result;
-  };
+  inv.runEager = [&] { return s.segments.runEager(index, inv.run); };
   PyRef result = PyRef::steal(s.callUnit(index, inv, logging ? &entry : nullptr));
   if (!result) return nullptr;
 
@@ -728,20 +356,20 @@ PyObject* Session::call(size_t index, PyObject* args, PyObject* kwargs) {
       PyErr_Format(PyExc_RuntimeError, "magpy: cannot log the call's result: %s", e.what());
       return nullptr;
     }
-    s.log.push_back(std::move(entry));
-    s.noteExit();
+    s.log.calls.push_back(std::move(entry));
+    s.log.noteExit(s.units, s.compiled);
   }
   return result.release();
 }
 
 PyObject* Session::stats(size_t index) {
-  auto count = [&](const Impl::Unit& u, size_t& graphs, size_t& breaks) {
+  auto count = [&](const Unit& u, size_t& graphs, size_t& breaks) {
     for (auto& e : u.entries) {
       breaks += e.record.breaks.size();
       graphs += e.plan ? 1 : 0;
     }
   };
-  const Impl::Unit& fn = *impl_->units[index];
+  const Unit& fn = *impl_->units[index];
   size_t breaks = 0, graphs = 0, segments = 0, segmentGraphs = 0, segmentBreaks = 0, segmentHits = 0;
   count(fn, graphs, breaks);
   for (auto& u : impl_->units)
@@ -774,7 +402,7 @@ record::RecordFile Session::recordFile(bool stateAtExit) {
   if (stateAtExit) {
     f.stateAt = record::kStateAtExit;  // the logged calls began from other state: none kept
   } else {
-    f.calls = s.log;
+    f.calls = s.log.calls;
   }
   f.blobs = s.blobs.blobs();
   return f;

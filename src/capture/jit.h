@@ -1,8 +1,9 @@
 // The capture-time JIT (MagPy paper, section 2.2): magpy.compile(f) returns
-// a callable whose calls run the first record whose guards hold (the graph
-// natively, then the mock) or, when none does, a monitored run that adds a
-// record. The session keeps every compiled function's records, the state
-// they read and a log of calls, and turns them into a RecordFile.
+// a callable (compiled_function.h) whose calls the session dispatches: the
+// first record whose guards hold runs (the graph natively, then the mock)
+// or, when none does, a monitored run adds a record. The session keeps
+// every unit's records (units.h), the state they read, the call log
+// (call_log.h) and segments (segments.h), and turns them into a RecordFile.
 #pragma once
 
 #include <Python.h>
@@ -17,9 +18,6 @@
 #include "magpy/record/report.h"
 
 namespace magpy::capture {
-
-bool isCompiled(PyObject* o);
-PyObject* compiledTarget(PyObject* o);  // borrowed
 
 class Session {
  public:
@@ -46,8 +44,5 @@ class Session {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
-
-// The builtin module `magpy` (registered before the interpreter starts).
-PyObject* initMagpyModule();
 
 }  // namespace magpy::capture

@@ -23,42 +23,31 @@ PyRef moduleDict(const std::string& name) {
   return PyRef::borrow(PyModule_GetDict(m.get()));
 }
 
-bool tensorMatches(PyObject* o, const record::TensorMeta& m, c10::ScalarType dtype) {
-  if (!isTensor(o)) return false;
-  const at::Tensor& t = tensorOf(o);
-  if (t.scalar_type() != dtype || t.requires_grad() != m.requires_grad) return false;
-  auto sizes = t.sizes();
-  auto strides = t.strides();
-  if (sizes.size() != m.shape.size()) return false;
-  for (size_t i = 0; i < sizes.size(); ++i)
-    if (sizes[i] != m.shape[i] || strides[i] != m.strides[i]) return false;
-  return replay::deviceName(t.device()) == m.device;
-}
+}  // namespace
 
-std::string describeLive(PyObject* o) {
-  if (!o) return "missing";
+std::string LiveStore::describe(const PyRef& v) const {
+  PyObject* o = v.get();
   if (isTensor(o)) return "tensor " + record::toString(replay::metaOf(tensorOf(o)));
   if (auto a = atomOf(o)) return record::toString(*a);
   if (PyTuple_Check(o) || PyList_Check(o) || PyDict_Check(o))
-    return typeName(Py_TYPE(o)) + " of " + std::to_string(PyObject_Length(o));
+    return capture::typeName(Py_TYPE(o)) + " of " + std::to_string(PyObject_Length(o));
   std::string name = qualifiedName(o);
   if (PyFunction_Check(o) || PyCFunction_Check(o) || PyType_Check(o)) return name;
   if (PyModule_Check(o)) return std::string("module ") + PyModule_GetName(o);
-  return "<" + typeName(Py_TYPE(o)) + " object>";
+  return "<" + capture::typeName(Py_TYPE(o)) + " object>";
 }
 
-}  // namespace
+PyRef LiveStore::keyOf(const replay::PathTree::Node& n) {
+  switch (n.kind) {
+    case replay::PathTree::StepKind::Index: return PyRef::steal(PyLong_FromLongLong(n.step.index));
+    case replay::PathTree::StepKind::Attr:
+    case replay::PathTree::StepKind::InstanceAttr: return PyRef::steal(PyUnicode_InternFromString(n.step.name.c_str()));
+    case replay::PathTree::StepKind::Key: break;
+  }
+  return atomObject(n.step.key);
+}
 
 namespace {
-
-PyRef keyFor(const record::PathStep& s) {
-  switch (s.kind) {
-    case record::PathStep::Kind::Index: return PyRef::steal(PyLong_FromLongLong(s.index));
-    case record::PathStep::Kind::Attr: return PyRef::steal(PyUnicode_InternFromString(s.name.c_str()));
-    case record::PathStep::Kind::Key: break;
-  }
-  return atomObject(s.key);
-}
 
 // nn.Module keeps parameters, buffers and submodules out of __dict__ and
 // finds them in Module.__getattr__, in Python. For modules that do not
@@ -100,11 +89,13 @@ PyRef moduleAttr(PyObject* obj, PyObject* name) {
   return PyRef();
 }
 
-// One step: Attr (getattr), Index (sequence item), Key (mapping item).
-PyRef stepOn(PyObject* cur, const record::PathStep& s, PyObject* key) {
+// One step: Attr (getattr), InstanceAttr (the instance's __dict__),
+// Index (sequence item), Key (mapping item).
+PyRef stepOn(PyObject* cur, replay::PathTree::StepKind kind, int64_t index, PyObject* key) {
+  using K = replay::PathTree::StepKind;
   PyObject* v = nullptr;
-  switch (s.kind) {
-    case record::PathStep::Kind::Attr:
+  switch (kind) {
+    case K::Attr:
       if (plainModule(Py_TYPE(cur)) && !_PyType_Lookup(Py_TYPE(cur), key)) {
         PyRef found = moduleAttr(cur, key);
         PyErr_Clear();
@@ -112,10 +103,16 @@ PyRef stepOn(PyObject* cur, const record::PathStep& s, PyObject* key) {
       }
       v = PyObject_GetAttr(cur, key);
       break;
-    case record::PathStep::Kind::Index:
-      v = PySequence_Check(cur) ? PySequence_GetItem(cur, Py_ssize_t(s.index)) : nullptr;
+    case K::InstanceAttr: {
+      PyObject** dictPtr = _PyObject_GetDictPtr(cur);
+      v = dictPtr && *dictPtr ? PyDict_GetItemWithError(*dictPtr, key) : nullptr;
+      Py_XINCREF(v);
       break;
-    case record::PathStep::Kind::Key:
+    }
+    case K::Index:
+      v = PySequence_Check(cur) ? PySequence_GetItem(cur, Py_ssize_t(index)) : nullptr;
+      break;
+    case K::Key:
       if (PyDict_Check(cur)) {
         v = PyDict_GetItemWithError(cur, key);
         Py_XINCREF(v);
@@ -128,7 +125,10 @@ PyRef stepOn(PyObject* cur, const record::PathStep& s, PyObject* key) {
   return PyRef::steal(v);
 }
 
-PyRef rootOf(const record::AccessPath& path, const LiveRoots& roots) {
+}  // namespace
+
+PyRef LiveStore::root(const record::AccessPath& path) const {
+  const LiveRoots& roots = roots_;
   switch (path.root) {
     case record::AccessPath::Root::Self:
       return PyRef::borrow(roots.self);
@@ -150,259 +150,146 @@ PyRef rootOf(const record::AccessPath& path, const LiveRoots& roots) {
   return {};
 }
 
-}  // namespace
-
-PyRef resolveLive(const record::AccessPath& path, const LiveRoots& roots) {
-  PyRef cur = rootOf(path.root == record::AccessPath::Root::Global || path.root == record::AccessPath::Root::Runtime
-                         ? path
-                         : record::AccessPath{path.root, path.index, path.name, {}},
-                     roots);
-  for (auto& s : path.steps) {
-    if (!cur) return {};
-    PyRef key = keyFor(s);
-    cur = stepOn(cur.get(), s, key.get());
-  }
-  return cur;
+PyRef LiveStore::step(const PyRef& parent, const replay::PathTree& tree, int node) const {
+  const replay::PathTree::Node& n = tree.node(node);
+  if (keys_) return stepOn(parent.get(), n.kind, n.step.index, (*keys_)[size_t(node)].get());
+  PyRef key = keyOf(n);
+  return stepOn(parent.get(), n.kind, n.step.index, key.get());
 }
 
-int LivePaths::add(const record::AccessPath& path) {
-  record::AccessPath root = path;
-  root.steps.clear();
-  auto it = roots_.find(root);
-  int node;
-  if (it != roots_.end()) {
-    node = it->second;
-  } else {
-    node = int(nodes_.size());
-    nodes_.push_back({-1, root, {}, {}});
-    roots_.emplace(root, node);
+std::string LiveStore::lacks(const PyRef& parent, const replay::PathTree& tree, int node) const {
+  const replay::PathTree::Node& n = tree.node(node);
+  switch (n.kind) {
+    case replay::PathTree::StepKind::Attr:
+    case replay::PathTree::StepKind::InstanceAttr: return " (" + describe(parent) + ") has no attribute '" + n.step.name + "'";
+    case replay::PathTree::StepKind::Index: return " (" + describe(parent) + ") has no element " + std::to_string(n.step.index);
+    case replay::PathTree::StepKind::Key: return " (" + describe(parent) + ") has no key " + record::toString(n.step.key);
   }
-  for (auto& s : path.steps) {
-    auto child = children_.find({node, s});
-    if (child != children_.end()) {
-      node = child->second;
-      continue;
-    }
-    int next = int(nodes_.size());
-    nodes_.push_back({node, {}, s, keyFor(s)});
-    children_.emplace(std::make_pair(node, s), next);
-    node = next;
-  }
-  return node;
+  return " lacks it";
 }
 
-LivePaths::Values::Values(const LivePaths& paths, const LiveRoots& roots)
-    : paths_(paths), roots_(roots), values_(paths.nodes_.size()), state_(paths.nodes_.size(), 0) {}
-
-PyObject* LivePaths::Values::get(int node) {
-  if (state_[size_t(node)]) return values_[size_t(node)].get();
-  const Node& n = paths_.nodes_[size_t(node)];
-  PyRef v;
-  if (n.parent < 0) {
-    v = rootOf(n.root, roots_);
-  } else if (PyObject* parent = get(n.parent)) {
-    v = stepOn(parent, n.step, n.key.get());
-  }
-  state_[size_t(node)] = v ? 1 : 2;
-  values_[size_t(node)] = std::move(v);
-  return values_[size_t(node)].get();
+bool LiveStore::typeIs(const PyRef& v, const record::Check& c, const PyRef& expected) const {
+  if (expected) return reinterpret_cast<PyObject*>(Py_TYPE(v.get())) == expected.get();
+  return capture::typeName(Py_TYPE(v.get())) == c.s;
 }
 
-namespace {
-
-void collectMockPaths(const record::ValueExpr& e, std::vector<record::AccessPath>& out) {
-  if (e.kind == record::ValueExpr::Kind::Read) out.push_back(e.path);
-  for (auto& item : e.items) collectMockPaths(item, out);
+bool LiveStore::identityIs(const PyRef& v, const record::Check& c, const PyRef& expected) const {
+  return expected ? v.get() == expected.get() : qualifiedName(v.get()) == c.s;
 }
 
-}  // namespace
-
-LiveRecord::LiveRecord(const record::Record& record, std::vector<PyRef> expected,
-                       const std::vector<record::AccessPath>& inputs)
-    : record_(record) {
-  expected.resize(record_.guards.size());
-  for (size_t i = 0; i < record_.guards.size(); ++i) {
-    const record::Guard& g = record_.guards[i];
-    GuardStep step{&g, paths_.add(g.path), -1, std::move(expected[i]), c10::ScalarType::Undefined};
-    if (g.check.kind == record::Check::Kind::Alias) step.other = paths_.add(g.check.path);
-    if (g.check.kind == record::Check::Kind::Tensor) {
-      step.dtype = replay::dtypeFromName(g.check.meta.dtype);
-      for (auto& other : record_.guards)
-        step.subclassTyped = step.subclassTyped || (other.check.kind == record::Check::Kind::Type && other.path == g.path);
-    }
-    guards_.push_back(std::move(step));
-  }
-  for (auto& p : inputs) inputs_.push_back(paths_.add(p));
-  std::vector<record::AccessPath> reads;
-  collectMockPaths(record_.mock.result, reads);
-  for (auto& e : record_.mock.effects) {
-    reads.push_back(e.target);
-    collectMockPaths(e.value, reads);
-  }
-  for (auto& p : reads) mockPaths_.emplace(p, paths_.add(p));
+std::optional<record::Atom> LiveStore::atom(const PyRef& v) const {
+  auto a = atomOf(v.get());
+  return a ? a : baseValueOf(v.get());
 }
 
-std::optional<LiveMiss> LiveRecord::check(LivePaths::Values& values) const {
-  using K = record::Check::Kind;
-  for (const GuardStep& gs : guards_) {
-    const record::Guard& g = *gs.guard;
-    PyObject* v = values.get(gs.node);
-    bool ok = false;
-    if (!v) {
-      ok = g.check.kind == K::Absent;
-    } else {
-      switch (g.check.kind) {
-        case K::Type:
-          ok = gs.expected ? reinterpret_cast<PyObject*>(Py_TYPE(v)) == gs.expected.get() : typeName(Py_TYPE(v)) == g.check.s;
-          break;
-        case K::Identity:
-          ok = gs.expected ? v == gs.expected.get() : qualifiedName(v) == g.check.s;
-          break;
-        case K::Equals: {
-          auto a = atomOf(v);
-          if (!a) a = baseValueOf(v);
-          ok = a && *a == g.check.atom;
-          break;
-        }
-        case K::Length:
-          ok = PyObject_Length(v) == g.check.i;
-          if (PyErr_Occurred()) PyErr_Clear();
-          break;
-        case K::DictKeys: {
-          if (!PyDict_Check(v) || PyDict_GET_SIZE(v) != Py_ssize_t(g.check.keys.size())) break;
-          PyObject *k, *val;
-          Py_ssize_t pos = 0;
-          size_t n = 0;
-          ok = true;
-          while (PyDict_Next(v, &pos, &k, &val)) {
-            auto a = dictKey(k);
-            if (!a || !(*a == g.check.keys[n++])) {
-              ok = false;
-              break;
-            }
-          }
-          break;
-        }
-        case K::Tensor:
-          // A tensor subclass runs Python (__torch_function__) on every
-          // operator: only a record made with that subclass serves it.
-          ok = tensorMatches(v, g.check.meta, gs.dtype) && (gs.subclassTyped || plainTensorType(Py_TYPE(v)));
-          break;
-        case K::Alias:
-          ok = values.get(gs.other) == v;
-          break;
-        case K::Absent:
-          ok = false;
-          break;
-      }
-    }
-    if (!ok) return LiveMiss{record::toString(g.path), record::describe(g.check), describeLive(v)};
-  }
+std::optional<int64_t> LiveStore::length(const PyRef& v) const {
+  Py_ssize_t n = PyObject_Length(v.get());
+  if (n >= 0) return int64_t(n);
+  PyErr_Clear();
   return std::nullopt;
 }
 
-std::vector<c10::IValue> LiveRecord::inputs(LivePaths::Values& values) const {
-  std::vector<c10::IValue> out;
-  out.reserve(inputs_.size());
-  for (size_t i = 0; i < inputs_.size(); ++i) {
-    PyObject* v = values.get(inputs_[i]);
-    if (!v || !isTensor(v)) throw Error("a graph input is not a tensor");
-    out.emplace_back(tensorOf(v));
+bool LiveStore::keysAre(const PyRef& v, const std::vector<record::Atom>& keys) const {
+  if (!PyDict_Check(v.get()) || PyDict_GET_SIZE(v.get()) != Py_ssize_t(keys.size())) return false;
+  PyObject *k, *item;
+  Py_ssize_t pos = 0;
+  for (size_t n = 0; PyDict_Next(v.get(), &pos, &k, &item); ++n) {
+    auto a = dictKey(k);
+    if (!a || !(*a == keys[n])) return false;
+  }
+  return true;
+}
+
+std::optional<std::vector<record::Atom>> LiveStore::keys(const PyRef& v) const {
+  if (!PyDict_Check(v.get())) return std::nullopt;
+  std::vector<record::Atom> out;
+  PyObject *k, *item;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(v.get(), &pos, &k, &item)) {
+    auto a = dictKey(k);
+    if (!a) return std::nullopt;
+    out.push_back(*a);
   }
   return out;
 }
 
-namespace {
-
-PyRef build(const record::ValueExpr& e, const std::vector<c10::IValue>& outputs,
-            const std::function<PyObject*(const record::AccessPath&)>& read) {
-  using K = record::ValueExpr::Kind;
-  switch (e.kind) {
-    case K::Const:
-      return atomObject(e.atom);
-    case K::GraphOutput: {
-      const c10::IValue& v = outputs.at(size_t(e.index));
-      if (v.isTensor()) return wrapTensor(v.toTensor());
-      if (v.isInt()) return PyRef::steal(PyLong_FromLongLong(v.toInt()));
-      if (v.isDouble()) return PyRef::steal(PyFloat_FromDouble(v.toDouble()));
-      if (v.isBool()) return PyRef::borrow(v.toBool() ? Py_True : Py_False);
-      throw Error("a graph output of kind " + std::string(v.tagKind()) + " cannot be returned");
-    }
-    case K::Read: {
-      PyObject* v = read(e.path);
-      if (!v) throw Error("the mock reads " + record::toString(e.path) + ", which does not exist");
-      return PyRef::borrow(v);
-    }
-    case K::Tuple:
-    case K::List: {
-      PyRef c = PyRef::steal(e.kind == K::Tuple ? PyTuple_New(Py_ssize_t(e.items.size())) : PyList_New(Py_ssize_t(e.items.size())));
-      for (size_t i = 0; i < e.items.size(); ++i) {
-        PyObject* item = build(e.items[i], outputs, read).release();
-        if (e.kind == K::Tuple) PyTuple_SET_ITEM(c.get(), Py_ssize_t(i), item);
-        else PyList_SET_ITEM(c.get(), Py_ssize_t(i), item);
-      }
-      return c;
-    }
-    case K::Dict: {
-      PyRef d = PyRef::steal(PyDict_New());
-      for (size_t i = 0; i < e.items.size(); ++i)
-        PyDict_SetItem(d.get(), atomObject(e.keys[i]).get(), build(e.items[i], outputs, read).get());
-      return d;
-    }
-  }
-  throw Error("unknown mock expression");
+PyRef LiveStore::output(const c10::IValue& v) const {
+  if (v.isTensor()) return wrapTensor(v.toTensor());
+  if (v.isInt()) return PyRef::steal(PyLong_FromLongLong(v.toInt()));
+  if (v.isDouble()) return PyRef::steal(PyFloat_FromDouble(v.toDouble()));
+  if (v.isBool()) return PyRef::borrow(v.toBool() ? Py_True : Py_False);
+  throw Error("a graph output of kind " + std::string(v.tagKind()) + " cannot be returned");
 }
 
-void ensure(int status, const std::string& what) {
-  if (status < 0) throw Error(what + ": " + takePythonError());
+PyRef LiveStore::sequence(bool tuple, std::vector<PyRef> items) const {
+  Py_ssize_t n = Py_ssize_t(items.size());
+  PyRef c = PyRef::steal(tuple ? PyTuple_New(n) : PyList_New(n));
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    if (tuple) PyTuple_SET_ITEM(c.get(), i, items[size_t(i)].release());
+    else PyList_SET_ITEM(c.get(), i, items[size_t(i)].release());
+  }
+  return c;
+}
+
+PyRef LiveStore::dict(const std::vector<record::Atom>& keys, std::vector<PyRef> items) const {
+  PyRef d = PyRef::steal(PyDict_New());
+  for (size_t i = 0; i < keys.size(); ++i) PyDict_SetItem(d.get(), atomObject(keys[i]).get(), items[i].get());
+  return d;
+}
+
+namespace {
+
+void ensure(int status) {
+  if (status < 0) throw Error(takePythonError());
 }
 
 }  // namespace
 
-PyRef LiveRecord::mock(const std::vector<c10::IValue>& outputs, LivePaths::Values& values) const {
-  auto read = [&](const record::AccessPath& p) { return values.get(mockPaths_.at(p)); };
-  const record::MockSpec& mock = record_.mock;
-  // Reads first, against the entry state; then the writes, in order.
-  PyRef result = build(mock.result, outputs, read);
-  struct Write {
-    const record::Effect* effect;
-    PyRef target, value;
-  };
-  std::vector<Write> writes;
-  for (auto& e : mock.effects) {
-    PyObject* target = read(e.target);
-    if (!target) throw Error("the mock writes to " + record::toString(e.target) + ", which does not exist");
-    writes.push_back({&e, PyRef::borrow(target), build(e.value, outputs, read)});
+bool LiveStore::setAttr(const PyRef& target, const std::string& name, PyRef value) const {
+  ensure(PyObject_SetAttrString(target.get(), name.c_str(), value.get()));
+  return true;
+}
+
+void LiveStore::delAttr(const PyRef& target, const std::string& name) const {
+  ensure(PyObject_DelAttrString(target.get(), name.c_str()));
+}
+
+void LiveStore::setItem(const PyRef& target, const record::Atom& key, PyRef value) const {
+  ensure(PyObject_SetItem(target.get(), atomObject(key).get(), value.get()));
+}
+
+void LiveStore::delItem(const PyRef& target, const record::Atom& key) const {
+  ensure(PyObject_DelItem(target.get(), atomObject(key).get()));
+}
+
+void LiveStore::assignContents(const PyRef& target, const PyRef& value) const {
+  PyObject* t = target.get();
+  if (PyList_Check(t)) {
+    ensure(PyList_SetSlice(t, 0, PyList_GET_SIZE(t), value.get()));
+  } else if (PyDict_Check(t)) {
+    PyDict_Clear(t);
+    ensure(PyDict_Update(t, value.get()));
+  } else {
+    throw Error("the target is neither a list nor a dict");
   }
-  for (auto& w : writes) {
-    const record::Effect& e = *w.effect;
-    std::string what = "the mock's write " + record::toString(e);
-    switch (e.kind) {
-      case record::Effect::Kind::SetAttr:
-        ensure(PyObject_SetAttrString(w.target.get(), e.name.c_str(), w.value.get()), what);
-        break;
-      case record::Effect::Kind::DelAttr:
-        ensure(PyObject_DelAttrString(w.target.get(), e.name.c_str()), what);
-        break;
-      case record::Effect::Kind::SetItem:
-        ensure(PyObject_SetItem(w.target.get(), atomObject(e.key).get(), w.value.get()), what);
-        break;
-      case record::Effect::Kind::DelItem:
-        ensure(PyObject_DelItem(w.target.get(), atomObject(e.key).get()), what);
-        break;
-      case record::Effect::Kind::Assign:
-        if (PyList_Check(w.target.get())) {
-          ensure(PyList_SetSlice(w.target.get(), 0, PyList_GET_SIZE(w.target.get()), w.value.get()), what);
-        } else if (PyDict_Check(w.target.get())) {
-          PyDict_Clear(w.target.get());
-          ensure(PyDict_Update(w.target.get(), w.value.get()), what);
-        } else {
-          throw Error(what + ": the target is neither a list nor a dict");
-        }
-        break;
-    }
-  }
-  return result;
+}
+
+PyRef resolveLive(const record::AccessPath& path, const LiveRoots& roots) {
+  return replay::resolvePath(LiveStore(roots), path, true);
+}
+
+LiveRecord::LiveRecord(const record::Record& record, std::vector<PyRef> expected,
+                       const std::vector<record::AccessPath>& inputs)
+    : access_(record.guards, inputs, record.mock), expected_(std::move(expected)) {
+  expected_.resize(record.guards.size());
+  const replay::PathTree& tree = access_.tree();
+  keys_.resize(tree.size());
+  for (size_t i = 0; i < tree.size(); ++i)
+    if (tree.node(int(i)).parent >= 0) keys_[i] = LiveStore::keyOf(tree.node(int(i)));
+}
+
+PyRef LiveRecord::mock(const std::vector<c10::IValue>& outputs, Values& values) const {
+  return access_.mock(outputs, values).result;
 }
 
 uint32_t BlobPool::add(const at::Tensor& t) {
@@ -419,6 +306,15 @@ uint32_t BlobPool::add(const at::Tensor& t) {
 void PathTrie::insert(const std::vector<record::PathStep>& steps, size_t from) {
   if (from >= steps.size()) return;
   children[steps[from]].insert(steps, from + 1);
+}
+
+void PathTrie::insertTree(const record::Value& snapshot) {
+  for (size_t i = 0; i < snapshot.items.size(); ++i) {
+    record::PathStep step = !snapshot.names.empty() ? record::PathStep::attr(snapshot.names[i])
+                            : !snapshot.keys.empty() ? record::PathStep::keyed(snapshot.keys[i])
+                                                     : record::PathStep::at(int64_t(i));
+    children[step].insertTree(snapshot.items[i]);
+  }
 }
 
 namespace {
@@ -501,8 +397,8 @@ record::Value snap(PyObject* o, const PathTrie& wanted, SnapshotContext& ctx) {
   // Attributes: only those records read.
   for (auto& [s, sub] : wanted.children) {
     if (s.kind != record::PathStep::Kind::Attr) continue;
-    PyRef key = keyFor(s);
-    PyRef a = stepOn(o, s, key.get());
+    PyRef key = PyRef::steal(PyUnicode_InternFromString(s.name.c_str()));
+    PyRef a = stepOn(o, replay::PathTree::StepKind::Attr, 0, key.get());
     if (!a) continue;
     v.names.push_back(s.name);
     v.items.push_back(snap(a.get(), sub, ctx));
@@ -563,6 +459,31 @@ void mergeGlobals(record::Value& into, const record::Value& add) {
   record::Value grafted = add;
   record::expandRefs(grafted);
   merge(into, grafted, true);
+}
+
+void removeFromSnapshot(record::Value& root, const std::vector<record::PathStep>& steps) {
+  record::Value* cur = &root;
+  for (size_t k = 0; k < steps.size(); ++k) {
+    const record::PathStep& s = steps[k];
+    auto& names = cur->names;
+    auto& keys = cur->keys;
+    size_t at = SIZE_MAX;
+    if (s.kind == record::PathStep::Kind::Attr) {
+      auto it = std::find(names.begin(), names.end(), s.name);
+      if (it != names.end()) at = size_t(it - names.begin());
+    } else if (s.kind == record::PathStep::Kind::Key) {
+      auto it = std::find(keys.begin(), keys.end(), s.key);
+      if (it != keys.end()) at = size_t(it - keys.begin());
+    }
+    if (at == SIZE_MAX) return;
+    if (k + 1 == steps.size()) {
+      cur->items.erase(cur->items.begin() + long(at));
+      if (s.kind == record::PathStep::Kind::Attr) names.erase(names.begin() + long(at));
+      else keys.erase(keys.begin() + long(at));
+      return;
+    }
+    cur = &cur->items[at];
+  }
 }
 
 }  // namespace magpy::capture

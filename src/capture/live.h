@@ -1,7 +1,6 @@
-// Records applied to live Python objects: access paths resolved with
-// getattr/getitem, guards checked, mocks applied, values snapshotted into
-// the record's value trees. This is the JIT's side of what
-// replay/{state,guards,mock} do for native state.
+// Records applied to live Python objects: the live store that access
+// paths, guards and mocks (replay/state_access.h, shared with native
+// replay) work on, and snapshots of live values into record value trees.
 #pragma once
 
 #include <ATen/core/ivalue.h>
@@ -14,6 +13,7 @@
 
 #include "capture/pyobjects.h"
 #include "magpy/record/record.h"
+#include "magpy/replay/state_access.h"
 
 namespace magpy::capture {
 
@@ -24,74 +24,82 @@ struct LiveRoots {
   std::string homeModule;
 };
 
+// Live Python objects as a store for replay/state_access.h: paths are
+// resolved with getattr/getitem (nn.Module attributes in the module's dicts
+// directly, not through Module.__getattr__ in Python), types and
+// identities compare by pointer with what the monitored run saw.
+class LiveStore {
+ public:
+  using Handle = PyRef;
+  using Expected = PyRef;  // the type or object a guard's value had when captured; may be null
+
+  // `keys`: per node of the tree resolved, its step's name or key as a
+  // Python object (LiveRecord makes them once); without, made per step.
+  explicit LiveStore(const LiveRoots& roots, const std::vector<PyRef>* keys = nullptr) : roots_(roots), keys_(keys) {}
+
+  PyRef root(const record::AccessPath& root) const;
+  PyRef step(const PyRef& parent, const replay::PathTree& tree, int node) const;
+  std::string rootMissing(const record::AccessPath&) const { return "it is not in the call's state"; }
+  std::string lacks(const PyRef& parent, const replay::PathTree& tree, int node) const;
+  size_t argCount() const { return roots_.args ? size_t(PyTuple_GET_SIZE(roots_.args)) : 0; }
+
+  bool typeIs(const PyRef& v, const record::Check& c, const PyRef& expected) const;
+  bool identityIs(const PyRef& v, const record::Check& c, const PyRef& expected) const;
+  std::optional<record::Atom> atom(const PyRef& v) const;
+  std::optional<int64_t> length(const PyRef& v) const;
+  bool keysAre(const PyRef& v, const std::vector<record::Atom>& keys) const;
+  std::optional<std::vector<record::Atom>> keys(const PyRef& v) const;
+  const at::Tensor* tensor(const PyRef& v) const { return isTensor(v.get()) ? &tensorOf(v.get()) : nullptr; }
+  bool plainTensor(const PyRef& v) const { return plainTensorType(Py_TYPE(v.get())); }
+  bool same(const PyRef& a, const PyRef& b) const { return a.get() == b.get(); }
+  std::string typeName(const PyRef& v) const { return capture::typeName(Py_TYPE(v.get())); }
+  std::string describe(const PyRef& v) const;
+
+  PyRef constant(const record::Atom& a) const { return atomObject(a); }
+  PyRef output(const c10::IValue& v) const;
+  PyRef sequence(bool tuple, std::vector<PyRef> items) const;
+  PyRef dict(const std::vector<record::Atom>& keys, std::vector<PyRef> items) const;
+  bool setAttr(const PyRef& target, const std::string& name, PyRef value) const;
+  void delAttr(const PyRef& target, const std::string& name) const;
+  void setItem(const PyRef& target, const record::Atom& key, PyRef value) const;
+  void delItem(const PyRef& target, const record::Atom& key) const;
+  void assignContents(const PyRef& target, const PyRef& value) const;
+
+  // A step's name or key as a Python object.
+  static PyRef keyOf(const replay::PathTree::Node& n);
+
+ private:
+  const LiveRoots& roots_;
+  const std::vector<PyRef>* keys_;
+};
+
 // The object at path, or null (with no Python error pending) when some
 // step does not exist.
 PyRef resolveLive(const record::AccessPath& path, const LiveRoots& roots);
 
-struct LiveMiss {
-  std::string path, expected, actual;
-};
-
-// A set of access paths compiled into a prefix tree: a call resolves each
-// shared prefix once (self.layer1 for all of layer1's parameters), and
-// nn.Module attributes are looked up in the module's dicts directly rather
-// than through Module.__getattr__ in Python.
-class LivePaths {
- public:
-  int add(const record::AccessPath& path);  // the node naming path
-
-  // The objects resolved for one call.
-  class Values {
-   public:
-    Values(const LivePaths& paths, const LiveRoots& roots);
-    PyObject* get(int node);  // borrowed; null when the path leads nowhere
-    const LiveRoots& roots() const { return roots_; }
-
-   private:
-    const LivePaths& paths_;
-    const LiveRoots& roots_;
-    std::vector<PyRef> values_;
-    std::vector<uint8_t> state_;  // 0 unresolved, 1 resolved, 2 missing
-  };
-
- private:
-  struct Node {
-    int parent = -1;       // -1: a root
-    record::AccessPath root;
-    record::PathStep step;
-    PyRef key;             // step's name or key as a Python object
-  };
-  std::vector<Node> nodes_;
-  std::map<std::pair<int, record::PathStep>, int> children_;
-  std::map<record::AccessPath, int> roots_;
-};
-
-// A record prepared for running on live objects: its guards (types and
-// identities compare by pointer with what the monitored run saw), its graph
-// inputs and its mock, all over one LivePaths.
+// A record prepared for running on live objects: its guards, graph inputs
+// and mock over one PathTree (replay::RecordAccess), with what the
+// monitored run saw for its type and identity guards.
 class LiveRecord {
  public:
+  using Values = replay::Resolution<LiveStore>;
+
   LiveRecord(const record::Record& record, std::vector<PyRef> expected, const std::vector<record::AccessPath>& inputs);
 
-  std::optional<LiveMiss> check(LivePaths::Values& v) const;
-  std::vector<c10::IValue> inputs(LivePaths::Values& v) const;  // throws Error
-  PyRef mock(const std::vector<c10::IValue>& outputs, LivePaths::Values& v) const;  // throws Error
-  const LivePaths& paths() const { return paths_; }
+  // The store for one call; Values over it resolve each path at most once.
+  LiveStore store(const LiveRoots& roots) const { return LiveStore(roots, &keys_); }
+  const replay::PathTree& tree() const { return access_.tree(); }
+
+  std::optional<replay::GuardMiss> check(Values& v) const {
+    return access_.firstMiss(v, replay::RecordAccess::Guards::All, expected_);
+  }
+  std::vector<c10::IValue> inputs(Values& v) const { return access_.inputs(v); }  // throws Error
+  PyRef mock(const std::vector<c10::IValue>& outputs, Values& v) const;  // throws Error
 
  private:
-  struct GuardStep {
-    const record::Guard* guard;
-    int node;
-    int other = -1;  // Alias: the other path's node
-    PyRef expected;
-    c10::ScalarType dtype = c10::ScalarType::Undefined;
-    bool subclassTyped = false;  // Tensor: a Type guard on the same path admits a tensor subclass
-  };
-  record::Record record_;
-  LivePaths paths_;
-  std::vector<GuardStep> guards_;
-  std::vector<int> inputs_;
-  std::map<record::AccessPath, int> mockPaths_;
+  replay::RecordAccess access_;
+  std::vector<PyRef> expected_;
+  std::vector<PyRef> keys_;
 };
 
 // Deduplicated tensor contents for a record file.
@@ -110,6 +118,7 @@ class BlobPool {
 struct PathTrie {
   std::map<record::PathStep, PathTrie> children;
   void insert(const std::vector<record::PathStep>& steps, size_t from = 0);
+  void insertTree(const record::Value& snapshot);  // every path a snapshot holds
 };
 
 // A value tree for o. `content` may supply a tensor's contents from before
@@ -123,5 +132,7 @@ record::Value snapshot(PyObject* o, const PathTrie& wanted, BlobPool& blobs, con
 void mergeSnapshot(record::Value& into, const record::Value& add);
 // The same for a module's globals, where `add` may bring globals `into` lacks.
 void mergeGlobals(record::Value& into, const record::Value& add);
+// Removes the value at `steps` below root, if the snapshot holds it.
+void removeFromSnapshot(record::Value& root, const std::vector<record::PathStep>& steps);
 
 }  // namespace magpy::capture

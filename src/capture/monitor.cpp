@@ -18,12 +18,6 @@ int traceTrampoline(PyObject*, PyFrameObject* frame, int what, PyObject* arg) {
   return tMonitor ? tMonitor->onEvent(frame, what, arg) : 0;
 }
 
-std::string utf8(PyObject* s) {
-  if (!s || !PyUnicode_Check(s)) return "";
-  const char* c = PyUnicode_AsUTF8(s);
-  return c ? c : "";
-}
-
 // Instructions during which Python code may legitimately run (special
 // methods, properties, iterators, callees). Frames that start during other
 // instructions are finalizers or weakref callbacks: not part of the program.

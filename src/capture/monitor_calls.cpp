@@ -2,7 +2,7 @@
 // annotation is applied by its annotation (its ATen operators recorded, its
 // reference edges drawn); an unannotated Python function is inlined (its
 // frame is traced); unannotated native code is dynamic (a graph break).
-#include "capture/jit.h"
+#include "capture/compiled_function.h"
 #include "capture/monitor.h"
 #include "capture/monitor_frames.h"
 
@@ -24,12 +24,6 @@ bool holdsTensor(PyObject* o, int depth) {
     found = holdsTensor(PySequence_Fast_GET_ITEM(items, k), depth + 1);
   Py_DECREF(items);
   return found;
-}
-
-std::string utf8(PyObject* s) {
-  if (!s || !PyUnicode_Check(s)) return "";
-  const char* c = PyUnicode_AsUTF8(s);
-  return c ? c : "";
 }
 
 // The element an annotated relation names, from the call's arguments.

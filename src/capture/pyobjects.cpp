@@ -185,6 +185,12 @@ std::string enumMemberName(PyObject* o) {
   return typeName(Py_TYPE(o)) + "." + str(name.get());
 }
 
+std::string utf8(PyObject* s) {
+  const char* c = s && PyUnicode_Check(s) ? PyUnicode_AsUTF8(s) : nullptr;
+  if (!c) PyErr_Clear();
+  return c ? c : "";
+}
+
 std::string typeName(PyTypeObject* t) {
   std::string module = attrString(reinterpret_cast<PyObject*>(t), "__module__");
   std::string qual = attrString(reinterpret_cast<PyObject*>(t), "__qualname__");

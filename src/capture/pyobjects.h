@@ -71,6 +71,9 @@ std::string qualifiedName(PyObject* callable);
 // notices a function redefined under the same name.
 int64_t codeHash(PyObject* function);
 
+// The text of a str object; "" for null or anything else.
+std::string utf8(PyObject* s);
+
 // str(o) without raising; "<unprintable>" on failure.
 std::string safeRepr(PyObject* o);
 

@@ -298,19 +298,6 @@ const std::vector<std::string>& Plan::optimizations() const { return impl_->appl
 
 bool Plan::changesGeometry() const { return impl_->changesGeometry; }
 
-std::vector<c10::IValue> Plan::run(const CallState& state) const { return runWith(inputsFrom(state)); }
-
-std::vector<c10::IValue> Plan::inputsFrom(const CallState& state) const {
-  std::vector<c10::IValue> inputs;
-  inputs.reserve(impl_->inputPaths.size());
-  for (auto& path : impl_->inputPaths) {
-    Value v = resolve(path, state);
-    if (v.kind != Value::Kind::Tensor) throw Error("graph input " + record::toString(path) + " is " + describe(v) + ", not a tensor");
-    inputs.emplace_back(v.tensor);
-  }
-  return inputs;
-}
-
 std::vector<c10::IValue> Plan::runWith(std::vector<c10::IValue> inputs) const {
   const Impl& p = *impl_;
   if (inputs.size() != p.inputSlots.size())

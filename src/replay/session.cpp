@@ -11,10 +11,10 @@
 
 #include "magpy/record/format.h"
 #include "magpy/record/text.h"
-#include "magpy/replay/mock.h"
 #include "magpy/replay/plan.h"
 #include "replay/cuda_graph.h"
 #include "replay/memory_budget.h"
+#include "replay/native_store.h"
 
 namespace magpy::replay {
 
@@ -28,26 +28,16 @@ NoMatchingRecord::NoMatchingRecord(const std::string& function, std::vector<Guar
 
 namespace {
 
-bool readsArguments(const record::AccessPath& p) {
-  using R = record::AccessPath::Root;
-  return p.root == R::Arg || p.root == R::Kwarg || p.root == R::Runtime;
-}
-
-// A record's guards, split by what they read: the call's arguments (checked
-// on every call) or only the session's state (checked again only after the
-// state changed, since nothing else can change it).
-struct GuardSet {
-  std::vector<record::Guard> perCall;
-  std::vector<record::Guard> onState;
+// A record's guards, inputs and mock over native state. Guards that read
+// only the session's state are checked again only after the state changed,
+// since nothing else can change it.
+struct RecordState {
+  RecordAccess access;
   uint64_t checkedAt = UINT64_MAX;
   std::optional<GuardMiss> stateMiss;
 
-  explicit GuardSet(const std::vector<record::Guard>& guards) {
-    for (auto& g : guards) {
-      bool perCallGuard = readsArguments(g.path) || (g.check.kind == record::Check::Kind::Alias && readsArguments(g.check.path));
-      (perCallGuard ? perCall : onState).push_back(g);
-    }
-  }
+  RecordState(const record::Record& r, const Plan* plan)
+      : access(r.guards, plan ? plan->inputPaths() : std::vector<record::AccessPath>{}, r.mock) {}
 };
 
 }  // namespace
@@ -69,7 +59,7 @@ struct Session::Impl {
   Globals globals;
   // plans[f][r]; null for records that cannot run natively (graph breaks)
   std::vector<std::vector<std::unique_ptr<Plan>>> plans;
-  std::vector<std::vector<GuardSet>> guards;
+  std::vector<std::vector<RecordState>> records;
   std::vector<std::vector<std::unique_ptr<CudaGraphRunner>>> cudaGraphs;  // per record, or null
   uint64_t stateVersion = 0;  // bumped whenever state may have changed
   uint64_t memoryBudget = 0;
@@ -90,18 +80,18 @@ struct Session::Impl {
     return s;
   }
 
-  std::optional<GuardMiss> missFor(size_t f, size_t r, const CallState& state) {
+  std::optional<GuardMiss> missFor(size_t f, size_t r, Resolution<NativeStore>& values) {
     const record::Record& rec = file.functions[f].records[r];
     if (!plans[f][r])
       return GuardMiss{"(record)", "no graph breaks", std::to_string(rec.breaks.size()) + " graph breaks, which need Python: " +
                                                          record::toString(rec.breaks.front())};
-    GuardSet& g = guards[f][r];
+    RecordState& g = records[f][r];
     if (g.checkedAt != stateVersion) {
-      g.stateMiss = firstFailingGuard(g.onState, state);
+      g.stateMiss = g.access.firstMiss(values, RecordAccess::Guards::OnState);
       g.checkedAt = stateVersion;
     }
     if (g.stateMiss) return g.stateMiss;
-    return firstFailingGuard(g.perCall, state);
+    return g.access.firstMiss(values, RecordAccess::Guards::PerCall);
   }
 };
 
@@ -120,7 +110,7 @@ Session::Session(record::RecordFile file, const SessionOptions& options) : impl_
   for (auto& fn : f.functions) {
     impl_->selves.push_back(materialize(fn.self, f));
     std::vector<std::unique_ptr<Plan>> plans;
-    std::vector<GuardSet> guards;
+    std::vector<RecordState> records;
     std::vector<std::unique_ptr<CudaGraphRunner>> graphs;
     for (size_t ri = 0; ri < fn.records.size(); ++ri) {
       const record::Record& r = fn.records[ri];
@@ -129,12 +119,12 @@ Session::Session(record::RecordFile file, const SessionOptions& options) : impl_
       } catch (const Error& e) {
         throw Error(fn.name + " record " + std::to_string(ri) + ": " + e.what());
       }
-      guards.emplace_back(r.guards);
+      records.emplace_back(r, plans.back().get());
       bool cudaGraph = plans.back() && impl_->device.is_cuda() && options.cudaGraphs;
       graphs.push_back(cudaGraph ? CudaGraphRunner::make(*plans.back(), r.graph) : nullptr);
     }
     impl_->plans.push_back(std::move(plans));
-    impl_->guards.push_back(std::move(guards));
+    impl_->records.push_back(std::move(records));
     impl_->cudaGraphs.push_back(std::move(graphs));
   }
   for (auto& m : f.globals) impl_->globals.modules[m.module] = materialize(m.globals, f);
@@ -179,11 +169,14 @@ CallOutcome Session::call(size_t function, std::vector<Value> args, Value kwargs
   // its tensors have no version counters, which folding and users rely on.)
   at::NoGradGuard noGrad;
   CallState state = p.stateFor(function, std::move(args), std::move(kwargs));
+  NativeStore store(state);
   std::vector<GuardMiss> misses;
   p.timing.calls++;
   for (size_t r = 0; r < p.plans[function].size(); ++r) {
+    const RecordAccess& access = p.records[function][r].access;
+    Resolution<NativeStore> values(store, access.tree());
     auto t0 = Clock::now();
-    auto miss = p.missFor(function, r, state);
+    auto miss = p.missFor(function, r, values);
     p.timing.guards += since(t0);
     if (miss) {
       misses.push_back(*miss);
@@ -195,7 +188,7 @@ CallOutcome Session::call(size_t function, std::vector<Value> args, Value kwargs
     try {
       const Plan& plan = *p.plans[function][r];
       auto& cudaGraph = p.cudaGraphs[function][r];
-      outputs = cudaGraph ? cudaGraph->run(plan.inputsFrom(state)) : plan.run(state);
+      outputs = cudaGraph ? cudaGraph->run(access.inputs(values)) : plan.runWith(access.inputs(values));
     } catch (const Error& e) {
       throw Error(p.file.functions[function].name + " record " + std::to_string(r) + ": " + e.what());
     } catch (const c10::Error& e) {
@@ -203,11 +196,10 @@ CallOutcome Session::call(size_t function, std::vector<Value> args, Value kwargs
     }
     p.timing.graph += since(t1);
     auto t2 = Clock::now();
-    const record::MockSpec& mock = p.file.functions[function].records[r].mock;
-    MockOutcome outcome = applyMock(mock, outputs, state);
+    auto mock = access.mock(outputs, values);
     p.timing.mock += since(t2);
-    if (outcome.stateChanged || p.plans[function][r]->changesGeometry()) ++p.stateVersion;
-    return {std::move(outcome.result), r};
+    if (mock.stateChanged || p.plans[function][r]->changesGeometry()) ++p.stateVersion;
+    return {std::move(*mock.result), r};
   }
   throw NoMatchingRecord(p.file.functions[function].name, std::move(misses));
 }
@@ -217,8 +209,12 @@ std::vector<std::optional<GuardMiss>> Session::explain(size_t function, const st
   Impl& p = *impl_;
   at::NoGradGuard noGrad;  // as call() checks them
   CallState state = p.stateFor(function, args, kwargs);
+  NativeStore store(state);
   std::vector<std::optional<GuardMiss>> out;
-  for (size_t r = 0; r < p.plans[function].size(); ++r) out.push_back(p.missFor(function, r, state));
+  for (size_t r = 0; r < p.plans[function].size(); ++r) {
+    Resolution<NativeStore> values(store, p.records[function][r].access.tree());
+    out.push_back(p.missFor(function, r, values));
+  }
   return out;
 }
 

@@ -22,6 +22,7 @@
 
 #include "magpy/replay/tensors.h"
 #include "magpy/support/error.h"
+#include "replay/native_store.h"
 
 namespace magpy::replay {
 
@@ -49,86 +50,7 @@ const std::map<std::string, record::Atom>& settableRuntimeStates() {
 }
 
 Value resolve(const record::AccessPath& path, const CallState& state) {
-  using Root = record::AccessPath::Root;
-  Value cur;
-  switch (path.root) {
-    case Root::Self:
-      cur = state.self;
-      break;
-    case Root::Arg:
-      if (path.index == -1) {
-        cur = Value::tuple(state.args);
-        break;
-      }
-      if (path.index < 0 || size_t(path.index) >= state.args.size())
-        throw Error(record::toString(path) + " does not exist: the call has " + std::to_string(state.args.size()) +
-                    " positional arguments");
-      cur = state.args[size_t(path.index)];
-      break;
-    case Root::Kwarg: {
-      if (path.name.empty()) {
-        cur = state.kwargs;
-        break;
-      }
-      Value* v = state.kwargs.heap->item(record::Atom::string(path.name));
-      if (!v) throw Error(record::toString(path) + " does not exist: the call has no keyword argument '" + path.name + "'");
-      cur = *v;
-      break;
-    }
-    case Root::Global:
-      cur = state.globals->of(path.name.empty() ? state.module : path.name);
-      break;
-    case Root::Runtime: {
-      auto value = runtimeState(path.name);
-      if (!value) throw Error(record::toString(path) + " does not exist: magpy knows no interpreter state of that name");
-      if (!path.steps.empty()) throw Error(record::toString(path) + ": interpreter state has no attributes or items");
-      return Value::ofAtom(*value);
-    }
-  }
-  // Messages are built only on failure: resolve() is on the per-call path.
-  auto missing = [&](size_t upto, const std::string& why) {
-    record::AccessPath walked = path;
-    walked.steps.resize(upto + 1);
-    record::AccessPath before = path;
-    before.steps.resize(upto);
-    return Error(record::toString(walked) + " does not exist: " + record::toString(before) + why);
-  };
-  for (size_t k = 0; k < path.steps.size(); ++k) {
-    const record::PathStep& step = path.steps[k];
-    switch (step.kind) {
-      case record::PathStep::Kind::Attr: {
-        if (cur.kind == Value::Kind::Tensor && step.name == "data") {
-          cur = Value::ofTensor(cur.tensor.detach());  // the same storage, outside autograd
-          break;
-        }
-        if (cur.kind != Value::Kind::Object && cur.kind != Value::Kind::Opaque)
-          throw missing(k, " is " + describe(cur) + ", which has no attributes");
-        // obj.__dict__['name']: native objects hold only instance attributes.
-        const std::string& name = record::isInstanceDictKey(path, k) ? path.steps[++k].key.s : step.name;
-        Value* v = cur.heap->attr(name);
-        if (!v) throw missing(k, " has no attribute '" + name + "'");
-        cur = Value(*v);
-        break;
-      }
-      case record::PathStep::Kind::Index: {
-        if (cur.kind != Value::Kind::List && cur.kind != Value::Kind::Tuple)
-          throw missing(k, " is " + describe(cur) + ", not a list or tuple");
-        auto& items = cur.heap->items;
-        int64_t i = step.index < 0 ? step.index + int64_t(items.size()) : step.index;
-        if (i < 0 || size_t(i) >= items.size()) throw missing(k, " has " + std::to_string(items.size()) + " elements");
-        cur = Value(items[size_t(i)]);
-        break;
-      }
-      case record::PathStep::Kind::Key: {
-        if (cur.kind != Value::Kind::Dict) throw missing(k, " is " + describe(cur) + ", not a dict");
-        Value* v = cur.heap->item(step.key);
-        if (!v) throw missing(k, " has no key " + record::toString(step.key));
-        cur = Value(*v);
-        break;
-      }
-    }
-  }
-  return cur;
+  return *resolvePath(NativeStore(state), path);
 }
 
 namespace {

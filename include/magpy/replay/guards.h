@@ -1,12 +1,8 @@
-// Guard evaluation against native state.
+// Why a record does not accept a call: its first guard that does not hold
+// (state_access.h checks guards, for live and native state alike).
 #pragma once
 
-#include <optional>
 #include <string>
-#include <vector>
-
-#include "magpy/record/guard.h"
-#include "magpy/replay/state.h"
 
 namespace magpy::replay {
 
@@ -16,8 +12,5 @@ struct GuardMiss {
   std::string actual;    // "tensor float32[4, 16] strides=[16, 1] cpu"
   std::string text() const { return path + ": expected " + expected + ", got " + actual; }
 };
-
-// The first guard that does not hold, or nothing when all hold.
-std::optional<GuardMiss> firstFailingGuard(const std::vector<record::Guard>& guards, const CallState& state);
 
 }  // namespace magpy::replay

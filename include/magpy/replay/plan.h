@@ -11,7 +11,6 @@
 
 #include "magpy/record/graph.h"
 #include "magpy/replay/passes.h"
-#include "magpy/replay/state.h"
 
 namespace magpy::replay {
 
@@ -34,15 +33,10 @@ class Plan {
   Plan(Plan&&) noexcept;
   Plan& operator=(Plan&&) noexcept;
 
-  // Runs the graph on the tensors its placeholders and get_attrs read from
-  // `state`; returns the values listed by the output node. An operator's
-  // failure is an Error naming its node and source line.
-  std::vector<c10::IValue> run(const CallState& state) const;
-
-  // The graph inputs read from `state`, in the order of inputPaths().
-  std::vector<c10::IValue> inputsFrom(const CallState& state) const;
-
-  // Runs with the graph inputs given directly, in the order of inputPaths().
+  // Runs the graph on its inputs (the tensors its placeholders and
+  // get_attrs read, in the order of inputPaths()); returns the values
+  // listed by the output node. An operator's failure is an Error naming
+  // its node and source line.
   std::vector<c10::IValue> runWith(std::vector<c10::IValue> inputs) const;
 
   // The paths of the graph inputs (placeholders and get_attrs that read

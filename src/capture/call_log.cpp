@@ -1,0 +1,129 @@
+#include "capture/call_log.h"
+
+#include <set>
+
+#include "magpy/replay/state.h"
+#include "magpy/support/hash.h"
+
+namespace magpy::capture {
+namespace {
+
+// A container changed in place (list.append, dict item set, a hook
+// registered) keeps its identity; its elements tell.
+uint64_t shallowHash(PyObject* c) {
+  Hasher h;
+  auto element = [&](PyObject* e) {
+    if (auto a = atomOf(e)) h.text(record::toString(*a));
+    else h.u64(reinterpret_cast<uintptr_t>(e));
+  };
+  if (PyDict_Check(c)) {
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(c, &pos, &k, &v)) {
+      element(k);
+      element(v);
+    }
+  } else {
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(c); ++i) element(PySequence_Fast_GET_ITEM(c, i));
+  }
+  return h.u64(uint64_t(PyObject_Length(c))).digest();
+}
+
+}  // namespace
+
+CallLog::CallLog(BlobPool& blobs)
+    : blobs_(blobs), runtimeLogged_(replay::settableRuntimeStates().begin(), replay::settableRuntimeStates().end()) {}
+
+// Module-rooted paths are shared: they belong to no unit (-1) and name
+// their module explicitly.
+CallLog::StateKey CallLog::stateKey(const Units& units, size_t u, record::AccessPath p) {
+  if (p.root != record::AccessPath::Root::Global) return {int(u), p};
+  if (p.name.empty()) p.name = units[u]->shape.homeModule;
+  return {-1, p};
+}
+
+CallLog::Seen CallLog::observe(const record::AccessPath& path, const LiveRoots& roots) {
+  Seen s;
+  PyRef v = resolveLive(path, roots);
+  if (!v) return s;
+  s.exists = true;
+  if (auto a = atomOf(v.get())) {
+    s.atom = *a;
+  } else {
+    s.object = v.get();
+    if (isTensor(v.get())) s.version = int64_t(tensorOf(v.get()).unsafeGetTensorImpl()->version_counter().current_version());
+    if (PyTuple_Check(v.get()) || PyList_Check(v.get()) || PyDict_Check(v.get())) s.contents = shallowHash(v.get());
+  }
+  return s;
+}
+
+std::vector<record::StateUpdate> CallLog::changesBefore(const Units& units, size_t compiled, size_t u) {
+  std::vector<record::StateUpdate> out;
+  std::set<StateKey> seen;
+  for (size_t w = 0; w < compiled; ++w) {
+    const Unit& fn = *units[w];
+    LiveRoots roots{fn.shape.self, nullptr, nullptr, fn.shape.homeModule};
+    for (auto& path : fn.statePaths) {
+      if (w != u && path.root != record::AccessPath::Root::Global) continue;
+      auto key = stateKey(units, w, path);
+      auto it = lastExit_.find(key);
+      if (!seen.insert(key).second || it == lastExit_.end() || observe(key.second, roots) == it->second) continue;
+      PyRef v = resolveLive(key.second, roots);
+      if (!v) continue;  // removed: the record's guards will notice
+      record::StateUpdate upd;
+      upd.function = key.first;
+      upd.path = key.second;
+      PathTrie below;
+      for (auto& other : fn.statePaths)
+        if (path.isPrefixOf(other) && other.steps.size() > path.steps.size())
+          below.insert(std::vector<record::PathStep>(other.steps.begin() + long(path.steps.size()), other.steps.end()));
+      upd.value = snapshot(v.get(), below, blobs_);
+      out.push_back(std::move(upd));
+    }
+  }
+  // Interpreter state is the process's, not a function's: logged when it
+  // differs from what replay would have after the calls logged so far.
+  for (auto& [name, logged] : runtimeLogged_) {
+    auto now = replay::runtimeState(name);
+    if (!now || *now == logged) continue;
+    record::StateUpdate upd;
+    upd.path = record::AccessPath::runtime(name);
+    upd.value.atom = logged = *now;
+    out.push_back(std::move(upd));
+  }
+  return out;
+}
+
+void CallLog::noteExit(const Units& units, size_t compiled) {
+  for (size_t u = 0; u < compiled; ++u) {
+    LiveRoots roots{units[u]->shape.self, nullptr, nullptr, units[u]->shape.homeModule};
+    for (auto& path : units[u]->statePaths) {
+      auto key = stateKey(units, u, path);
+      lastExit_[key] = observe(key.second, roots);
+    }
+  }
+}
+
+record::Value CallLog::snapshotArgs(const Unit& fn, PyObject* args, PyObject* kwargs, record::Value* kwOut) {
+  std::map<size_t, PathTrie> argPaths;
+  std::map<std::string, PathTrie> kwPaths;
+  for (auto& e : fn.entries) {
+    for (auto& [i, t] : e.args) argPaths[i] = t;
+    for (auto& [k, t] : e.kwargs) kwPaths[k] = t;
+  }
+  // One tree for the arguments, so that f(x, x) keeps its aliasing.
+  PathTrie argTrie;
+  for (auto& [i, t] : argPaths) argTrie.children[record::PathStep::at(int64_t(i))] = t;
+  record::Value a = snapshot(args, argTrie, blobs_);
+  a.type.clear();
+  *kwOut = record::Value();
+  kwOut->kind = record::Value::Kind::Dict;
+  if (kwargs) {
+    PathTrie kwTrie;
+    for (auto& [k, t] : kwPaths) kwTrie.children[record::PathStep::keyed(record::Atom::string(k))] = t;
+    *kwOut = snapshot(kwargs, kwTrie, blobs_);
+  }
+  return a;
+}
+
+}  // namespace magpy::capture

@@ -1,0 +1,60 @@
+// The call log: what native replay needs to repeat the script's calls of
+// compiled functions: each logged call's arguments, the random generator's
+// state, its result, and the state changes the script made since the
+// previous logged call (so that replay sees them before the call).
+#pragma once
+
+#include <Python.h>
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "capture/units.h"
+#include "magpy/record/record.h"
+
+namespace magpy::capture {
+
+class CallLog {
+ public:
+  explicit CallLog(BlobPool& blobs);
+
+  std::vector<record::LoggedCall> calls;
+
+  // What changed since the calls logged so far: unit u's own state, and
+  // every module global any compiled unit reads (replay shares them all),
+  // and interpreter state replay can set.
+  std::vector<record::StateUpdate> changesBefore(const Units& units, size_t compiled, size_t u);
+  // Remembers the state as a logged call leaves it.
+  void noteExit(const Units& units, size_t compiled);
+  // A call's arguments along the paths the unit's records read; keyword
+  // arguments go to *kwOut.
+  record::Value snapshotArgs(const Unit& fn, PyObject* args, PyObject* kwargs, record::Value* kwOut);
+
+ private:
+  // What a state path held when the last logged call returned; a
+  // difference at the next call's entry is a change the script made.
+  struct Seen {
+    bool exists = false;
+    PyObject* object = nullptr;  // identity (not owned: compared, never used)
+    int64_t version = -1;        // tensors: the in-place version counter
+    uint64_t contents = 0;       // containers: their elements, shallowly
+    record::Atom atom;
+    bool operator==(const Seen& o) const {
+      return exists == o.exists && object == o.object && version == o.version && contents == o.contents && atom == o.atom;
+    }
+  };
+  using StateKey = std::pair<int, record::AccessPath>;  // (unit, path); -1 for module-rooted paths
+
+  static StateKey stateKey(const Units& units, size_t u, record::AccessPath p);
+  static Seen observe(const record::AccessPath& path, const LiveRoots& roots);
+
+  BlobPool& blobs_;
+  std::map<StateKey, Seen> lastExit_;
+  // Interpreter state replay can set, as replay would have it after the
+  // calls logged so far (it starts from a fresh process's).
+  std::map<std::string, record::Atom> runtimeLogged_;
+};
+
+}  // namespace magpy::capture

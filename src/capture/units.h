@@ -1,0 +1,62 @@
+// The JIT's units: each function given to magpy.compile, and each segment
+// (a Python function called by one running as Python past a graph break),
+// with the records it has in use. Dispatch (jit.cpp), the call log
+// (call_log.*) and segments (segments.*) all work on them.
+#pragma once
+
+#include <Python.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "capture/live.h"
+#include "capture/monitor.h"
+#include "magpy/record/record.h"
+#include "magpy/replay/plan.h"
+
+namespace magpy::capture {
+
+// A record in use: its guards on live objects, and its graph's plan (none
+// for a record with graph breaks, which runs as Python).
+struct Entry {
+  record::Record record;
+  std::unique_ptr<LiveRecord> live;
+  std::unique_ptr<replay::Plan> plan;
+  std::map<size_t, PathTrie> args;        // what the record reads below each argument
+  std::map<std::string, PathTrie> kwargs;
+};
+
+struct Unit {
+  std::string name;
+  PyRef target;
+  CallSpec shape;            // self, function, selfIsFirstArg, homeModule
+  size_t parent = SIZE_MAX;  // segments: the compiled function they serve
+  std::vector<Entry> entries;
+  record::Value self;        // the state its records read, as first read
+  bool haveSelf = false;
+  std::set<record::AccessPath> statePaths;   // self- and module-rooted paths its records read
+  std::set<record::AccessPath> absentPaths;  // of those, the ones first read as absent
+  size_t calls = 0, hits = 0, monitored = 0, eager = 0;
+  // Where the time goes (seconds, summed over calls): the paper's Figure 16.
+  double guardTime = 0, graphTime = 0, mockTime = 0, monitorTime = 0, buildTime = 0;
+};
+
+// Units given to magpy.compile come first, in the order compiled; segments follow.
+using Units = std::vector<std::unique_ptr<Unit>>;
+
+// How to run one call of a unit.
+struct Invocation {
+  LiveRoots roots;
+  std::function<PyObject*()> run;       // as Python, once
+  std::function<PyObject*()> runEager;  // as Python, its calls compiled as segments
+};
+
+// Above zero while a monitored run is under way on this thread: compiled
+// functions and segments called inside it are plain code being traced.
+int& monitoringDepth();
+
+}  // namespace magpy::capture

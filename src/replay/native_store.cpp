@@ -1,0 +1,174 @@
+#include "replay/native_store.h"
+
+#include "magpy/replay/mock.h"
+
+namespace magpy::replay {
+namespace {
+
+bool hasAttributes(const Value& v) { return v.kind == Value::Kind::Object || v.kind == Value::Kind::Opaque; }
+bool isSequence(const Value& v) { return v.kind == Value::Kind::List || v.kind == Value::Kind::Tuple; }
+
+// items[i], counting from the end for negative i; null when out of range.
+Value* itemAt(std::vector<Value>& items, int64_t i) {
+  if (i < 0) i += int64_t(items.size());
+  return i >= 0 && size_t(i) < items.size() ? &items[size_t(i)] : nullptr;
+}
+
+std::vector<Value> unwrap(std::vector<NativeStore::Handle> items) {
+  std::vector<Value> out;
+  out.reserve(items.size());
+  for (auto& item : items) out.push_back(std::move(*item));
+  return out;
+}
+
+}  // namespace
+
+NativeStore::Handle NativeStore::root(const record::AccessPath& root) const {
+  using Root = record::AccessPath::Root;
+  switch (root.root) {
+    case Root::Self:
+      return state_.self;
+    case Root::Arg:
+      if (root.index == -1) return Value::tuple(state_.args);
+      if (root.index < 0 || size_t(root.index) >= state_.args.size()) return std::nullopt;
+      return state_.args[size_t(root.index)];
+    case Root::Kwarg: {
+      if (root.name.empty()) return state_.kwargs;
+      Value* v = state_.kwargs.heap->item(record::Atom::string(root.name));
+      return v ? Handle(*v) : std::nullopt;
+    }
+    case Root::Global:
+      return state_.globals->of(root.name.empty() ? state_.module : root.name);
+    case Root::Runtime: {
+      auto value = runtimeState(root.name);
+      return value ? Handle(Value::ofAtom(*value)) : std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+
+std::string NativeStore::rootMissing(const record::AccessPath& root) const {
+  switch (root.root) {
+    case record::AccessPath::Root::Arg:
+      return "the call has " + std::to_string(state_.args.size()) + " positional arguments";
+    case record::AccessPath::Root::Kwarg:
+      return "the call has no keyword argument '" + root.name + "'";
+    case record::AccessPath::Root::Runtime:
+      return "magpy knows no interpreter state of that name";
+    default:
+      return "it is not in the state";
+  }
+}
+
+NativeStore::Handle NativeStore::step(const Handle& parent, const PathTree& tree, int node) const {
+  const PathTree::Node& n = tree.node(node);
+  const Value& p = *parent;
+  switch (n.kind) {
+    case PathTree::StepKind::Attr:
+      if (p.kind == Value::Kind::Tensor && n.step.name == "data")
+        return Value::ofTensor(p.tensor.detach());  // the same storage, outside autograd
+      [[fallthrough]];
+    case PathTree::StepKind::InstanceAttr:  // native objects hold only instance attributes
+      if (!hasAttributes(p)) return std::nullopt;
+      if (Value* v = p.heap->attr(n.step.name)) return *v;
+      return std::nullopt;
+    case PathTree::StepKind::Index:
+      if (!isSequence(p)) return std::nullopt;
+      if (Value* v = itemAt(p.heap->items, n.step.index)) return *v;
+      return std::nullopt;
+    case PathTree::StepKind::Key:
+      if (p.kind != Value::Kind::Dict) return std::nullopt;
+      if (Value* v = p.heap->item(n.step.key)) return *v;
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+std::string NativeStore::lacks(const Handle& parent, const PathTree& tree, int node) const {
+  const PathTree::Node& n = tree.node(node);
+  const Value& p = *parent;
+  switch (n.kind) {
+    case PathTree::StepKind::Attr:
+    case PathTree::StepKind::InstanceAttr:
+      if (!hasAttributes(p)) return " is " + replay::describe(p) + ", which has no attributes";
+      return " has no attribute '" + n.step.name + "'";
+    case PathTree::StepKind::Index:
+      if (!isSequence(p)) return " is " + replay::describe(p) + ", not a list or tuple";
+      return " has " + std::to_string(p.heap->items.size()) + " elements";
+    case PathTree::StepKind::Key:
+      if (p.kind != Value::Kind::Dict) return " is " + replay::describe(p) + ", not a dict";
+      return " has no key " + record::toString(n.step.key);
+  }
+  return " lacks it";
+}
+
+std::optional<record::Atom> NativeStore::atom(const Handle& v) const {
+  if (v->kind == Value::Kind::Atom) return v->atom;
+  return std::nullopt;
+}
+
+std::optional<int64_t> NativeStore::length(const Handle& v) const {
+  if (isSequence(*v) || v->kind == Value::Kind::Dict) return int64_t(v->heap->items.size());
+  return std::nullopt;
+}
+
+std::optional<std::vector<record::Atom>> NativeStore::keys(const Handle& v) const {
+  if (v->kind == Value::Kind::Dict) return v->heap->keys;
+  return std::nullopt;
+}
+
+NativeStore::Handle NativeStore::output(const c10::IValue& v) const { return valueOf(v); }
+
+NativeStore::Handle NativeStore::sequence(bool tuple, std::vector<Handle> items) const {
+  return tuple ? Value::tuple(unwrap(std::move(items))) : Value::list(unwrap(std::move(items)));
+}
+
+NativeStore::Handle NativeStore::dict(const std::vector<record::Atom>& keys, std::vector<Handle> items) const {
+  return Value::dict(keys, unwrap(std::move(items)));
+}
+
+namespace {
+
+void require(bool ok, const Value& target, const char* what) {
+  if (!ok) throw Error("the target is " + describe(target) + ", not " + what);
+}
+
+}  // namespace
+
+bool NativeStore::setAttr(const Handle& target, const std::string& name, Handle value) const {
+  require(hasAttributes(*target), *target, "an object");
+  const Value* was = target->heap->attr(name);
+  if (was && was->sameAs(*value)) return false;
+  target->heap->setAttr(name, std::move(*value));
+  return true;
+}
+
+void NativeStore::delAttr(const Handle& target, const std::string& name) const {
+  require(target->kind == Value::Kind::Object, *target, "an object");
+  target->heap->delAttr(name);
+}
+
+void NativeStore::setItem(const Handle& target, const record::Atom& key, Handle value) const {
+  if (target->kind == Value::Kind::List) {
+    Value* item = key.kind == record::Atom::Kind::Int ? itemAt(target->heap->items, key.i) : nullptr;
+    if (!item) throw Error("index " + record::toString(key) + " is out of range");
+    *item = std::move(*value);
+    return;
+  }
+  require(target->kind == Value::Kind::Dict, *target, "a list or dict");
+  target->heap->setItem(key, std::move(*value));
+}
+
+void NativeStore::delItem(const Handle& target, const record::Atom& key) const {
+  require(target->kind == Value::Kind::Dict, *target, "a dict");
+  target->heap->delItem(key);
+}
+
+void NativeStore::assignContents(const Handle& target, const Handle& value) const {
+  require(target->kind == value->kind && (target->kind == Value::Kind::List || target->kind == Value::Kind::Dict),
+          *target, "a list or dict of the assigned kind");
+  target->heap->items = value->heap->items;
+  target->heap->keys = value->heap->keys;
+}
+
+}  // namespace magpy::replay

@@ -1,0 +1,101 @@
+#include "magpy/replay/state_access.h"
+
+#include <algorithm>
+#include <tuple>
+
+namespace magpy::replay {
+
+int PathTree::add(const record::AccessPath& path) {
+  record::AccessPath root = path;
+  root.steps.clear();
+  auto [at, fresh] = roots_.emplace(root, int(nodes_.size()));
+  if (fresh) nodes_.push_back({-1, root, StepKind::Attr, {}});
+  int node = at->second;
+  for (size_t k = 0; k < path.steps.size(); ++k) {
+    StepKind kind = StepKind(0);
+    record::PathStep step = path.steps[k];
+    if (record::isInstanceDictKey(path, k)) {
+      kind = StepKind::InstanceAttr;
+      step = record::PathStep::attr(path.steps[++k].key.s);
+    } else {
+      switch (step.kind) {
+        case record::PathStep::Kind::Attr: kind = StepKind::Attr; break;
+        case record::PathStep::Kind::Index: kind = StepKind::Index; break;
+        case record::PathStep::Kind::Key: kind = StepKind::Key; break;
+      }
+    }
+    auto [child, added] = children_.emplace(std::make_tuple(node, kind, step), int(nodes_.size()));
+    if (added) nodes_.push_back({node, {}, kind, std::move(step)});
+    node = child->second;
+  }
+  return node;
+}
+
+record::AccessPath PathTree::pathOf(int node) const {
+  std::vector<const Node*> chain;
+  for (int n = node; n >= 0; n = nodes_[size_t(n)].parent) chain.push_back(&nodes_[size_t(n)]);
+  record::AccessPath path = chain.back()->root;
+  for (auto it = chain.rbegin() + 1; it != chain.rend(); ++it) {
+    if ((*it)->kind == StepKind::InstanceAttr) {
+      path.steps.push_back(record::PathStep::attr("__dict__"));
+      path.steps.push_back(record::PathStep::keyed(record::Atom::string((*it)->step.name)));
+    } else {
+      path.steps.push_back((*it)->step);
+    }
+  }
+  return path;
+}
+
+namespace {
+
+// Guards on what a call brings (its arguments, the interpreter's state)
+// are checked on every call; the others only after the state changed.
+bool readsCall(const record::AccessPath& p) {
+  using R = record::AccessPath::Root;
+  return p.root == R::Arg || p.root == R::Kwarg || p.root == R::Runtime;
+}
+
+}  // namespace
+
+RecordAccess::RecordAccess(const std::vector<record::Guard>& guards, const std::vector<record::AccessPath>& inputs,
+                           const record::MockSpec& mock)
+    : mock_(mock) {
+  using K = record::Check::Kind;
+  for (auto& g : guards) {
+    GuardStep gs;
+    gs.guard = g;
+    gs.node = tree_.add(g.path);
+    gs.perCall = readsCall(g.path) || (g.check.kind == K::Alias && readsCall(g.check.path));
+    gs.argCount = g.check.kind == K::Length && g.path == record::AccessPath::allArgs();
+    if (g.check.kind == K::Alias) gs.other = tree_.add(g.check.path);
+    if (g.check.kind == K::Tensor) {
+      gs.dtype = dtypeFromName(g.check.meta.dtype);
+      gs.subclassTyped = std::any_of(guards.begin(), guards.end(),
+                                     [&](const record::Guard& o) { return o.check.kind == K::Type && o.path == g.path; });
+    }
+    guards_.push_back(std::move(gs));
+  }
+  for (auto& p : inputs) inputs_.push_back(tree_.add(p));
+  addMockReads(mock_.result);
+  for (auto& e : mock_.effects) {
+    mockReads_.push_back(tree_.add(e.target));
+    addMockReads(e.value);
+  }
+}
+
+void RecordAccess::addMockReads(const record::ValueExpr& e) {
+  if (e.kind == record::ValueExpr::Kind::Read) mockReads_.push_back(tree_.add(e.path));
+  for (auto& item : e.items) addMockReads(item);
+}
+
+bool tensorMatches(const at::Tensor& t, const record::TensorMeta& m, c10::ScalarType dtype) {
+  auto sizes = t.sizes();
+  auto strides = t.strides();
+  return t.scalar_type() == dtype && t.requires_grad() == m.requires_grad && sizes.size() == m.shape.size() &&
+         strides.size() == m.strides.size() &&
+         std::equal(sizes.begin(), sizes.end(), m.shape.begin()) &&
+         std::equal(strides.begin(), strides.end(), m.strides.begin()) &&
+         (t.is_cpu() ? m.device == "cpu" : deviceName(t.device()) == m.device);
+}
+
+}  // namespace magpy::replay
