@@ -81,7 +81,7 @@ PyRef moduleAttr(PyObject* obj, PyObject* name) {
   PyObject* dict = dictPtr ? *dictPtr : nullptr;
   if (!dict) return PyRef();
   if (PyObject* v = PyDict_GetItemWithError(dict, name)) return PyRef::borrow(v);
-  for (const char* holder : {"_parameters", "_buffers", "_modules"}) {
+  for (const char* holder : record::kModuleDicts) {
     PyObject* d = PyDict_GetItemString(dict, holder);
     if (d && PyDict_Check(d))
       if (PyObject* v = PyDict_GetItemWithError(d, name)) return PyRef::borrow(v);

@@ -222,6 +222,10 @@ bool isRuntimeState(const std::string& name) {
          name == "inference_mode";
 }
 
+bool isModuleDict(const std::string& attr) {
+  return attr == kModuleParameters || attr == kModuleBuffers || attr == kModuleSubmodules;
+}
+
 bool isInstanceDictKey(const AccessPath& p, size_t k) {
   return k + 1 < p.steps.size() && p.steps[k].kind == PathStep::Kind::Attr && p.steps[k].name == "__dict__" &&
          p.steps[k + 1].kind == PathStep::Kind::Key && p.steps[k + 1].key.kind == Atom::Kind::Str;

@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 
+#include "magpy/record/path.h"
 #include "magpy/replay/tensors.h"
 #include "magpy/support/error.h"
 #include "magpy/support/strings.h"
@@ -400,8 +401,8 @@ Value* stateTensor(Value& self, const std::string& key) {
   Value* cur = &self;
   size_t start = 0;
   for (size_t dot = key.find('.'); cur && dot != std::string::npos; start = dot + 1, dot = key.find('.', start))
-    cur = attrOrItem(*cur, key.substr(start, dot - start), {"_modules"});
-  Value* t = cur ? attrOrItem(*cur, key.substr(start), {"_parameters", "_buffers"}) : nullptr;
+    cur = attrOrItem(*cur, key.substr(start, dot - start), {record::kModuleSubmodules});
+  Value* t = cur ? attrOrItem(*cur, key.substr(start), {record::kModuleParameters, record::kModuleBuffers}) : nullptr;
   return t && t->kind == Value::Kind::Tensor ? t : nullptr;
 }
 
@@ -414,7 +415,7 @@ void eachModule(Value& v, const std::string& prefix, std::set<const HeapObject*>
   for (size_t k = 0; k < v.heap->names.size(); ++k) {
     const std::string& name = v.heap->names[k];
     Value& child = v.heap->items[k];
-    if (name == "_modules" && child.kind == Value::Kind::Dict) {
+    if (name == record::kModuleSubmodules && child.kind == Value::Kind::Dict) {
       for (size_t m = 0; m < child.heap->keys.size(); ++m)
         eachModule(child.heap->items[m], prefix + child.heap->keys[m].s + ".", seen, visit);
     } else if (name.empty() || name[0] != '_') {
@@ -458,7 +459,7 @@ StateLoadReport loadStateInto(Value& self, const StateDict& dict, bool partial) 
   };
   eachModule(self, "", seen, [&](Value& module, const std::string& prefix) {
     for (size_t k = 0; k < module.heap->names.size(); ++k) missing(prefix + module.heap->names[k], module.heap->items[k]);
-    Value* params = module.heap->attr("_parameters");
+    Value* params = module.heap->attr(record::kModuleParameters);
     if (params && params->kind == Value::Kind::Dict)
       for (size_t k = 0; k < params->heap->keys.size(); ++k) missing(prefix + params->heap->keys[k].s, params->heap->items[k]);
   });

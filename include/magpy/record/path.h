@@ -81,6 +81,15 @@ bool isInstanceDictKey(const AccessPath& p, size_t k);
 // The path with each `.__dict__['name']` written as `.name`: for state
 // that, like replay's, holds only instance attributes.
 AccessPath withInstanceAttributes(AccessPath p);
+// torch.nn.Module keeps parameters, buffers and submodules in three dicts
+// of the instance, where Module.__getattr__ finds them: the path
+// `self.fc._parameters['weight']` reads what `self.fc.weight` reads.
+inline constexpr const char* kModuleParameters = "_parameters";
+inline constexpr const char* kModuleBuffers = "_buffers";
+inline constexpr const char* kModuleSubmodules = "_modules";
+inline constexpr const char* kModuleDicts[] = {kModuleParameters, kModuleBuffers, kModuleSubmodules};
+bool isModuleDict(const std::string& attr);  // one of kModuleDicts
+
 // Inverse of toString; throws Error naming the offending character.
 AccessPath parsePath(const std::string& text);
 
