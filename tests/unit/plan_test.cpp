@@ -37,6 +37,7 @@ TEST(Plan, UnpacksListResults) {
   split.overload = "Tensor";
   split.args = {Arg::node(0), Arg::integer(2), Arg::integer(0)};
   split.outputs = {sample::meta({2}, {1}), sample::meta({2}, {1})};
+  split.where = "model.py:3";
   Node second;
   second.name = "getitem";
   second.target = "getitem";
@@ -49,7 +50,36 @@ TEST(Plan, UnpacksListResults) {
   at::Tensor t = at::randn({4});
   auto result = plan.runWith({t});
   EXPECT_TRUE(at::allclose(result[0].toTensor(), t.split(2)[1]));
-  EXPECT_THROW(plan.runWith({at::randn({6})}), Error);  // three pieces where the record saw two
+  try {
+    plan.runWith({at::randn({6})});  // three pieces where the record saw two
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "while running %split (model.py:3): aten::split.Tensor returned 3 tensors, the record expects 2");
+  }
+}
+
+TEST(Plan, RunErrorsNameTheNodeAndItsSourceLine) {
+  Graph g;
+  Node x;
+  x.kind = NodeKind::Placeholder;
+  x.name = x.target = "x";
+  x.source = AccessPath::arg(0);
+  Node mm;
+  mm.name = "mm";
+  mm.target = "aten::mm";
+  mm.args = {Arg::node(0), Arg::node(0)};
+  mm.where = "model.py:41";
+  Node out;
+  out.kind = NodeKind::Output;
+  out.args = {Arg::node(1)};
+  g.nodes = {x, mm, out};
+  replay::Plan plan(g, {});
+  try {
+    plan.runWith({at::randn({2, 3})});  // (2x3) @ (2x3) does not multiply
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("while running %mm (model.py:41): ", 0), 0u) << e.what();
+  }
 }
 
 TEST(Plan, UnknownOperatorsAreClearErrors) {
