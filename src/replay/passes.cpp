@@ -255,9 +255,9 @@ StorageUse storageUse(const record::Graph& g, const std::vector<std::set<size_t>
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     if (n.kind == NodeKind::Output)
-      for (auto& a : n.args)
-        if (a.kind == Arg::Kind::Node)
-          for (size_t r : roots[size_t(a.i)]) use.escapes[r] = true;
+      forEachNodeArg(n, [&](int64_t j) {
+        for (size_t r : roots[size_t(j)]) use.escapes[r] = true;
+      });
     if (!n.isOp() || !writesArguments(n)) continue;
     const c10::FunctionSchema* s = schemaOf(n);
     for (size_t a = 0; a < n.args.size(); ++a) {

@@ -59,26 +59,13 @@ TEST(Plan, UnpacksListResults) {
 }
 
 TEST(Plan, RunErrorsNameTheNodeAndItsSourceLine) {
-  Graph g;
-  Node x;
-  x.kind = NodeKind::Placeholder;
-  x.name = x.target = "x";
-  x.source = AccessPath::arg(0);
-  Node mm;
-  mm.name = "mm";
-  mm.target = "aten::mm";
-  mm.args = {Arg::node(0), Arg::node(0)};
-  mm.where = "model.py:41";
-  Node out;
-  out.kind = NodeKind::Output;
-  out.args = {Arg::node(1)};
-  g.nodes = {x, mm, out};
-  replay::Plan plan(g, {});
+  RecordFile f = sample::sampleFile();
+  replay::Plan plan(f.functions[0].records[0].graph, f.blobs);
   try {
-    plan.runWith({at::randn({2, 3})});  // (2x3) @ (2x3) does not multiply
+    plan.runWith({at::randn({3}), at::randn({2})});  // x * w with sizes that do not broadcast
     FAIL();
   } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()).rfind("while running %mm (model.py:41): ", 0), 0u) << e.what();
+    EXPECT_EQ(std::string(e.what()).rfind("while running %mul (sample.py:7): ", 0), 0u) << e.what();
   }
 }
 
