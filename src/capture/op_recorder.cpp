@@ -152,14 +152,6 @@ bool OpRecorder::hasDataDependentShape(const at::Tensor& t) const {
   return dataDependentShape_.count(t.unsafeGetTensorImpl()) > 0;
 }
 
-
-std::string OpRecorder::uniqueName(const std::string& base) {
-  int& n = names_[base];
-  std::string name = n == 0 ? base : base + "_" + std::to_string(n);
-  ++n;
-  return name;
-}
-
 int OpRecorder::bind(const at::Tensor& t, int node) {
   values_[t.unsafeGetTensorImpl()] = node;
   std::string key = viewKey(t);
@@ -171,7 +163,7 @@ int OpRecorder::bind(const at::Tensor& t, int node) {
 int OpRecorder::addInput(const at::Tensor& t, std::string name) {
   record::Node n;
   n.kind = record::NodeKind::Placeholder;  // the monitor decides placeholder vs get_attr from the path
-  n.name = uniqueName(name);
+  n.name = names_.create(name);
   n.target = n.name;
   n.outputs.push_back(replay::metaOf(t));
   graph_.nodes.push_back(std::move(n));
@@ -181,7 +173,7 @@ int OpRecorder::addInput(const at::Tensor& t, std::string name) {
 int OpRecorder::addConstant(const at::Tensor& t, int64_t blob) {
   record::Node n;
   n.kind = record::NodeKind::GetAttr;
-  n.name = uniqueName("_tensor_constant");
+  n.name = names_.create("_tensor_constant");
   n.target = n.name;
   n.blob = blob;
   n.outputs.push_back(replay::metaOf(t));
@@ -385,7 +377,7 @@ void OpRecorder::onOperator(const std::string& name, const std::string& overload
   for (auto& t : results) n.outputs.push_back(replay::metaOf(t));
 
   std::string base = name.substr(name.find("::") == std::string::npos ? 0 : name.find("::") + 2);
-  n.name = uniqueName(base);
+  n.name = names_.create(base);
   graph_.nodes.push_back(std::move(n));
   int node = int(graph_.nodes.size() - 1);
   bool single = outputs.size() == 1 && outputs[0].isTensor();
@@ -395,7 +387,7 @@ void OpRecorder::onOperator(const std::string& name, const std::string& overload
       record::Node get;
       get.kind = record::NodeKind::CallFunction;
       get.target = "getitem";
-      get.name = uniqueName("getitem");
+      get.name = names_.create("getitem");
       get.args = {record::Arg::node(node), record::Arg::integer(int64_t(r))};
       get.outputs.push_back(replay::metaOf(results[r]));
       get.where = where_;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "magpy/record/graph.h"
+#include "magpy/record/graph_utils.h"
 
 namespace magpy::capture {
 
@@ -64,7 +65,6 @@ class OpRecorder {
   bool enabled() const { return enabled_; }
 
  private:
-  std::string uniqueName(const std::string& base);
   int bind(const at::Tensor& t, int node);
   bool argFor(const c10::IValue& v, const c10::Argument& param, record::Arg& out, const std::string& op);
   static bool writesArgument(const std::string& name, const c10::FunctionSchema& schema, size_t i,
@@ -82,7 +82,7 @@ class OpRecorder {
   std::map<std::string, int> byView_;  // storage + view metadata -> latest value
   std::vector<at::Tensor> keepAlive_;  // so TensorImpl addresses are not reused during the run
   std::unordered_set<c10::TensorImpl*> dataDependentShape_;
-  std::unordered_map<std::string, int> names_;
+  record::Namespace names_;  // of the nodes in graph_
   uint64_t callbackHandle_ = 0;
 };
 

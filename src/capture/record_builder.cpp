@@ -1,10 +1,10 @@
 #include "capture/record_builder.h"
 
-#include <cctype>
 #include <deque>
 #include <map>
 #include <set>
 
+#include "magpy/record/graph_utils.h"
 #include "magpy/replay/passes.h"
 #include "magpy/replay/tensors.h"
 #include "magpy/support/error.h"
@@ -376,19 +376,11 @@ class Builder {
   // Inputs are named after what they read, as torch.fx names them:
   // args[0] -> arg0, self.fc1.weight -> fc1_weight.
   static void nameInputs(record::Graph& graph) {
-    std::set<std::string> taken;
+    record::Namespace names;
     for (auto& n : graph.nodes)
-      if (n.kind != record::NodeKind::Placeholder && n.kind != record::NodeKind::GetAttr) taken.insert(n.name);
-    for (auto& n : graph.nodes) {
-      if (n.kind != record::NodeKind::Placeholder && n.kind != record::NodeKind::GetAttr) continue;
-      std::string base;
-      for (char c : n.target) base += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-      if (base.empty() || std::isdigit(static_cast<unsigned char>(base[0]))) base = "_" + base;
-      std::string name = base;
-      for (int k = 1; taken.count(name); ++k) name = base + "_" + std::to_string(k);
-      taken.insert(name);
-      n.name = name;
-    }
+      if (!n.isInput()) names.reserve(n.name);  // operators keep the names capture gave them
+    for (auto& n : graph.nodes)
+      if (n.isInput()) n.name = names.create(n.target);
   }
 
   // The entry state the run read, from the version-0 view of the RefGraph

@@ -6,13 +6,12 @@
 #include <ATen/ops/zeros.h>
 #include <c10/core/GradMode.h>
 
-#include <cctype>
 #include <filesystem>
 #include <map>
-#include <set>
 #include <sstream>
 
 #include "magpy/record/format.h"
+#include "magpy/record/graph_utils.h"
 #include "magpy/record/text.h"
 #include "magpy/replay/passes.h"
 #include "magpy/replay/plan.h"
@@ -27,23 +26,13 @@ namespace magpy::interop {
 namespace {
 
 using record::Arg;
+using record::isIdentifier;
 using record::Node;
 using record::NodeKind;
 
 std::string pyFloat(double f) {
   std::string s = formatDouble(f);
   return s == "nan" || s == "inf" || s == "-inf" ? "float(\"" + s + "\")" : s;
-}
-
-bool isIdentifier(const std::string& s) {
-  static const std::set<std::string> keywords = {
-      "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue", "def", "del",
-      "elif", "else", "except", "finally", "for", "from", "global", "if", "import", "in", "is", "lambda", "nonlocal",
-      "not", "or", "pass", "raise", "return", "try", "while", "with", "yield"};
-  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0])) || keywords.count(s)) return false;
-  for (char c : s)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
-  return true;
 }
 
 // torch.fx names state by its dotted path under the root module
@@ -77,16 +66,11 @@ std::string packet(const std::string& target) {
 
 class SourceWriter {
  public:
+  // Each node's value is a variable of build(), named after the node; the
+  // names build() itself binds or imports are not available.
   explicit SourceWriter(const record::Graph& g) : g_(g) {
-    std::set<std::string> taken = {"call", "graph", "root", "data", "torch", "operator", "os"};
-    for (auto& n : g.nodes) {
-      std::string v;
-      for (char c : n.name) v += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-      if (!isIdentifier(v)) v = "v_" + v;
-      while (taken.count(v)) v += "_";
-      taken.insert(v);
-      vars_.push_back(v);
-    }
+    record::Namespace names({"call", "graph", "root", "data", "torch", "operator", "os"});
+    for (auto& n : g.nodes) vars_.push_back(names.create(n.name));
   }
 
   std::string arg(const Arg& a) const {
@@ -246,16 +230,9 @@ Example makeExample(const record::RecordFile& file, size_t fi, size_t ri) {
 // the record keeps it, but TorchScript's dead code elimination drops it and
 // every later draw then differs.
 std::string unusedRandomDraw(const record::Graph& g) {
-  std::vector<bool> used(g.nodes.size(), false);
-  for (auto& n : g.nodes)
-    for (auto& a : n.args) {
-      if (a.kind == record::Arg::Kind::Node) used[size_t(a.i)] = true;
-      if (a.kind == record::Arg::Kind::NodeList)
-        for (auto i : a.ints)
-          if (i >= 0) used[size_t(i)] = true;
-    }
+  std::vector<size_t> uses = record::useCounts(g);
   for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (!used[i] && replay::isRandom(g.nodes[i])) return g.nodes[i].name;
+    if (uses[i] == 0 && replay::isRandom(g.nodes[i])) return g.nodes[i].name;
   return "";
 }
 

@@ -87,7 +87,7 @@ bool tensorLeaf(const std::string& text) { return text.rfind("tensor ", 0) == 0;
 
 std::string nodeText(const Node& n, const Graph& g) {
   std::string s;
-  if (n.kind == NodeKind::Placeholder || n.kind == NodeKind::GetAttr) {
+  if (n.isInput()) {
     s = std::string(toString(n.kind)) + " " + (n.blob >= 0 ? "constant" : toString(n.source));
   } else {
     std::vector<std::string> args;

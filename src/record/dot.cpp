@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "magpy/record/format.h"
+#include "magpy/record/graph_utils.h"
 #include "magpy/record/text.h"
 #include "magpy/support/error.h"
 #include "magpy/support/strings.h"
@@ -71,14 +72,8 @@ std::string graphDot(const Graph& g, const std::string& title) {
     if (!n.outputs.empty()) label += "\n" + shapes(n.outputs);
     out << "  n" << i << " [label=" << dotString(label) << ", " << attrs << "];\n";
   }
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    for (auto& a : g.nodes[i].args) {
-      if (a.kind == Arg::Kind::Node) out << "  n" << a.i << " -> n" << i << ";\n";
-      if (a.kind == Arg::Kind::NodeList)
-        for (auto j : a.ints)
-          if (j >= 0) out << "  n" << j << " -> n" << i << ";\n";
-    }
-  }
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    forEachNodeArg(g.nodes[i], [&](int64_t j) { out << "  n" << j << " -> n" << i << ";\n"; });
   out << "}\n";
   return out.str();
 }

@@ -17,6 +17,7 @@
 #include <type_traits>
 #include <unistd.h>
 
+#include "magpy/record/graph_utils.h"
 #include "magpy/support/error.h"
 #include "magpy/support/hash.h"
 
@@ -538,12 +539,9 @@ class Validator {
       if (n.blob >= 0 && (n.outputs.empty() || n.kind != NodeKind::GetAttr)) bad(node + " holds contents but is not a constant");
       if (n.blob >= 0) tensor(uint32_t(n.blob), n.outputs[0], node);
       for (auto& m : n.outputs) meta(m, node);
-      for (auto& a : n.args) {
-        if (a.kind == Arg::Kind::Node && (a.i < 0 || size_t(a.i) >= ni)) bad(node + " uses a value that is not defined before it");
-        if (a.kind == Arg::Kind::NodeList)
-          for (auto i : a.ints)
-            if (i < -1 || i >= int64_t(ni)) bad(node + " uses a value that is not defined before it");
-      }
+      forEachNodeArg(n, [&](int64_t i) {
+        if (i < 0 || size_t(i) >= ni) bad(node + " uses a value that is not defined before it");
+      });
       if (n.kind == NodeKind::Output) {
         if (ni + 1 != g.nodes.size()) bad(node + ": the output is not the last node");
         outputs = n.args.size();

@@ -204,7 +204,7 @@ void graphJson(const Graph& g, JsonWriter& j) {
   j.beginArray();
   for (auto& n : g.nodes) {
     j.beginObject().field("name", n.name).field("kind", toString(n.kind));
-    if (n.kind == NodeKind::Placeholder || n.kind == NodeKind::GetAttr) {
+    if (n.isInput()) {
       j.field("target", n.target);
       if (n.blob >= 0) j.field("constant_blob", n.blob);
       else j.field("source", toString(n.source));

@@ -2,20 +2,24 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <optional>
 #include <set>
 #include <sstream>
 
+#include "magpy/record/graph_utils.h"
 #include "magpy/support/error.h"
 
 namespace magpy::replay {
 namespace {
 
 using record::Arg;
+using record::forEachNodeArg;
 using record::Node;
 using record::NodeKind;
+using record::Replacements;
 
 const c10::FunctionSchema* schemaOf(const Node& n) {
   static std::map<std::string, c10::optional<c10::OperatorHandle>> cache;
@@ -25,58 +29,18 @@ const c10::FunctionSchema* schemaOf(const Node& n) {
   return it->second ? &it->second->schema() : nullptr;
 }
 
-bool isInput(const Node& n) { return n.kind == NodeKind::Placeholder || n.kind == NodeKind::GetAttr; }
-
-template <class F>
-void forEachNodeArg(Node& n, F&& f) {
-  for (auto& a : n.args) {
-    if (a.kind == Arg::Kind::Node) f(a.i);
-    if (a.kind == Arg::Kind::NodeList)
-      for (auto& i : a.ints)
-        if (i >= 0) f(i);
-  }
-}
-
-// Applies `replace` (old value -> new value) to every use, then drops the
-// nodes not `keep` and renumbers.
-record::Graph rebuild(const std::vector<Node>& nodes, const std::vector<int64_t>& replace, const std::vector<bool>& keep,
-                      std::vector<bool>* flags = nullptr) {
-  std::vector<int64_t> renumber(nodes.size(), -1);
-  record::Graph out;
-  std::vector<bool> outFlags;
-  auto resolve = [&](int64_t i) {
-    while (replace[size_t(i)] != i) i = replace[size_t(i)];
-    return i;
-  };
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    if (!keep[i]) continue;
-    Node n = nodes[i];
-    forEachNodeArg(n, [&](int64_t& j) {
-      j = renumber[size_t(resolve(j))];
-      if (j < 0) throw Error("internal: an optimization left a use of a removed node");
-    });
-    renumber[i] = int64_t(out.nodes.size());
-    out.nodes.push_back(std::move(n));
-    if (flags) outFlags.push_back((*flags)[i]);
-  }
-  if (flags) *flags = outFlags;
-  return out;
-}
-
-std::vector<int64_t> identity(size_t n) {
-  std::vector<int64_t> r(n);
-  for (size_t i = 0; i < n; ++i) r[i] = int64_t(i);
-  return r;
-}
+// Operators a pass must neither drop, merge nor cache: writes are seen by
+// later readers, and a random draw moves the generator even when unused.
+bool hasSideEffects(const Node& n) { return writesArguments(n) || isRandom(n); }
 
 // Inputs first, in their order: later passes add operators that read
 // parameters, and those must be defined before them.
 record::Graph inputsFirst(const record::Graph& g) {
   std::vector<size_t> order;
   for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (isInput(g.nodes[i])) order.push_back(i);
+    if (g.nodes[i].isInput()) order.push_back(i);
   for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (!isInput(g.nodes[i])) order.push_back(i);
+    if (!g.nodes[i].isInput()) order.push_back(i);
   std::vector<int64_t> position(g.nodes.size());
   for (size_t k = 0; k < order.size(); ++k) position[order[k]] = int64_t(k);
   record::Graph out;
@@ -91,18 +55,18 @@ record::Graph inputsFirst(const record::Graph& g) {
 size_t dropoutEval(record::Graph& g) {
   static const std::set<std::string> kDropouts = {"aten::dropout", "aten::feature_dropout", "aten::alpha_dropout",
                                                   "aten::feature_alpha_dropout"};
-  auto replace = identity(g.nodes.size());
+  Replacements replacements(g.nodes.size());
   std::vector<bool> keep(g.nodes.size(), true);
   size_t removed = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     if (!kDropouts.count(n.target) || n.args.size() < 3 || n.args[2].kind != Arg::Kind::Bool || n.args[2].i) continue;
     if (n.args[0].kind != Arg::Kind::Node) continue;
-    replace[i] = n.args[0].i;
+    replacements.replace(i, n.args[0].i);
     keep[i] = false;
     ++removed;
   }
-  if (removed) g = rebuild(g.nodes, replace, keep);
+  if (removed) g = record::removeNodes(g, keep, replacements);
   return removed;
 }
 
@@ -110,11 +74,7 @@ size_t dropoutEval(record::Graph& g) {
 // becomes conv2d(x, w * s, (b - mean) * s + beta, ...) with s = gamma / sqrt(var + eps),
 // all of it computed from parameters (so folded when the plan runs).
 size_t foldConvBatchNorm(record::Graph& g) {
-  std::vector<int> users(g.nodes.size(), 0);
-  for (auto& n : g.nodes) {
-    Node copy = n;
-    forEachNodeArg(copy, [&](int64_t& j) { ++users[size_t(j)]; });
-  }
+  std::vector<size_t> users = record::useCounts(g);
   std::vector<Node> out;
   size_t folded = 0;
   auto isState = [&](const Arg& a) {
@@ -217,46 +177,35 @@ std::string signature(const Node& n) {
 // keeps its own operator.
 size_t commonSubexpressions(record::Graph& g) {
   std::vector<bool> distinct = writtenOrEscaping(g);
-  auto replace = identity(g.nodes.size());
+  Replacements replacements(g.nodes.size());
   std::vector<bool> keep(g.nodes.size(), true);
   std::map<std::string, int64_t> seen;
   size_t merged = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     Node& n = g.nodes[i];
-    forEachNodeArg(n, [&](int64_t& j) {
-      while (replace[size_t(j)] != j) j = replace[size_t(j)];
-    });
+    forEachNodeArg(n, [&](int64_t& j) { j = replacements.resolve(j); });
     if (n.kind != NodeKind::CallFunction) continue;
-    if (n.isOp() && (writesArguments(n) || isRandom(n))) {
+    if (hasSideEffects(n)) {
       seen.clear();  // a write may change what an earlier identical read saw
       continue;
     }
     if (distinct[i]) continue;
     auto [it, inserted] = seen.emplace(signature(n), int64_t(i));
     if (inserted) continue;
-    replace[i] = it->second;
+    replacements.replace(i, it->second);
     keep[i] = false;
     ++merged;
   }
-  if (merged) g = rebuild(g.nodes, replace, keep);
+  if (merged) g = record::removeNodes(g, keep, replacements);
   return merged;
 }
 
 }  // namespace
 
 size_t eliminateDeadCode(record::Graph& g) {
-  std::vector<bool> live(g.nodes.size(), false);
-  for (size_t i = g.nodes.size(); i-- > 0;) {
-    Node& n = g.nodes[i];
-    // A random operator whose result is unused still advances the
-    // generator: removing it would shift every later draw.
-    if (n.kind == NodeKind::Output || (n.isOp() && (writesArguments(n) || isRandom(n)))) live[i] = true;
-    if (!live[i]) continue;
-    forEachNodeArg(n, [&](int64_t& j) { live[size_t(j)] = true; });
-  }
-  size_t removed = 0;
-  for (bool l : live) removed += !l;
-  if (removed) g = rebuild(g.nodes, identity(g.nodes.size()), live);
+  std::vector<bool> live = record::liveNodes(g, hasSideEffects);
+  size_t removed = size_t(std::count(live.begin(), live.end(), false));
+  if (removed) g = record::removeNodes(g, live);
   return removed;
 }
 
@@ -306,9 +255,9 @@ StorageUse storageUse(const record::Graph& g, const std::vector<std::set<size_t>
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     if (n.kind == NodeKind::Output)
-      for (auto& a : n.args)
-        if (a.kind == Arg::Kind::Node)
-          for (size_t r : roots[size_t(a.i)]) use.escapes[r] = true;
+      forEachNodeArg(n, [&](int64_t j) {
+        for (size_t r : roots[size_t(j)]) use.escapes[r] = true;
+      });
     if (!n.isOp() || !writesArguments(n)) continue;
     const c10::FunctionSchema* s = schemaOf(n);
     for (size_t a = 0; a < n.args.size(); ++a) {
@@ -337,13 +286,13 @@ std::vector<bool> foldable(const record::Graph& g) {
   std::vector<std::set<size_t>> sources(g.nodes.size());
   std::vector<bool> fold(g.nodes.size(), false);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
-    Node n = g.nodes[i];
-    if (isInput(n)) {
+    const Node& n = g.nodes[i];
+    if (n.isInput()) {
       sources[i] = {i};
       continue;
     }
-    forEachNodeArg(n, [&](int64_t& j) { sources[i].insert(sources[size_t(j)].begin(), sources[size_t(j)].end()); });
-    if (n.kind != NodeKind::CallFunction || (n.isOp() && (writesArguments(n) || isRandom(n))) || sources[i].empty()) continue;
+    forEachNodeArg(n, [&](int64_t j) { sources[i].insert(sources[size_t(j)].begin(), sources[size_t(j)].end()); });
+    if (n.kind != NodeKind::CallFunction || hasSideEffects(n) || sources[i].empty()) continue;
     bool ok = !touched(i);
     for (size_t src : sources[i]) ok = ok && g.nodes[src].kind == NodeKind::GetAttr && !use.written[src];
     fold[i] = ok;
@@ -446,7 +395,7 @@ int64_t numelOf(const Node& n) { return n.outputs.empty() ? -1 : n.outputs[0].nu
 std::string readsUninitialized(const record::Graph& g) {
   auto roots = storageRoots(g);
   std::set<size_t> uninitialized;
-  auto describe = [&](size_t i) { return "%" + g.nodes[i].name + (g.nodes[i].where.empty() ? "" : " (" + g.nodes[i].where + ")"); };
+  auto describe = [&](size_t i) { return record::nameAndSource(g.nodes[i]); };
   auto unwritten = [&](size_t value) -> std::optional<size_t> {
     for (size_t r : roots[value])
       if (uninitialized.count(r)) return r;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <set>
 
+#include "magpy/record/graph_utils.h"
 #include "magpy/record/op_policy.h"
 #include "magpy/replay/tensors.h"
 #include "magpy/support/error.h"
@@ -99,7 +100,7 @@ void checkGeometry(const Step& step, const std::vector<c10::IValue>& stack) {
   auto sizes = stack[first].toIntVector(), strides = stack[first + 1].toIntVector();
   int64_t offset = base.storage_offset();
   if (stack.size() > first + 2 && stack[first + 2].isInt()) offset = stack[first + 2].toInt();
-  auto bad = [&](const std::string& why) { throw Error("while running " + step.node + ": " + step.name + " " + why); };
+  auto bad = [&](const std::string& why) { throw Error(step.name + " " + why); };
   if (sizes.size() != strides.size()) bad("has " + std::to_string(strides.size()) + " strides for " + std::to_string(sizes.size()) + " sizes");
   int64_t last = offset;  // the furthest element reached
   bool empty = false;
@@ -121,6 +122,44 @@ void checkGeometry(const Step& step, const std::vector<c10::IValue>& stack) {
 bool isOptionalTensorList(const c10::Argument& a) {
   auto list = a.type()->cast<c10::ListType>();
   return list && list->getElementType()->kind() == c10::TypeKind::OptionalType;
+}
+
+// Runs one step on the slots: its operands onto the stack, the operator, its
+// results into their slots. Failures are the caller's to attribute to the
+// step's node.
+void runStep(const Step& step, std::vector<c10::IValue>& slots, std::vector<c10::IValue>& stack) {
+  stack.clear();
+  for (const Operand& op : step.operands) {
+    switch (op.kind) {
+      case Operand::Kind::Const: stack.push_back(op.constant); break;
+      case Operand::Kind::Slot: stack.push_back(slots[size_t(op.slot)]); break;
+      case Operand::Kind::TensorList: {
+        c10::List<at::Tensor> list;
+        list.reserve(op.slots.size());
+        for (int s : op.slots) list.push_back(slots[size_t(s)].toTensor());
+        stack.emplace_back(std::move(list));
+        break;
+      }
+      case Operand::Kind::OptionalTensorList: {
+        c10::List<c10::optional<at::Tensor>> list;
+        for (int s : op.slots)
+          list.push_back(s < 0 ? c10::optional<at::Tensor>() : c10::optional<at::Tensor>(slots[size_t(s)].toTensor()));
+        stack.emplace_back(std::move(list));
+        break;
+      }
+    }
+  }
+  if (step.checkGeometry) checkGeometry(step, stack);
+  step.op.callBoxed(&stack);
+  if (step.unpackList) {
+    auto list = stack[0].toTensorVector();
+    if (list.size() != step.outputs.size())
+      throw Error(step.name + " returned " + std::to_string(list.size()) + " tensors, the record expects " +
+                  std::to_string(step.outputs.size()));
+    for (size_t r = 0; r < list.size(); ++r) slots[size_t(step.outputs[r])] = std::move(list[r]);
+  } else {
+    for (size_t r = 0; r < step.outputs.size(); ++r) slots[size_t(step.outputs[r])] = std::move(stack[r]);
+  }
 }
 
 }  // namespace
@@ -171,7 +210,7 @@ Plan::Plan(const record::Graph& input, const std::vector<record::TensorBlob>& bl
 
   for (size_t ni = 0; ni < graph.nodes.size(); ++ni) {
     const record::Node& n = graph.nodes[ni];
-    std::string where = "node %" + n.name + (n.where.empty() ? "" : " (" + n.where + ")");
+    std::string where = "node " + record::nameAndSource(n);
     switch (n.kind) {
       case record::NodeKind::Placeholder:
       case record::NodeKind::GetAttr: {
@@ -214,8 +253,8 @@ Plan::Plan(const record::Graph& input, const std::vector<record::TensorBlob>& bl
         if (n.args.size() > params.size())
           throw Error(where + ": " + n.opName() + " takes " + std::to_string(params.size()) + " arguments in this libtorch, the record passes " +
                       std::to_string(n.args.size()));
-        Step step{*handle, n.opName(), "%" + n.name + (n.where.empty() ? "" : " (" + n.where + ")"),
-                  record::checksGeometry(n.target), {}, {}, false, optimized.folded[ni], {}};
+        Step step{*handle, n.opName(), record::nameAndSource(n), record::checksGeometry(n.target), {}, {}, false,
+                  optimized.folded[ni], {}};
         impl_->changesGeometry = impl_->changesGeometry || record::changesGeometry(n.target);
         int stepIndex = int(impl_->steps.size());
         for (size_t ai = 0; ai < params.size(); ++ai) {
@@ -332,43 +371,12 @@ std::vector<c10::IValue> Plan::runWith(std::vector<c10::IValue> inputs) const {
   std::vector<c10::IValue> stack;
   for (const Step& step : p.steps) {
     if (step.folded && reuseFolded) continue;
-    stack.clear();
-    for (const Operand& op : step.operands) {
-      switch (op.kind) {
-        case Operand::Kind::Const: stack.push_back(op.constant); break;
-        case Operand::Kind::Slot: stack.push_back(slots[size_t(op.slot)]); break;
-        case Operand::Kind::TensorList: {
-          c10::List<at::Tensor> list;
-          list.reserve(op.slots.size());
-          for (int s : op.slots) list.push_back(slots[size_t(s)].toTensor());
-          stack.emplace_back(std::move(list));
-          break;
-        }
-        case Operand::Kind::OptionalTensorList: {
-          c10::List<c10::optional<at::Tensor>> list;
-          for (int s : op.slots)
-            list.push_back(s < 0 ? c10::optional<at::Tensor>() : c10::optional<at::Tensor>(slots[size_t(s)].toTensor()));
-          stack.emplace_back(std::move(list));
-          break;
-        }
-      }
-    }
-    if (step.checkGeometry) checkGeometry(step, stack);
     try {
-      step.op.callBoxed(&stack);
+      runStep(step, slots, stack);
     } catch (const c10::Error& e) {
       throw Error("while running " + step.node + ": " + e.what_without_backtrace());
     } catch (const Error& e) {
       throw Error("while running " + step.node + ": " + e.what());
-    }
-    if (step.unpackList) {
-      auto list = stack[0].toTensorVector();
-      if (list.size() != step.outputs.size())
-        throw Error(step.name + " returned " + std::to_string(list.size()) + " tensors, the record expects " +
-                    std::to_string(step.outputs.size()));
-      for (size_t r = 0; r < list.size(); ++r) slots[size_t(step.outputs[r])] = std::move(list[r]);
-    } else {
-      for (size_t r = 0; r < step.outputs.size(); ++r) slots[size_t(step.outputs[r])] = std::move(stack[r]);
     }
     if (step.folded)  // kept for the next runs, in the order foldOutputs lists them
       for (int s : step.outputs) p.foldValues.push_back(slots[size_t(s)]);

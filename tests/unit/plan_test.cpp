@@ -37,6 +37,7 @@ TEST(Plan, UnpacksListResults) {
   split.overload = "Tensor";
   split.args = {Arg::node(0), Arg::integer(2), Arg::integer(0)};
   split.outputs = {sample::meta({2}, {1}), sample::meta({2}, {1})};
+  split.where = "model.py:3";
   Node second;
   second.name = "getitem";
   second.target = "getitem";
@@ -49,7 +50,23 @@ TEST(Plan, UnpacksListResults) {
   at::Tensor t = at::randn({4});
   auto result = plan.runWith({t});
   EXPECT_TRUE(at::allclose(result[0].toTensor(), t.split(2)[1]));
-  EXPECT_THROW(plan.runWith({at::randn({6})}), Error);  // three pieces where the record saw two
+  try {
+    plan.runWith({at::randn({6})});  // three pieces where the record saw two
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "while running %split (model.py:3): aten::split.Tensor returned 3 tensors, the record expects 2");
+  }
+}
+
+TEST(Plan, RunErrorsNameTheNodeAndItsSourceLine) {
+  RecordFile f = sample::sampleFile();
+  replay::Plan plan(f.functions[0].records[0].graph, f.blobs);
+  try {
+    plan.runWith({at::randn({3}), at::randn({2})});  // x * w with sizes that do not broadcast
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("while running %mul (sample.py:7): ", 0), 0u) << e.what();
+  }
 }
 
 TEST(Plan, UnknownOperatorsAreClearErrors) {

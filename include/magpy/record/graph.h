@@ -66,6 +66,7 @@ struct Node {
   std::string where;     // user source location that issued the op: "mlp.py:14"
 
   bool isOp() const { return kind == NodeKind::CallFunction && target != "getitem"; }
+  bool isInput() const { return kind == NodeKind::Placeholder || kind == NodeKind::GetAttr; }
   std::string opName() const { return overload.empty() ? target : target + "." + overload; }
 };
 
