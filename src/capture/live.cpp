@@ -317,6 +317,23 @@ void PathTrie::insertTree(const record::Value& snapshot) {
   }
 }
 
+void objectShell(PyObject* o, record::Value& v) {
+  if (PyModule_Check(o)) {
+    v.kind = record::Value::Kind::Opaque;
+    v.type = std::string("module ") + PyModule_GetName(o);
+  } else if (PyFunction_Check(o) || PyCFunction_Check(o) || PyType_Check(o) || Py_TYPE(o) == &PyMethodDescr_Type ||
+             Py_TYPE(o) == &PyWrapperDescr_Type || Py_TYPE(o) == &PyClassMethodDescr_Type) {
+    v.kind = record::Value::Kind::Opaque;
+    v.type = qualifiedName(o);
+  } else if (std::string member = enumMemberName(o); !member.empty()) {
+    v.kind = record::Value::Kind::Opaque;  // a singleton, named as its identity guard names it
+    v.type = member;
+  } else {
+    v.kind = record::Value::Kind::Object;
+    v.type = capture::typeName(Py_TYPE(o));
+  }
+}
+
 namespace {
 
 struct SnapshotContext {
@@ -380,20 +397,7 @@ record::Value snap(PyObject* o, const PathTrie& wanted, SnapshotContext& ctx) {
     }
     return v;
   }
-  if (PyModule_Check(o)) {
-    v.kind = record::Value::Kind::Opaque;
-    v.type = std::string("module ") + PyModule_GetName(o);
-  } else if (PyFunction_Check(o) || PyCFunction_Check(o) || PyType_Check(o) || Py_TYPE(o) == &PyMethodDescr_Type ||
-             Py_TYPE(o) == &PyWrapperDescr_Type || Py_TYPE(o) == &PyClassMethodDescr_Type) {
-    v.kind = record::Value::Kind::Opaque;
-    v.type = qualifiedName(o);
-  } else if (std::string member = enumMemberName(o); !member.empty()) {
-    v.kind = record::Value::Kind::Opaque;  // a singleton, named as its identity guard names it
-    v.type = member;
-  } else {
-    v.kind = record::Value::Kind::Object;
-    v.type = typeName(Py_TYPE(o));
-  }
+  objectShell(o, v);
   // Attributes: only those records read.
   for (auto& [s, sub] : wanted.children) {
     if (s.kind != record::PathStep::Kind::Attr) continue;

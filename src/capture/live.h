@@ -121,6 +121,12 @@ struct PathTrie {
   void insertTree(const record::Value& snapshot);  // every path a snapshot holds
 };
 
+// The kind and type name of a value for an object that is no atom, tensor,
+// or container: a module, function, class or enum member (opaque, named as
+// its identity guard names it) or an object of its class. Its attributes
+// are the caller's to add.
+void objectShell(PyObject* o, record::Value& v);
+
 // A value tree for o. `content` may supply a tensor's contents from before
 // the run changed them.
 using ContentLookup = std::function<const at::Tensor*(const at::Tensor&)>;

@@ -14,6 +14,30 @@ namespace {
 
 using record::AccessPath;
 
+// torch.fx names parameters by their dotted path under the root module
+// ("blocks.0.weight"); the dicts nn.Module keeps them in (record/path.h)
+// are not part of that name. Other state is named by its access path.
+std::string fxTarget(const AccessPath& p) {
+  using Kind = record::PathStep::Kind;
+  auto moduleDict = [&](size_t k) {
+    return k + 1 < p.steps.size() && p.steps[k].kind == Kind::Attr && p.steps[k + 1].kind == Kind::Key &&
+           record::isModuleDict(p.steps[k].name);
+  };
+  std::string dotted;
+  bool plain = p.root == AccessPath::Root::Self;
+  for (size_t k = 0; k < p.steps.size(); ++k) {
+    const record::PathStep& s = p.steps[k];
+    if (moduleDict(k)) continue;
+    if (s.kind == Kind::Index || (s.kind == Kind::Key && !(k > 0 && moduleDict(k - 1)))) plain = false;
+    std::string part = s.kind == Kind::Attr                    ? s.name
+                       : s.kind == Kind::Index                 ? std::to_string(s.index)
+                       : s.key.kind == record::Atom::Kind::Str ? s.key.s
+                                                               : record::toString(s.key);
+    dotted += (dotted.empty() ? "" : ".") + part;
+  }
+  return plain ? dotted : record::toString(p);
+}
+
 struct Paths {
   std::vector<NodeId> order;               // BFS order over version-0 edges
   std::map<NodeId, AccessPath> first;      // the first path that reaches each node
@@ -222,29 +246,7 @@ class Builder {
         n.target = p.root == AccessPath::Root::Arg ? "arg" + std::to_string(p.index) : p.name;
       } else {
         n.kind = record::NodeKind::GetAttr;
-        // torch.fx names parameters by their dotted path under the root
-        // module ("blocks.0.weight"); the containers nn.Module keeps them in
-        // (_modules, _parameters, _buffers) are not part of that name.
-        std::string dotted;
-        bool plain = p.root == AccessPath::Root::Self;
-        for (size_t k = 0; k < p.steps.size(); ++k) {
-          const record::PathStep& s = p.steps[k];
-          bool holder = s.kind == record::PathStep::Kind::Attr && k + 1 < p.steps.size() &&
-                        p.steps[k + 1].kind == record::PathStep::Kind::Key &&
-                        (s.name == "_modules" || s.name == "_parameters" || s.name == "_buffers");
-          if (holder) continue;
-          std::string part = s.kind == record::PathStep::Kind::Attr    ? s.name
-                             : s.kind == record::PathStep::Kind::Index ? std::to_string(s.index)
-                             : s.key.kind == record::Atom::Kind::Str   ? s.key.s
-                                                                       : record::toString(s.key);
-          if (s.kind == record::PathStep::Kind::Key && !(k > 0 && p.steps[k - 1].kind == record::PathStep::Kind::Attr &&
-                                                         (p.steps[k - 1].name == "_modules" || p.steps[k - 1].name == "_parameters" ||
-                                                          p.steps[k - 1].name == "_buffers")))
-            plain = false;
-          if (s.kind == record::PathStep::Kind::Index) plain = false;
-          dotted += (dotted.empty() ? "" : ".") + part;
-        }
-        n.target = plain ? dotted : record::toString(p);
+        n.target = fxTarget(p);
       }
     }
     for (auto& [index, tensor] : m_.constants()) nodes[size_t(index)].blob = blobs_.add(tensor);
@@ -425,18 +427,11 @@ class Builder {
         edgesInto(v);
         break;
       case NodeKind::Module:
-        v.kind = record::Value::Kind::Opaque;
-        v.type = std::string("module ") + PyModule_GetName(n.obj);
+        objectShell(n.obj, v);  // a module's attributes are globals, read as G(module)[...]
         break;
       case NodeKind::Function:
-        v.kind = record::Value::Kind::Opaque;
-        v.type = qualifiedName(n.obj);
-        edgesInto(v);
-        break;
       case NodeKind::Object:
-        v.type = enumMemberName(n.obj);  // a singleton, named as its identity guard names it
-        v.kind = v.type.empty() ? record::Value::Kind::Object : record::Value::Kind::Opaque;
-        if (v.type.empty()) v.type = typeName(Py_TYPE(n.obj));
+        objectShell(n.obj, v);
         edgesInto(v);
         break;
     }
