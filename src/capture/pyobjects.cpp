@@ -185,6 +185,14 @@ std::string enumMemberName(PyObject* o) {
   return typeName(Py_TYPE(o)) + "." + str(name.get());
 }
 
+PyObject* moduleHolder(PyObject* instanceDict, ModuleHolder which) {
+  const char* name = which == ModuleHolder::Parameters ? "_parameters"
+                     : which == ModuleHolder::Buffers  ? "_buffers"
+                                                       : "_modules";
+  PyObject* holder = PyDict_GetItemString(instanceDict, name);
+  return holder && PyDict_Check(holder) ? holder : nullptr;
+}
+
 std::string typeName(PyTypeObject* t) {
   std::string module = attrString(reinterpret_cast<PyObject*>(t), "__module__");
   std::string qual = attrString(reinterpret_cast<PyObject*>(t), "__qualname__");
