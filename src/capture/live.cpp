@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "capture/python_frame.h"
 #include "magpy/replay/state.h"
 #include "magpy/replay/tensors.h"
 #include "magpy/support/error.h"
@@ -68,8 +69,8 @@ bool plainModule(PyTypeObject* t) {
   }
   PyRef ga = PyRef::steal(PyUnicode_InternFromString("__getattr__"));
   PyRef gab = PyRef::steal(PyUnicode_InternFromString("__getattribute__"));
-  bool plain = moduleGetattr && _PyType_Lookup(t, ga.get()) == moduleGetattr &&
-               _PyType_Lookup(t, gab.get()) == objectGetattribute;
+  bool plain = moduleGetattr && classLookup(t, ga.get()) == moduleGetattr &&
+               classLookup(t, gab.get()) == objectGetattribute;
   cache.emplace(t, plain);
   return plain;
 }
@@ -77,15 +78,12 @@ bool plainModule(PyTypeObject* t) {
 // An attribute the module's class does not define: in the instance's
 // __dict__, or in one of the dicts Module.__setattr__ files it into.
 PyRef moduleAttr(PyObject* obj, PyObject* name) {
-  PyObject** dictPtr = _PyObject_GetDictPtr(obj);
-  PyObject* dict = dictPtr ? *dictPtr : nullptr;
+  PyObject* dict = instanceDict(obj);
   if (!dict) return PyRef();
   if (PyObject* v = PyDict_GetItemWithError(dict, name)) return PyRef::borrow(v);
-  for (const char* holder : record::kModuleDicts) {
-    PyObject* d = PyDict_GetItemString(dict, holder);
-    if (d && PyDict_Check(d))
+  for (const char* holder : record::kModuleDicts)
+    if (PyObject* d = moduleHolder(dict, holder))
       if (PyObject* v = PyDict_GetItemWithError(d, name)) return PyRef::borrow(v);
-  }
   return PyRef();
 }
 
@@ -96,7 +94,7 @@ PyRef stepOn(PyObject* cur, replay::PathTree::StepKind kind, int64_t index, PyOb
   PyObject* v = nullptr;
   switch (kind) {
     case K::Attr:
-      if (plainModule(Py_TYPE(cur)) && !_PyType_Lookup(Py_TYPE(cur), key)) {
+      if (plainModule(Py_TYPE(cur)) && !classLookup(Py_TYPE(cur), key)) {
         PyRef found = moduleAttr(cur, key);
         PyErr_Clear();
         return found;  // null: not on the instance, its class, or the module's dicts
@@ -104,8 +102,8 @@ PyRef stepOn(PyObject* cur, replay::PathTree::StepKind kind, int64_t index, PyOb
       v = PyObject_GetAttr(cur, key);
       break;
     case K::InstanceAttr: {
-      PyObject** dictPtr = _PyObject_GetDictPtr(cur);
-      v = dictPtr && *dictPtr ? PyDict_GetItemWithError(*dictPtr, key) : nullptr;
+      PyObject* dict = instanceDict(cur);
+      v = dict ? PyDict_GetItemWithError(dict, key) : nullptr;
       Py_XINCREF(v);
       break;
     }

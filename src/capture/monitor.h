@@ -81,13 +81,15 @@ class Monitor : public OpRecorder::Delegate {
  private:
   struct ShadowFrame;
   struct Pending;
+  struct Step;
 
   // OpRecorder::Delegate
   int externalTensor(const at::Tensor& t) override;
   void beforeWrite(const at::Tensor& t) override;
   void dynamic(const std::string& reason) override;
+  std::string sourceLocation() const override;
 
-  // Frames.
+  // Frames: entering, binding, leaving (monitor_frames.cpp).
   void enterFrame(PyFrameObject* frame);
   void leaveFrame(ShadowFrame& sf, PyObject* result);
   bool bindRootFrame(ShadowFrame& sf);
@@ -96,36 +98,100 @@ class Monitor : public OpRecorder::Delegate {
                       const std::vector<std::pair<std::string, NodeId>>& keywords);
   void bindCells(ShadowFrame& sf);
   bool verifyLocals(ShadowFrame& sf);
-  NodeId moduleNode(PyObject* globals);
+  NodeId moduleNode(PyObject* module, const char* name = nullptr);
+  NodeId globalsModuleNode(PyObject* globals);
   void guardUntracedCallee(const Frame& callee, const Frame& caller);
   bool fixedByCaller(const Frame& caller, PyObject* f, PyCodeObject* code);
   bool readClassPathTo(PyObject* f, NodeId object);
-  NodeId moduleObjectNode(PyObject* module);
   bool readQualifiedPathTo(PyObject* f);
   bool readCallerGlobalTo(PyObject* f, PyObject* callerGlobals);
 
-  // Instructions.
+  // Instructions: inputs taken at the opcode event, outputs at the next
+  // one, by a handler per instruction (monitor.cpp dispatches).
   void begin(ShadowFrame& sf, const Instruction& ins);
+  bool takeInputs(ShadowFrame& sf, const Instruction& ins);
+  void breakOnUnsupported(Op op);
   void finish(ShadowFrame& sf);
-  bool finishInstruction(ShadowFrame& sf, Pending& p, std::vector<NodeId>& out);
+  void pushOutputs(ShadowFrame& sf, Pending& p);
+  bool finishInstruction(Step& s);
+  NodeId slotNode(ShadowFrame& sf, int index);  // stack slot shadow, from the bottom
+
+  // Locals, globals, cells, attributes, imports (monitor_loads.cpp).
+  bool finishNewValue(Step& s);
+  bool finishLoadFast(Step& s);
+  bool finishStoreFast(Step& s);
+  bool finishDeleteFast(Step& s);
+  bool finishCopy(Step& s);
+  bool finishSwap(Step& s);
+  bool finishLoadGlobal(Step& s);
+  bool finishStoreGlobal(Step& s);
+  bool finishDeleteGlobal(Step& s);
+  bool finishLoadDeref(Step& s);
+  bool finishStoreDeref(Step& s);
+  bool finishDeleteDeref(Step& s);
+  bool finishLoadAttr(Step& s);
+  bool finishLoadMethod(Step& s);
+  bool finishStoreAttr(Step& s);
+  bool finishDeleteAttr(Step& s);
+  bool finishImportName(Step& s);
+  bool finishImportFrom(Step& s);
+  bool finishMakeFunction(Step& s);
+  NodeId loadAttr(NodeId owner, PyObject* ownerObj, PyObject* name, PyObject* value, Pending& p);
+  NodeId boundMethod(NodeId owner, PyObject* ownerObj, PyObject* name, PyObject* method);
+  void readAutogradState(NodeId tensor, const std::string& attr);
+
+  // Containers: subscripts, unpacking, displays (monitor_containers.cpp).
+  bool finishBinarySubscr(Step& s);
+  bool finishStoreSubscr(Step& s);
+  bool finishDeleteSubscr(Step& s);
+  bool finishUnpackSequence(Step& s);
+  bool finishUnpackEx(Step& s);
+  bool finishBuildSequence(Step& s);
+  bool finishListToTuple(Step& s);
+  bool finishBuildMap(Step& s);
+  bool finishListAppend(Step& s);
+  bool finishListExtend(Step& s);
+  bool finishDictUpdate(Step& s);
+  bool finishMapAdd(Step& s);
+  bool breaksOnOpaqueContents(NodeId id, PyObject* obj, const char* doing);
+
+  // Operators, iteration and control flow (monitor_control.cpp).
+  bool finishBinaryOp(Step& s);
+  bool finishOperator(Step& s);
+  bool finishIsOp(Step& s);
+  bool finishFormatValue(Step& s);
+  bool finishBuildValue(Step& s);
+  bool finishGetLen(Step& s);
+  bool finishGetIter(Step& s);
+  bool finishForIter(Step& s);
+  bool finishJumpOrPop(Step& s);
+  bool finishBeforeWith(Step& s);
+  bool finishYieldValue(Step& s);
+  NodeId derived(const Pending& p, PyObject* value);
+  NodeId operatorResult(const Pending& p, PyObject* value);
+  NodeId iterationValue(Pending& p, NodeId iterator, PyObject* value);
+  void checkTruthTest(const Pending& p);
+  bool breaksOnContentLength(PyObject* iterated, const char* doing);
+  bool breaksOnDistinctIdentity(NodeId a, NodeId b, PyObject* result);
+
+  // Calls and annotations (monitor_calls.cpp).
   void beginCall(ShadowFrame& sf, Pending& p);
-  bool finishCall(ShadowFrame& sf, Pending& p, std::vector<NodeId>& out);
+  bool takeCallArguments(ShadowFrame& sf, Pending& p);
+  PyObject* resolveCallee(Pending& p);
+  void beginAnnotatedCall(Pending& p, PyObject* callable);
+  bool breaksOnAnnotatedArgument(const Pending& p, size_t i);
+  bool finishPrecall(Step& s);
+  bool finishCall(Step& s);
   NodeId applyAnnotation(Pending& p, PyObject* result);
   void readLayer(NodeId layer);
 
-  // Helpers.
-  NodeId slotNode(ShadowFrame& sf, int index);  // stack slot shadow, from the bottom
-  NodeId loadAttr(NodeId owner, PyObject* ownerObj, PyObject* name, PyObject* value, Pending& p);
-  NodeId iterationValue(Pending& p, NodeId iterator, PyObject* value);
+  // Nodes, tensors, breaks (monitor.cpp).
   bool externalOpaque(NodeId id) const;
-  bool breaksOnContentLength(PyObject* iterated, const char* doing);
-  bool breaksOnDistinctIdentity(NodeId a, NodeId b, PyObject* result);
   // callee: the native function the break is about, when an annotation would remove it.
   void graphBreak(const std::string& reason, const std::string& callee = "");
   std::string where(const ShadowFrame& sf) const;
   void registerTensor(NodeId id);
   void readRuntimeState(const std::string& name);
-  void readAutogradState(NodeId tensor, const std::string& attr);
   NodeId newNode(PyObject* obj);
 
   const record::AnnotationSet& annotations_;
@@ -134,6 +200,11 @@ class Monitor : public OpRecorder::Delegate {
   std::vector<std::unique_ptr<ShadowFrame>> frames_;
   std::unordered_map<PyObject*, std::unique_ptr<ShadowFrame>> suspended_;  // generator -> its frame
   std::unordered_map<PyObject*, std::unique_ptr<Pending>> unstarted_;      // generator -> its call
+  // Where the operators dispatched now come from: the line of the
+  // instruction that began last, in this code object (held, so that its
+  // address is not reused). Formatted only for operators that are recorded.
+  PyRef locationCode_;
+  int locationLine_ = 0;
   std::set<std::pair<NodeId, std::string>> classMethods_;
   // (caller's globals, function) pairs of untraced calls already read from
   // globals; the function is held, so its address is not reused in the run.

@@ -4,7 +4,8 @@
 // frame is traced); unannotated native code is dynamic (a graph break).
 #include "capture/compiled_function.h"
 #include "capture/monitor.h"
-#include "capture/monitor_frames.h"
+#include "capture/monitor_state.h"
+
 
 namespace magpy::capture {
 namespace {
@@ -87,77 +88,21 @@ PyObject* elementOf(PyObject* container, const Relation& rel) {
 
 }  // namespace
 
+// CPython 3.11's PRECALL: a bound method in the callable slot is split
+// into [function, self].
+bool Monitor::finishPrecall(Step& s) {
+  for (size_t k = 0; k < s.out.size(); ++k) s.out[k] = s.in(k);
+  if (s.in(0) == kNull && s.outObj(0) != nullptr) {
+    NodeId method = s.in(1);
+    s.out[0] = refs_.read(method, Relation::attr("__func__"), s.outObj(0));
+    s.out[1] = refs_.read(method, Relation::attr("__self__"), s.outObj(1));
+  }
+  return true;
+}
+
 void Monitor::beginCall(ShadowFrame& sf, Pending& p) {
-  // CALL: [method_or_NULL, callable_or_self, args...]; keywords named by KW_NAMES.
-  // CALL_FUNCTION_EX: [NULL, callable, args_tuple, kwargs_dict?].
-  if (p.ins.op == Op::CALL) {
-    bool method = p.inputs[0] != kNull;
-    p.callable = method ? p.inputObjs[0] : p.inputObjs[1];
-    p.callableNode = method ? p.inputs[0] : p.inputs[1];
-    size_t first = method ? 1 : 2;
-    size_t nkw = sf.kwnames ? size_t(PyTuple_GET_SIZE(sf.kwnames)) : 0;
-    size_t npos = p.inputs.size() - first - nkw;
-    for (size_t k = 0; k < npos; ++k) {
-      p.positional.push_back(p.inputs[first + k]);
-      p.positionalObjs.push_back(p.inputObjs[first + k].get());
-    }
-    for (size_t k = 0; k < nkw; ++k) {
-      p.keywords.push_back({utf8(PyTuple_GET_ITEM(sf.kwnames, Py_ssize_t(k))), p.inputs[first + npos + k]});
-      p.keywordObjs.push_back(p.inputObjs[first + npos + k].get());
-    }
-    sf.kwnames = nullptr;
-  } else {
-    p.callable = p.inputObjs[1];
-    p.callableNode = p.inputs[1];
-    const ShadowNode& args = refs_.node(p.inputs[2]);
-    if (args.kind != NodeKind::Tuple && args.kind != NodeKind::List) {
-      graphBreak("a call with *args from a " + std::string(Py_TYPE(p.inputObjs[2].get())->tp_name) + " is not captured");
-      return;
-    }
-    for (auto& e : args.last().refs) {
-      p.positional.push_back(e.target);
-      p.positionalObjs.push_back(refs_.node(e.target).obj);
-    }
-    if (p.inputs.size() > 3) {
-      const ShadowNode& kw = refs_.node(p.inputs[3]);
-      if (kw.kind != NodeKind::Dict) {
-        graphBreak("a call with **kwargs from a " + std::string(Py_TYPE(p.inputObjs[3].get())->tp_name) + " is not captured");
-        return;
-      }
-      for (auto& e : kw.last().refs) {
-        p.keywords.push_back({e.rel.key.s, e.target});  // Python requires str keys in **kwargs
-        p.keywordObjs.push_back(refs_.node(e.target).obj);
-      }
-    }
-  }
-
-  PyObject* callable = p.callable.get();
-  // A compiled function called inside a monitored run runs as plain code.
-  if (isCompiled(callable)) {
-    PyObject* target = compiledTarget(callable);
-    if (target != callable) {
-      p.callableNode = refs_.read(p.callableNode, Relation::attr("__wrapped__"), target);
-      p.callable = PyRef::borrow(target);
-      callable = target;
-    }
-  }
-
-  // A method bound to its object: the object is the first argument.
-  if (PyMethod_Check(callable)) {
-    NodeId self = refs_.read(p.callableNode, Relation::attr("__self__"), PyMethod_GET_SELF(callable));
-    p.positional.insert(p.positional.begin(), self);
-    p.positionalObjs.insert(p.positionalObjs.begin(), PyMethod_GET_SELF(callable));
-    p.callableNode = refs_.read(p.callableNode, Relation::attr("__func__"), PyMethod_GET_FUNCTION(callable));
-    callable = PyMethod_GET_FUNCTION(callable);
-  } else if (PyCFunction_Check(callable)) {
-    PyObject* self = PyCFunction_GET_SELF(callable);
-    if (self && !PyModule_Check(self) && !PyType_Check(self)) {
-      NodeId s = refs_.find(self);
-      p.positional.insert(p.positional.begin(), s != kNoNode ? s : newNode(self));
-      p.positionalObjs.insert(p.positionalObjs.begin(), self);
-    }
-  }
-
+  if (!takeCallArguments(sf, p)) return;
+  PyObject* callable = resolveCallee(p);
   p.calleeName = qualifiedName(callable);
   p.annotation = p.calleeName.empty() ? nullptr : annotations_.find(p.calleeName);
   // A standard layer's forward is summarized only for torch's own classes:
@@ -167,54 +112,7 @@ void Monitor::beginCall(ShadowFrame& sf, Pending& p) {
       (p.positionalObjs.empty() || !definedIn(Py_TYPE(p.positionalObjs[0]), "torch.nn.modules")))
     p.annotation = nullptr;
   if (p.annotation) {
-    const record::FunctionAnnotation& a = *p.annotation;
-    // The callee gets every argument: each counts as used (an argument
-    // that reached it inside a *args tuple was not loaded on its own).
-    for (size_t i = 0; i < p.positional.size(); ++i) {
-      NodeId n = p.positional[i];
-      if (n < 0) continue;
-      refs_.use(n);
-      // sum(args), sorted(scales): the callee reads the elements too.
-      NodeKind kind = refs_.node(n).kind;
-      if (a.input(i).value_read && (kind == NodeKind::Tuple || kind == NodeKind::List || kind == NodeKind::Dict))
-        for (auto& e : refs_.node(n).last().refs)
-          if (e.target >= 0) refs_.use(e.target);
-    }
-    for (auto& kw : p.keywords)
-      if (kw.second >= 0) refs_.use(kw.second);
-    // Python code under an annotation is summarized by it, not traced.
-    p.traceCallees = !PyFunction_Check(callable);
-    // A constant factory fills its tensor without operators: record none.
-    p.suppressOps = a.constant;
-    if (a.module && !p.positional.empty() && p.positional[0] >= 0) readLayer(p.positional[0]);
-    if (!a.pure && !a.op) {
-      graphBreak(p.calleeName + " is dynamic (annotated pure: false at " + a.origin + "); it runs eagerly");
-      return;
-    }
-    for (size_t i = 0; i < p.positional.size(); ++i) {
-      NodeId n = p.positional[i];
-      if (n < 0) continue;
-      const ShadowNode& node = refs_.node(n);
-      if (node.kind == NodeKind::Tensor) {
-        if (a.input(i).value_read && !a.op) {
-          graphBreak(p.calleeName + " reads the contents of a tensor (argument " + std::to_string(i) +
-                     "); its result cannot be a graph constant");
-          return;
-        }
-        if (!a.input(i).value_read && ops_->hasDataDependentShape(tensorOf(node.obj))) {
-          graphBreak(p.calleeName + " reads the shape of a tensor whose size depends on tensor contents");
-          return;
-        }
-      } else if (a.constant && holdsTensor(p.positionalObjs[i], 0)) {
-        graphBreak(p.calleeName + " reads the contents of tensors inside a list or tuple (argument " + std::to_string(i) +
-                   "); its result cannot be a graph constant");
-        return;
-      } else if (a.input(i).value_read && externalOpaque(n)) {
-        graphBreak(p.calleeName + " reads a " + Py_TYPE(node.obj)->tp_name +
-                   " object whose contents magpy cannot guard");
-        return;
-      }
-    }
+    beginAnnotatedCall(p, callable);
     return;
   }
   if (PyFunction_Check(callable)) {
@@ -241,12 +139,148 @@ void Monitor::beginCall(ShadowFrame& sf, Pending& p) {
   graphBreak(callee + " is native code without an annotation; add one (magpy-capture --annotations) if it is pure", callee);
 }
 
+// The callable and its arguments, from the stack as CPython 3.11 lays them out.
+// CALL: [method_or_NULL, callable_or_self, args...]; keywords named by KW_NAMES.
+// CALL_FUNCTION_EX: [NULL, callable, args_tuple, kwargs_dict?].
+bool Monitor::takeCallArguments(ShadowFrame& sf, Pending& p) {
+  if (p.ins.op == Op::CALL) {
+    bool method = p.inputs[0] != kNull;
+    p.callable = method ? p.inputObjs[0] : p.inputObjs[1];
+    p.callableNode = method ? p.inputs[0] : p.inputs[1];
+    size_t first = method ? 1 : 2;
+    size_t nkw = sf.kwnames ? size_t(PyTuple_GET_SIZE(sf.kwnames)) : 0;
+    size_t npos = p.inputs.size() - first - nkw;
+    for (size_t k = 0; k < npos; ++k) {
+      p.positional.push_back(p.inputs[first + k]);
+      p.positionalObjs.push_back(p.inputObjs[first + k].get());
+    }
+    for (size_t k = 0; k < nkw; ++k) {
+      p.keywords.push_back({utf8(PyTuple_GET_ITEM(sf.kwnames, Py_ssize_t(k))), p.inputs[first + npos + k]});
+      p.keywordObjs.push_back(p.inputObjs[first + npos + k].get());
+    }
+    sf.kwnames = nullptr;
+    return true;
+  }
+  p.callable = p.inputObjs[1];
+  p.callableNode = p.inputs[1];
+  const ShadowNode& args = refs_.node(p.inputs[2]);
+  if (args.kind != NodeKind::Tuple && args.kind != NodeKind::List) {
+    graphBreak("a call with *args from a " + std::string(Py_TYPE(p.inputObjs[2].get())->tp_name) + " is not captured");
+    return false;
+  }
+  for (auto& e : args.last().refs) {
+    p.positional.push_back(e.target);
+    p.positionalObjs.push_back(refs_.node(e.target).obj);
+  }
+  if (p.inputs.size() <= 3) return true;
+  const ShadowNode& kw = refs_.node(p.inputs[3]);
+  if (kw.kind != NodeKind::Dict) {
+    graphBreak("a call with **kwargs from a " + std::string(Py_TYPE(p.inputObjs[3].get())->tp_name) + " is not captured");
+    return false;
+  }
+  for (auto& e : kw.last().refs) {
+    p.keywords.push_back({e.rel.key.s, e.target});  // Python requires str keys in **kwargs
+    p.keywordObjs.push_back(refs_.node(e.target).obj);
+  }
+  return true;
+}
+
+// What the call runs (borrowed): a compiled function's target, a bound
+// method's function (its object becomes the first argument), or the
+// callable itself.
+PyObject* Monitor::resolveCallee(Pending& p) {
+  PyObject* callable = p.callable.get();
+  // A compiled function called inside a monitored run runs as plain code.
+  if (isCompiled(callable)) {
+    PyObject* target = compiledTarget(callable);
+    if (target != callable) {
+      p.callableNode = refs_.read(p.callableNode, Relation::attr("__wrapped__"), target);
+      p.callable = PyRef::borrow(target);
+      callable = target;
+    }
+  }
+  // A method bound to its object: the object is the first argument.
+  if (PyMethod_Check(callable)) {
+    NodeId self = refs_.read(p.callableNode, Relation::attr("__self__"), PyMethod_GET_SELF(callable));
+    p.positional.insert(p.positional.begin(), self);
+    p.positionalObjs.insert(p.positionalObjs.begin(), PyMethod_GET_SELF(callable));
+    p.callableNode = refs_.read(p.callableNode, Relation::attr("__func__"), PyMethod_GET_FUNCTION(callable));
+    return PyMethod_GET_FUNCTION(callable);
+  }
+  if (PyCFunction_Check(callable)) {
+    PyObject* self = PyCFunction_GET_SELF(callable);
+    if (self && !PyModule_Check(self) && !PyType_Check(self)) {
+      NodeId s = refs_.find(self);
+      p.positional.insert(p.positional.begin(), s != kNoNode ? s : newNode(self));
+      p.positionalObjs.insert(p.positionalObjs.begin(), self);
+    }
+  }
+  return callable;
+}
+
+// A call its annotation summarizes: the callee is not traced, and it must
+// not read what the graph cannot hold.
+void Monitor::beginAnnotatedCall(Pending& p, PyObject* callable) {
+  const record::FunctionAnnotation& a = *p.annotation;
+  // The callee gets every argument: each counts as used (an argument
+  // that reached it inside a *args tuple was not loaded on its own).
+  for (size_t i = 0; i < p.positional.size(); ++i) {
+    NodeId n = p.positional[i];
+    if (n < 0) continue;
+    refs_.use(n);
+    // sum(args), sorted(scales): the callee reads the elements too.
+    NodeKind kind = refs_.node(n).kind;
+    if (a.input(i).value_read && (kind == NodeKind::Tuple || kind == NodeKind::List || kind == NodeKind::Dict))
+      for (auto& e : refs_.node(n).last().refs)
+        if (e.target >= 0) refs_.use(e.target);
+  }
+  for (auto& kw : p.keywords)
+    if (kw.second >= 0) refs_.use(kw.second);
+  // Python code under an annotation is summarized by it, not traced.
+  p.traceCallees = !PyFunction_Check(callable);
+  // A constant factory fills its tensor without operators: record none.
+  p.suppressOps = a.constant;
+  if (a.module && !p.positional.empty() && p.positional[0] >= 0) readLayer(p.positional[0]);
+  if (!a.pure && !a.op) {
+    graphBreak(p.calleeName + " is dynamic (annotated pure: false at " + a.origin + "); it runs eagerly");
+    return;
+  }
+  for (size_t i = 0; i < p.positional.size(); ++i)
+    if (p.positional[i] >= 0 && breaksOnAnnotatedArgument(p, i)) return;
+}
+
+// Whether the annotated callee reads argument i in a way the graph cannot
+// hold (and breaks if so).
+bool Monitor::breaksOnAnnotatedArgument(const Pending& p, size_t i) {
+  const record::FunctionAnnotation& a = *p.annotation;
+  NodeId n = p.positional[i];
+  const ShadowNode& node = refs_.node(n);
+  if (node.kind == NodeKind::Tensor) {
+    if (a.input(i).value_read && !a.op) {
+      graphBreak(p.calleeName + " reads the contents of a tensor (argument " + std::to_string(i) +
+                 "); its result cannot be a graph constant");
+      return true;
+    }
+    if (!a.input(i).value_read && ops_->hasDataDependentShape(tensorOf(node.obj))) {
+      graphBreak(p.calleeName + " reads the shape of a tensor whose size depends on tensor contents");
+      return true;
+    }
+  } else if (a.constant && holdsTensor(p.positionalObjs[i], 0)) {
+    graphBreak(p.calleeName + " reads the contents of tensors inside a list or tuple (argument " + std::to_string(i) +
+               "); its result cannot be a graph constant");
+    return true;
+  } else if (a.input(i).value_read && externalOpaque(n)) {
+    graphBreak(p.calleeName + " reads a " + Py_TYPE(node.obj)->tp_name + " object whose contents magpy cannot guard");
+    return true;
+  }
+  return false;
+}
+
 // A standard layer's forward, summarized: what it reads of the layer is its
 // parameters, buffers and plain attributes (hyperparameters, `training`).
 void Monitor::readLayer(NodeId layer) {
   PyObject* obj = refs_.node(layer).obj;
-  PyObject** dictPtr = obj ? _PyObject_GetDictPtr(obj) : nullptr;
-  PyObject* dict = dictPtr ? *dictPtr : nullptr;
+  PyObject* dict = obj ? instanceDict(obj) : nullptr;
   if (!dict || !PyDict_Check(dict)) return;
   auto readAll = [&](PyObject* d, bool plainOnly) {
     PyObject *k, *v;
@@ -260,16 +294,17 @@ void Monitor::readLayer(NodeId layer) {
     for (auto& [name, value] : items) registerTensor(refs_.read(layer, Relation::attr(name), value));
   };
   readAll(dict, true);
-  for (const char* holder : {"_parameters", "_buffers"}) {
-    PyObject* d = PyDict_GetItemString(dict, holder);
-    if (d && PyDict_Check(d)) readAll(d, false);
-  }
+  for (const char* holder : {record::kModuleParameters, record::kModuleBuffers})
+    if (PyObject* d = moduleHolder(dict, holder)) readAll(d, false);
 }
 
-bool Monitor::finishCall(ShadowFrame& sf, Pending& p, std::vector<NodeId>& out) {
-  PyObject* result = sf.view.stack(p.base);
-  if (p.calleeResult != kNoNode && p.calleeResultObj == result) {
-    out[0] = p.calleeResult;
+// CALL, CALL_FUNCTION_EX: the result, from the traced callee's return, the
+// annotation, or as a new value.
+bool Monitor::finishCall(Step& s) {
+  Pending& p = s.p;
+  PyObject* result = s.outObj(0);
+  if (NodeId returned = p.calleeReturned(result); returned != kNoNode) {
+    s.out[0] = returned;
     return true;
   }
   if (p.inlined) {
@@ -284,15 +319,15 @@ bool Monitor::finishCall(ShadowFrame& sf, Pending& p, std::vector<NodeId>& out) 
       saved->positionalObjs = p.positionalObjs;
       saved->keywords = p.keywords;
       saved->keywordObjs = p.keywordObjs;
-      out[0] = newNode(result);
+      s.out[0] = newNode(result);
       unstarted_[result] = std::move(saved);
       return true;
     }
     graphBreak("internal: " + p.calleeName + " returned without a traced return");
     return false;
   }
-  out[0] = p.annotation ? applyAnnotation(p, result) : newNode(result);
-  return out[0] != kNoNode;
+  s.out[0] = p.annotation ? applyAnnotation(p, result) : newNode(result);
+  return s.out[0] != kNoNode;
 }
 
 NodeId Monitor::applyAnnotation(Pending& p, PyObject* result) {

@@ -350,7 +350,7 @@ void OpRecorder::onOperator(const std::string& name, const std::string& overload
   n.kind = record::NodeKind::CallFunction;
   n.target = name;
   n.overload = overload;
-  n.where = where_;
+  n.where = delegate_.sourceLocation();
   bool dataShape = hasDataDependentOutputShape(name, overload, inputs);
   for (size_t i = 0; i < inputs.size() && i < params.size(); ++i) {
     record::Arg a;
@@ -390,7 +390,7 @@ void OpRecorder::onOperator(const std::string& name, const std::string& overload
       get.name = names_.create("getitem");
       get.args = {record::Arg::node(node), record::Arg::integer(int64_t(r))};
       get.outputs.push_back(replay::metaOf(results[r]));
-      get.where = where_;
+      get.where = graph_.nodes[size_t(node)].where;
       graph_.nodes.push_back(std::move(get));
       value = int(graph_.nodes.size() - 1);
     }

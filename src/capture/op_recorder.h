@@ -33,6 +33,9 @@ class OpRecorder {
     virtual void beforeWrite(const at::Tensor& t) = 0;
     // The run did something a graph cannot hold.
     virtual void dynamic(const std::string& reason) = 0;
+    // The source line ("file.py:12") of the operator being recorded; asked
+    // only for operators that become nodes.
+    virtual std::string sourceLocation() const = 0;
   };
 
   explicit OpRecorder(Delegate& delegate);
@@ -43,7 +46,6 @@ class OpRecorder {
   // Operators are recorded only while enabled: the monitor disables the
   // recorder while its own code runs.
   void setEnabled(bool on) { enabled_ = on; }
-  void setLocation(std::string where) { where_ = std::move(where); }
 
   record::Graph& graph() { return graph_; }
   // The graph value currently holding t, or -1. A tensor that is a shallow
@@ -76,7 +78,6 @@ class OpRecorder {
   // torch.no_grad() block inside the function) cannot become a graph.
   bool gradEnabledAtEntry_;
   bool enabled_ = false;
-  std::string where_;
   record::Graph graph_;
   std::unordered_map<c10::TensorImpl*, int> values_;
   std::map<std::string, int> byView_;  // storage + view metadata -> latest value

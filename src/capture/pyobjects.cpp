@@ -191,6 +191,11 @@ std::string utf8(PyObject* s) {
   return c ? c : "";
 }
 
+PyObject* moduleHolder(PyObject* instanceDict, const char* holder) {
+  PyObject* d = PyDict_GetItemString(instanceDict, holder);
+  return d && PyDict_Check(d) ? d : nullptr;
+}
+
 std::string typeName(PyTypeObject* t) {
   std::string module = attrString(reinterpret_cast<PyObject*>(t), "__module__");
   std::string qual = attrString(reinterpret_cast<PyObject*>(t), "__qualname__");

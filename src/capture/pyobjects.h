@@ -60,6 +60,12 @@ bool definedIn(PyTypeObject* t, std::string_view package);
 // module's top-level package is torch or in sys.stdlib_module_names).
 bool platformClass(PyTypeObject* t);
 
+// nn.Module's layout: Module.__setattr__ files an instance's parameters,
+// buffers and submodules into dicts of its __dict__ (record::kModuleDicts),
+// not into the __dict__ itself. That dict of a module instance's __dict__
+// (borrowed), or null; `holder` is one of record::kModuleDicts.
+PyObject* moduleHolder(PyObject* instanceDict, const char* holder);
+
 // "builtins.list", "__main__.MLP", "torch.nn.modules.linear.Linear"
 std::string typeName(PyTypeObject* t);
 // The name annotations and identity guards use for a callable:

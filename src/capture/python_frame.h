@@ -1,15 +1,17 @@
-// A version-neutral view of a running Python frame and its bytecode.
+// A version-neutral view of a running Python frame, its bytecode and the
+// object internals capture reads.
 //
-// Everything that depends on the CPython version (frame layout, opcode
-// numbers, quickening, stack effects) is implemented in cpython311/; the
-// rest of capture sees only this header.
+// Everything that depends on the CPython version (frame layout, the opcode
+// set and numbers, quickening, stack effects, which instructions behave
+// alike, private API) is implemented in cpython311/; the rest of capture
+// sees only this header.
 #pragma once
 
 #include <Python.h>
 
 #include <cstdint>
 
-#include "capture/opcode_list.h"
+#include "capture/cpython311/opcode_list.h"
 
 namespace magpy::capture {
 
@@ -30,6 +32,16 @@ struct Instruction {
 
 // Sub-operations of BINARY_OP's argument, in CPython's numbering.
 bool binaryOpIsInPlace(int arg);     // "+=" and friends
+
+// Families of instructions.
+// Instructions during which Python code may legitimately run (special
+// methods, properties, iterators, callees). Frames that start during other
+// instructions are finalizers or weakref callbacks: not part of the program.
+bool mayCallPython(Op op);
+// Instructions that decide control flow by their input's truth.
+bool testsTruth(Op op);
+// Conditional jumps that pop the value they test and push nothing.
+bool popsAndJumps(Op op);
 
 // Kinds of the slots in a frame's locals array.
 enum class LocalKind : uint8_t { Plain, Cell, Free };
@@ -75,6 +87,7 @@ PyObject* codeLocalName(PyCodeObject* code, int i);  // borrowed str
 PyObject* codeConst(PyCodeObject* code, int i);      // borrowed
 bool codeDefines(PyCodeObject* outer, PyCodeObject* inner);  // inner is a constant of outer (a nested def, a lambda)
 PyObject* codeQualname(PyCodeObject* code);          // borrowed str
+PyObject* codeFileName(PyCodeObject* code);          // borrowed str
 
 // The name an instruction operates on (LOAD_GLOBAL, LOAD_ATTR, LOAD_METHOD,
 // STORE_ATTR, DELETE_ATTR, STORE_GLOBAL, DELETE_GLOBAL, IMPORT_NAME,
@@ -82,11 +95,27 @@ PyObject* codeQualname(PyCodeObject* code);          // borrowed str
 PyObject* instructionName(PyCodeObject* code, const Instruction& ins);
 // LOAD_GLOBAL also pushes a NULL before the value (for a call that follows).
 bool loadGlobalPushesNull(const Instruction& ins);
+// The keyword names (a tuple of str, borrowed) a KW_NAMES instruction hands
+// to the CALL that follows it.
+PyObject* keywordNames(PyCodeObject* code, const Instruction& ins);
 
 // The generator a frame belongs to (new reference), or null.
 PyObject* frameGenerator(PyFrameObject* frame);
 // The frame that called this one (borrowed; valid while both run), or null.
 PyFrameObject* frameBack(PyFrameObject* frame);
+
+// Object internals.
+// What `type` finds for `name` along its MRO, without running descriptors
+// (borrowed; null when nothing).
+PyObject* classLookup(PyTypeObject* type, PyObject* name);
+// A name under which `type` finds `value` along its MRO (borrowed str;
+// null when none): a function stored on a class under another name.
+PyObject* classNameOf(PyTypeObject* type, PyObject* value);
+// A Python function's __name__ (borrowed str).
+PyObject* functionName(PyObject* function);
+// The object's instance __dict__ (borrowed; null when it has none or it
+// was never made).
+PyObject* instanceDict(PyObject* obj);
 
 // Intercepting calls of Python functions (PEP 523's frame evaluation hook).
 // While a FrameInterceptor is installed, every Python function frame about

@@ -6,7 +6,7 @@
 #include <Python.h>
 #include <internal/pycore_opcode.h>
 
-#include "capture/opcode_list.h"
+#include "capture/cpython311/opcode_list.h"
 
 /* Opcode numbers are macros of opcode.h; magpy's C++ names the same
    instructions by an enum, matched by name here. */

@@ -1,5 +1,5 @@
 // The monitor's per-frame and per-instruction state, shared by the files
-// that implement Monitor.
+// that implement Monitor (one per family of instructions).
 #pragma once
 
 #include "capture/monitor.h"
@@ -8,12 +8,17 @@ namespace magpy::capture {
 
 constexpr NodeId kNull = -2;  // a NULL stack slot (PUSH_NULL, LOAD_METHOD's marker)
 
+// The instruction a frame is running: taken at its opcode event, finished
+// at the frame's next one. Each shadow frame reuses one, so the common
+// path allocates nothing per instruction.
 struct Monitor::Pending {
+  bool active = false;  // from the instruction's opcode event until it is finished
   Instruction ins;
   int line = 0;
   int base = 0;                  // stack depth below the inputs
   std::vector<NodeId> inputs;    // shadows of the input slots, bottom first
   std::vector<PyRef> inputObjs;  // their objects (NULL slots hold nothing)
+  std::vector<NodeId> outputs;   // shadows of the values it leaves, bottom first
   bool traceCallees = true;
   bool suppressOps = false;  // the operators this instruction dispatches are not part of the graph
   // A traced callee's return value, for instructions that call Python.
@@ -30,6 +35,15 @@ struct Monitor::Pending {
   std::string calleeName;
   const record::FunctionAnnotation* annotation = nullptr;
   bool inlined = false;
+
+  // The traced callee's result when it is `value` (a special method, a
+  // property or a generator produced it), else kNoNode.
+  NodeId calleeReturned(PyObject* value) const {
+    return calleeResult != kNoNode && calleeResultObj == value ? calleeResult : kNoNode;
+  }
+  // Back to a fresh instruction, releasing its objects; vectors and
+  // strings keep their capacity.
+  void clear();
 };
 
 struct Monitor::ShadowFrame {
@@ -42,9 +56,24 @@ struct Monitor::ShadowFrame {
   NodeId function = kNoNode;
   PyObject* kwnames = nullptr;
   PyRef generator;
-  std::unique_ptr<Pending> pending;
-  std::string file;
+  Pending pending;
   std::string name;
+};
+
+// An instruction being finished, as its handler sees it: the frame, the
+// instruction, and the shadows of its outputs for the handler to fill
+// (out[k] for the k-th value above the instruction's base, bottom first).
+struct Monitor::Step {
+  ShadowFrame& frame;
+  Pending& p;
+  std::vector<NodeId>& out;
+
+  const Instruction& ins() const { return p.ins; }
+  NodeId in(size_t k) const { return p.inputs[k]; }
+  PyObject* inObj(size_t k) const { return p.inputObjs[k].get(); }
+  PyObject* outObj(size_t k) const { return frame.view.stack(p.base + int(k)); }
+  // The name the instruction operates on (a global, an attribute).
+  PyObject* name() const { return instructionName(frame.view.code(), p.ins); }
 };
 
 }  // namespace magpy::capture

@@ -1,0 +1,34 @@
+// CPython 3.11 object internals: private API and struct fields of types
+// and functions that capture reads.
+#include <Python.h>
+
+#include "capture/python_frame.h"
+
+#if PY_VERSION_HEX < 0x030B0000 || PY_VERSION_HEX >= 0x030C0000
+#error "capture/cpython311 supports CPython 3.11 only"
+#endif
+
+namespace magpy::capture {
+
+PyObject* classLookup(PyTypeObject* type, PyObject* name) { return _PyType_Lookup(type, name); }
+
+PyObject* classNameOf(PyTypeObject* type, PyObject* value) {
+  PyObject* mro = type->tp_mro;
+  for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); ++i) {
+    PyObject* dict = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i))->tp_dict;
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (dict && PyDict_Next(dict, &pos, &k, &v))
+      if (v == value && PyUnicode_Check(k) && _PyType_Lookup(type, k) == value) return k;
+  }
+  return nullptr;
+}
+
+PyObject* functionName(PyObject* function) { return reinterpret_cast<PyFunctionObject*>(function)->func_name; }
+
+PyObject* instanceDict(PyObject* obj) {
+  PyObject** slot = _PyObject_GetDictPtr(obj);
+  return slot ? *slot : nullptr;
+}
+
+}  // namespace magpy::capture

@@ -1,0 +1,180 @@
+// Operators on values, iteration and control flow. The program's control
+// flow is fixed in the graph, so a branch may only depend on what guards
+// cover: never on tensor contents or on objects magpy cannot see into.
+#include "capture/monitor.h"
+#include "capture/monitor_state.h"
+
+namespace magpy::capture {
+
+// A new value computed from the instruction's inputs: a scalar computed
+// from tensor contents stays marked as such.
+NodeId Monitor::derived(const Pending& p, PyObject* value) {
+  NodeId id = newNode(value);
+  for (NodeId i : p.inputs)
+    if (i >= 0 && refs_.node(i).dataDependent && refs_.node(id).kind == NodeKind::Atom) refs_.node(id).dataDependent = true;
+  return id;
+}
+
+// An operator-like instruction: the result of a traced special method, an
+// operator on plain values or tensors, or something we cannot follow.
+NodeId Monitor::operatorResult(const Pending& p, PyObject* value) {
+  if (NodeId computed = p.calleeReturned(value); computed != kNoNode) return computed;
+  for (size_t k = 0; k < p.inputObjs.size(); ++k)
+    if (p.inputObjs[k] && externalOpaque(p.inputs[k])) {  // a set, or a dict keyed by objects, included
+      graphBreak(std::string(opName(p.ins.op)) + " on a " + Py_TYPE(p.inputObjs[k].get())->tp_name +
+                 " object runs native code on contents magpy cannot guard");
+      return kNoNode;
+    }
+  // Operators of user classes run in Python (traced); those of plain
+  // values and followed containers depend only on guarded inputs.
+  return derived(p, value);
+}
+
+bool Monitor::finishBinaryOp(Step& s) {
+  PyObject* v = s.outObj(0);
+  if (binaryOpIsInPlace(s.ins().arg) && v == s.inObj(0) && !isAtom(v)) {
+    // a += b on a mutable object: the object changed (lists) or the ATen
+    // op recorded the write (tensors).
+    if (refs_.node(s.in(0)).kind == NodeKind::List) refs_.changedInPlace(s.in(0));
+    s.out[0] = s.in(0);
+    return true;
+  }
+  s.out[0] = operatorResult(s.p, v);
+  return s.out[0] != kNoNode;
+}
+
+// Unary operators, comparisons, `in`.
+bool Monitor::finishOperator(Step& s) {
+  s.out[0] = operatorResult(s.p, s.outObj(0));
+  return s.out[0] != kNoNode;
+}
+
+bool Monitor::finishIsOp(Step& s) {
+  if (breaksOnDistinctIdentity(s.in(0), s.in(1), s.outObj(0))) return false;
+  s.out[0] = newNode(s.outObj(0));
+  return true;
+}
+
+bool Monitor::finishFormatValue(Step& s) {
+  if (refs_.node(s.in(0)).kind == NodeKind::Tensor) {
+    graphBreak("formatting a tensor reads its contents");
+    return false;
+  }
+  return finishOperator(s);
+}
+
+// BUILD_SET, BUILD_STRING, BUILD_SLICE: opaque values built from followed inputs.
+bool Monitor::finishBuildValue(Step& s) {
+  s.out[0] = derived(s.p, s.outObj(0));
+  return true;
+}
+
+// outputs: the object, its length
+bool Monitor::finishGetLen(Step& s) {
+  s.out[0] = s.in(0);
+  s.out[1] = derived(s.p, s.outObj(1));
+  return true;
+}
+
+bool Monitor::finishGetIter(Step& s) {
+  PyObject* iterated = s.inObj(0);
+  if (breaksOnContentLength(iterated, "iterating over")) return false;
+  PyObject* v = s.outObj(0);
+  if (v == iterated) {
+    s.out[0] = s.in(0);
+    return true;
+  }
+  if (s.p.calleeResult == kNoNode && breaksOnOpaqueContents(s.in(0), iterated, "iterating over")) return false;
+  NodeId computed = s.p.calleeReturned(v);
+  s.out[0] = computed != kNoNode ? computed : newNode(v);
+  NodeKind kind = refs_.node(s.in(0)).kind;
+  if ((kind == NodeKind::Tuple && Py_IS_TYPE(v, &PyTupleIter_Type)) || (kind == NodeKind::List && Py_IS_TYPE(v, &PyListIter_Type)))
+    sequenceIterators_[s.out[0]] = {s.in(0), 0};
+  return true;
+}
+
+// outputs: the iterator, the next value; none when it is exhausted.
+bool Monitor::finishForIter(Step& s) {
+  if (s.out.empty()) return true;  // exhausted: the iterator was popped
+  s.out[0] = s.in(0);
+  s.out[1] = iterationValue(s.p, s.in(0), s.outObj(1));
+  return true;
+}
+
+NodeId Monitor::iterationValue(Pending& p, NodeId iterator, PyObject* value) {
+  if (NodeId yielded = p.calleeReturned(value); yielded != kNoNode) return yielded;  // a generator yielded it
+  auto it = sequenceIterators_.find(iterator);
+  if (it != sequenceIterators_.end()) {
+    auto& [sequence, next] = it->second;
+    return refs_.read(sequence, Relation::at(next++), value);
+  }
+  return newNode(value);
+}
+
+// JUMP_IF_FALSE_OR_POP, JUMP_IF_TRUE_OR_POP: the tested value stays when
+// the jump is taken.
+bool Monitor::finishJumpOrPop(Step& s) {
+  if (!s.out.empty()) s.out[0] = s.in(0);
+  return true;
+}
+
+// outputs: the bound __exit__, what __enter__ returned
+bool Monitor::finishBeforeWith(Step& s) {
+  s.out[0] = newNode(s.outObj(0));
+  PyObject* entered = s.outObj(1);
+  NodeId computed = s.p.calleeReturned(entered);
+  s.out[1] = computed != kNoNode ? computed : newNode(entered);
+  return true;
+}
+
+// Resumed: the value sent in (None for next()) is on the stack.
+bool Monitor::finishYieldValue(Step& s) {
+  if (!s.out.empty()) s.out[0] = newNode(s.outObj(0));
+  return true;
+}
+
+// At a truth test, before it runs: the branch it takes must follow from
+// guarded values.
+void Monitor::checkTruthTest(const Pending& p) {
+  if (p.inputs.empty()) return;
+  // Reading a value computed from tensor contents to decide control flow.
+  if (p.inputs[0] >= 0 && refs_.node(p.inputs[0]).dataDependent)
+    graphBreak("a branch depends on a value computed from tensor contents");
+  if (!externalOpaque(p.inputs[0])) return;
+  PyTypeObject* t = Py_TYPE(p.inputObjs[0].get());
+  bool nativeTruth = (t->tp_as_number && t->tp_as_number->nb_bool) ||
+                     (t->tp_as_sequence && t->tp_as_sequence->sq_length) ||
+                     (t->tp_as_mapping && t->tp_as_mapping->mp_length);
+  if (nativeTruth)
+    graphBreak(std::string("the truth of a ") + t->tp_name + " object is computed by native code from contents magpy cannot guard");
+}
+
+// Iterating or unpacking a tensor takes as many steps as its first
+// dimension; when that length came from tensor contents (boxes[scores > t])
+// a graph with a fixed count would be wrong on the next call.
+bool Monitor::breaksOnContentLength(PyObject* iterated, const char* doing) {
+  if (!iterated || !isTensor(iterated) || !ops_->hasDataDependentShape(tensorOf(iterated))) return false;
+  graphBreak(std::string(doing) + " a tensor whose length depends on tensor contents");
+  return true;
+}
+
+// `a is b` on two distinct objects from outside: guards can say two paths
+// are one object (alias guards), not that they stay two. Scalars compare
+// by value, and modules, functions and enum members are guarded by
+// identity, so only other objects are a concern.
+bool Monitor::breaksOnDistinctIdentity(NodeId a, NodeId b, PyObject* result) {
+  if (result != Py_False && result != Py_True) return false;
+  auto identityGuarded = [&](NodeId id) {
+    const ShadowNode& n = refs_.node(id);
+    return n.kind == NodeKind::Atom || n.kind == NodeKind::Module || n.kind == NodeKind::Function ||
+           !enumMemberName(n.obj).empty();
+  };
+  if (a < 0 || b < 0 || a == b || !refs_.node(a).external || !refs_.node(b).external) return false;
+  if (identityGuarded(a) || identityGuarded(b)) return false;
+  bool sameObject = refs_.node(a).obj == refs_.node(b).obj;
+  if (sameObject) return false;  // one object reached twice: an alias guard holds it
+  graphBreak("an identity test (is) between two distinct objects from outside the call");
+  return true;
+}
+
+}  // namespace magpy::capture

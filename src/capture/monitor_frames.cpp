@@ -1,0 +1,429 @@
+// Frames of a monitored run: entering one (a traced callee, a generator
+// resuming, untraced code to guard), binding its parameters and cells from
+// the caller's shadows, and leaving it with its return value.
+#include "capture/monitor.h"
+#include "capture/monitor_state.h"
+
+namespace magpy::capture {
+
+// A module as a root of the run's paths: sys.modules[name], by default
+// under its own __name__. kNoNode without a name.
+NodeId Monitor::moduleNode(PyObject* module, const char* name) {
+  if (!name) name = PyModule_GetName(module);
+  if (!name || !*name) {
+    PyErr_Clear();
+    return kNoNode;
+  }
+  return refs_.read(kExternal, Relation::module(name), module);
+}
+
+// The module whose namespace `globals` is (a frame's, a caller's), under
+// the name the namespace gives.
+NodeId Monitor::globalsModuleNode(PyObject* globals) {
+  PyObject* name = PyDict_GetItemString(globals, "__name__");
+  PyRef module = PyRef::steal(name ? PyImport_GetModule(name) : nullptr);
+  if (!module) {
+    PyErr_Clear();
+    return kNoNode;
+  }
+  return moduleNode(module.get(), utf8(name).c_str());
+}
+
+void Monitor::enterFrame(PyFrameObject* frame) {
+  Frame view(frame);
+  PyFrameObject* back = frameBack(frame);
+  bool root = frames_.empty();
+  if (root ? back != callerFrame_ : (back != frames_.back()->frame || !frames_.back()->pending.active ||
+                                     !frames_.back()->pending.traceCallees)) {
+    if (!root && back && back != frames_.back()->frame && !broken_) guardUntracedCallee(view, Frame(back));
+    view.traceOpcodes(false);
+    return;
+  }
+  Pending* caller = root ? nullptr : &frames_.back()->pending;
+  if (caller && !caller->inlined) {
+    // An implicit call (a special method, a property, __getattr__) or a
+    // callback from native code: an annotated callee is summarized by the
+    // instruction's own semantics or its caller's annotation.
+    if (PyObject* f = view.function()) {
+      const record::FunctionAnnotation* a = annotations_.find(qualifiedName(f));
+      if (a) {
+        view.traceOpcodes(false);
+        if (!a->pure && !a->op) graphBreak(qualifiedName(f) + " is dynamic (annotated pure: false at " + a->origin + ")");
+        return;
+      }
+    }
+  }
+  PyRef generator = PyRef::steal(frameGenerator(frame));
+  if (generator) {
+    auto it = suspended_.find(generator.get());
+    if (it != suspended_.end()) {  // a generator resumes where it yielded
+      it->second->frame = frame;
+      it->second->view = view;
+      frames_.push_back(std::move(it->second));
+      suspended_.erase(it);
+      view.traceOpcodes(true);
+      return;
+    }
+  }
+
+  auto sf = std::make_unique<ShadowFrame>();
+  sf->frame = frame;
+  sf->view = view;
+  sf->generator = generator;
+  sf->name = utf8(codeQualname(view.code()));
+  sf->locals.assign(size_t(view.numLocals()), kNoNode);
+  sf->globals = globalsModuleNode(view.globals());
+  if (sf->globals == kNoNode) {
+    frames_.push_back(std::move(sf));
+    graphBreak("code without a module (exec or eval) is not captured");
+    return;
+  }
+
+  bool ok;
+  if (root) {
+    ok = bindRootFrame(*sf);
+  } else if (generator && unstarted_.count(generator.get())) {
+    auto call = std::move(unstarted_[generator.get()]);
+    unstarted_.erase(generator.get());
+    ok = bindFrame(*sf, *call);
+  } else {
+    ok = bindFrame(*sf, frames_.back()->pending);
+  }
+  frames_.push_back(std::move(sf));
+  if (!ok) return;
+  view.traceOpcodes(true);
+}
+
+// Code that runs untraced under a summarized call (a standard layer's
+// forward, an annotated Python function) calls Python functions found by
+// name: the record holds only while the same names find the same
+// functions (F.relu not replaced, no Conv2d._conv_forward patched on the
+// class or the instance). Each callee gets an identity guard on the path
+// its caller finds it by; one that cannot be named is a graph break.
+void Monitor::guardUntracedCallee(const Frame& callee, const Frame& caller) {
+  PyObject* f = callee.function();
+  if (!f || !PyFunction_Check(f) || guardedCallees_.count({caller.globals(), f})) return;
+  if (fixedByCaller(caller, f, callee.code())) return;
+  if (refs_.find(f) != kNoNode) return;  // traced code read it (a callback it passed): guarded there
+  // A method of the first argument's class, found through the instance
+  // (the first of *args for a wrapper such as functools.wraps makes).
+  PyCodeObject* code = callee.code();
+  PyObject* self = codeArgCount(code) > 0 ? callee.local(0) : nullptr;
+  if (!self && codeHasVarArgs(code)) {
+    PyObject* rest = callee.local(codeKwOnlyCount(code));
+    self = rest && PyTuple_Check(rest) && PyTuple_GET_SIZE(rest) > 0 ? PyTuple_GET_ITEM(rest, 0) : nullptr;
+  }
+  NodeId selfNode = self ? refs_.find(self) : kNoNode;
+  PyObject* name = functionName(f);
+  bool method = self && classLookup(Py_TYPE(self), name) == f;
+  // A tensor's class is torch.Tensor (its guard rules out subclasses).
+  if (method && isTensor(self) && readQualifiedPathTo(f)) return;
+  if (selfNode != kNoNode && !isTensor(self) && readClassPathTo(f, selfNode)) return;
+  // A special method of a class of torch or of Python's standard library,
+  // run by the interpreter (torch._VF's __getattr__, a backend flag's
+  // __get__, typing.List's __getitem__): part of the platform, not found
+  // by name.
+  if (method && utf8(name).compare(0, 2, "__") == 0 && platformClass(Py_TYPE(self))) return;
+  if (!readCallerGlobalTo(f, caller.globals())) {
+    PyObject* outer = caller.function();
+    graphBreak((outer ? qualifiedName(outer) : std::string("untraced code")) + " (summarized, not traced) calls " +
+               qualifiedName(f) + ", which magpy cannot name to guard that it stays the same function");
+    return;
+  }
+  guardedCallees_.emplace(std::make_pair(caller.globals(), f), PyRef::borrow(f));
+}
+
+// Whether the caller's own code fixes f: a nested def or comprehension it
+// makes, or a function its closure holds (a decorator's wrapped function).
+bool Monitor::fixedByCaller(const Frame& caller, PyObject* f, PyCodeObject* code) {
+  if (codeDefines(caller.code(), code)) return true;
+  PyObject* outer = caller.function();
+  PyObject* closure = outer && PyFunction_Check(outer) ? PyFunction_GET_CLOSURE(outer) : nullptr;
+  for (Py_ssize_t i = 0; closure && i < PyTuple_GET_SIZE(closure); ++i)
+    if (PyCell_GET(PyTuple_GET_ITEM(closure, i)) == f) return true;
+  return false;
+}
+
+// Reads f as a method of the object's class (under any name the class
+// finds it by); the instance's __dict__ must not shadow it.
+bool Monitor::readClassPathTo(PyObject* f, NodeId object) {
+  PyObject* obj = refs_.node(object).obj;
+  PyTypeObject* type = Py_TYPE(obj);
+  auto found = [&](PyObject* name) {
+    std::string n = utf8(name);
+    NodeId cls = refs_.read(object, Relation::attr("__class__"), reinterpret_cast<PyObject*>(type));
+    refs_.read(cls, Relation::attr(n), f);
+    if (n.compare(0, 2, "__") != 0) classMethods_.insert({object, n});
+    return true;
+  };
+  PyObject* ownName = functionName(f);
+  if (classLookup(type, ownName) == f) return found(ownName);
+  // Stored under another name (a lambda patched onto the class).
+  PyObject* otherName = classNameOf(type, f);
+  return otherName ? found(otherName) : false;
+}
+
+// Reads f by its qualified name from its own module (torch.Tensor.split as
+// torch._tensor.Tensor.split).
+bool Monitor::readQualifiedPathTo(PyObject* f) {
+  PyRef moduleName = PyRef::steal(PyObject_GetAttrString(f, "__module__"));
+  PyRef mod = PyRef::steal(moduleName && PyUnicode_Check(moduleName.get()) ? PyImport_GetModule(moduleName.get()) : nullptr);
+  PyErr_Clear();
+  std::string qual = attrString(f, "__qualname__");
+  if (!mod || !PyModule_Check(mod.get()) || qual.find('<') != std::string::npos) return false;
+  std::vector<std::pair<std::string, PyRef>> chain;
+  PyObject* cur = mod.get();
+  for (size_t start = 0; cur;) {
+    size_t dot = qual.find('.', start);
+    chain.emplace_back(qual.substr(start, dot == std::string::npos ? std::string::npos : dot - start), PyRef{});
+    chain.back().second = PyRef::steal(PyObject_GetAttrString(cur, chain.back().first.c_str()));
+    cur = chain.back().second.get();
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  PyErr_Clear();
+  NodeId node = cur == f ? moduleNode(mod.get()) : kNoNode;
+  if (node == kNoNode) return false;
+  for (auto& [part, obj] : chain) node = refs_.read(node, Relation::attr(part), obj.get());
+  return true;
+}
+
+// Reads f the way code with these globals finds a function by name: a
+// global of its own (`_verify_batch_size`), else an attribute of a module
+// it imported (`F.relu`, also when F.relu was replaced) or of one of that
+// module's submodules (`torch.jit.annotate`).
+bool Monitor::readCallerGlobalTo(PyObject* f, PyObject* callerGlobals) {
+  PyObject *k, *v;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(callerGlobals, &pos, &k, &v)) {
+    NodeId home = v == f ? globalsModuleNode(callerGlobals) : kNoNode;
+    if (home == kNoNode) continue;
+    refs_.read(home, Relation::attr(utf8(k)), f);
+    return true;
+  }
+  // A module global (F) holds it, or one of that module's own submodules
+  // (torch.jit for torch.jit.annotate).
+  std::vector<PyObject*> modules;
+  pos = 0;
+  while (PyDict_Next(callerGlobals, &pos, &k, &v))
+    if (PyModule_Check(v)) modules.push_back(v);
+  for (size_t m = 0, direct = modules.size(); m < modules.size(); ++m) {
+    PyObject *name, *item;
+    Py_ssize_t at = 0;
+    const char* own = m < direct ? PyModule_GetName(modules[m]) : nullptr;
+    if (!own) PyErr_Clear();
+    std::string prefix = own ? own + std::string(".") : "";
+    while (PyDict_Next(PyModule_GetDict(modules[m]), &at, &name, &item)) {
+      if (!prefix.empty() && PyModule_Check(item)) {
+        const char* sub = PyModule_GetName(item);
+        if (sub && std::string(sub).compare(0, prefix.size(), prefix) == 0) modules.push_back(item);
+        PyErr_Clear();
+      }
+      NodeId owner = item == f ? moduleNode(modules[m]) : kNoNode;
+      if (owner == kNoNode) continue;
+      refs_.read(owner, Relation::attr(utf8(name)), f);
+      return true;
+    }
+  }
+  return false;
+}
+
+bool Monitor::bindFrame(ShadowFrame& sf, Pending& caller) {
+  if (caller.inlined) {
+    bindParameters(sf, caller.calleeFunction, caller.positional, caller.keywords);
+  } else {
+    // An implicit call (a special method, a property, a callback from
+    // native code): the callee's arguments are the instruction's inputs,
+    // matched by identity; anything else is a constant of the callee.
+    if (PyObject* f = sf.view.function()) {
+      sf.function = refs_.find(f);
+      if (sf.function == kNoNode) sf.function = newNode(f);
+    }
+    for (int i = 0; i < sf.view.numLocals(); ++i) {
+      PyObject* v = sf.view.local(i);
+      if (!v || sf.view.localKind(i) != LocalKind::Plain) continue;
+      NodeId match = kNoNode;
+      for (size_t k = 0; k < caller.inputObjs.size(); ++k)
+        if (caller.inputObjs[k].get() == v) match = caller.inputs[k];
+      for (size_t k = 0; k < caller.positionalObjs.size(); ++k)
+        if (caller.positionalObjs[k] == v) match = caller.positional[k];
+      sf.locals[size_t(i)] = match != kNoNode ? match : newNode(v);
+    }
+  }
+  bindCells(sf);
+  return verifyLocals(sf);
+}
+
+bool Monitor::bindRootFrame(ShadowFrame& sf) {
+  NodeId self = rootSelf_;
+  // The function the root frame runs, as reached from self.
+  NodeId function = self;
+  if (call_->function != call_->self) {
+    if (PyMethod_Check(call_->self)) {
+      function = refs_.read(self, Relation::attr("__func__"), PyMethod_GET_FUNCTION(call_->self));
+    } else {
+      PyObject* cls = reinterpret_cast<PyObject*>(Py_TYPE(call_->self));
+      NodeId clsNode = refs_.read(self, Relation::attr("__class__"), cls);
+      function = refs_.read(clsNode, Relation::attr("__call__"), call_->function);
+    }
+  }
+  std::vector<NodeId> positional;
+  if (call_->selfIsFirstArg)
+    positional.push_back(PyMethod_Check(call_->self)
+                             ? refs_.read(self, Relation::attr("__self__"), PyMethod_GET_SELF(call_->self))
+                             : self);
+  positional.insert(positional.end(), rootArgs_.begin(), rootArgs_.end());
+  bindParameters(sf, function, positional, rootKwargs_);
+  bindCells(sf);
+  return verifyLocals(sf);
+}
+
+// Binds a frame's parameters from its call's arguments as CPython does:
+// positional, keywords, *args, **kwargs, then defaults.
+void Monitor::bindParameters(ShadowFrame& sf, NodeId function, const std::vector<NodeId>& positional,
+                             const std::vector<std::pair<std::string, NodeId>>& keywords) {
+  Frame& v = sf.view;
+  PyCodeObject* code = v.code();
+  sf.function = function;
+  int argc = codeArgCount(code), kwonly = codeKwOnlyCount(code);
+  int varargs = codeHasVarArgs(code) ? argc + kwonly : -1;
+  int varkw = codeHasVarKeywords(code) ? argc + kwonly + (varargs >= 0) : -1;
+  std::vector<NodeId> extra;
+  for (size_t i = 0; i < positional.size(); ++i) {
+    if (int(i) < argc) sf.locals[i] = positional[i];
+    else extra.push_back(positional[i]);
+  }
+  std::vector<std::pair<std::string, NodeId>> extraKw;
+  for (auto& [name, node] : keywords) {
+    int slot = -1;
+    for (int i = 0; i < argc + kwonly; ++i)
+      if (utf8(codeLocalName(code, i)) == name) slot = i;
+    if (slot >= 0) sf.locals[size_t(slot)] = node;
+    else extraKw.push_back({name, node});
+  }
+  if (varargs >= 0 && v.local(varargs)) {
+    NodeId tuple = refs_.nodeFor(v.local(varargs));
+    auto& refs = refs_.node(tuple).versions.back().refs;
+    for (size_t i = 0; i < refs.size() && i < extra.size(); ++i) refs[i].target = extra[i];
+    sf.locals[size_t(varargs)] = tuple;
+  }
+  if (varkw >= 0 && v.local(varkw)) {
+    NodeId dict = refs_.nodeFor(v.local(varkw));
+    for (auto& e : refs_.node(dict).versions.back().refs)
+      for (auto& [name, node] : extraKw)
+        if (e.rel.key == record::Atom::string(name)) e.target = node;
+    sf.locals[size_t(varkw)] = dict;
+  }
+  // Parameters left unbound take their defaults from the function.
+  PyObject* f = function != kNoNode ? refs_.node(function).obj : nullptr;
+  if (!f || !PyFunction_Check(f)) return;
+  for (int i = 0; i < argc + kwonly; ++i) {
+    if (sf.locals[size_t(i)] != kNoNode || !v.local(i)) continue;
+    if (i < argc) {
+      PyObject* defaults = PyFunction_GET_DEFAULTS(f);
+      if (!defaults) continue;
+      int index = i - (argc - int(PyTuple_GET_SIZE(defaults)));
+      if (index < 0) continue;
+      NodeId d = refs_.read(function, Relation::attr("__defaults__"), defaults);
+      sf.locals[size_t(i)] = refs_.read(d, Relation::at(index), PyTuple_GET_ITEM(defaults, index));
+    } else {
+      PyObject* kwdefaults = PyFunction_GET_KW_DEFAULTS(f);
+      std::string name = utf8(codeLocalName(code, i));
+      PyObject* value = kwdefaults ? PyDict_GetItemString(kwdefaults, name.c_str()) : nullptr;
+      if (!value) continue;
+      NodeId d = refs_.read(function, Relation::attr("__kwdefaults__"), kwdefaults);
+      sf.locals[size_t(i)] = refs_.read(d, Relation::keyed(name), value);
+    }
+  }
+}
+
+// Cells of the frame hold their initial value; free variables are the
+// function's closure cells.
+void Monitor::bindCells(ShadowFrame& sf) {
+  Frame& v = sf.view;
+  int n = v.numLocals();
+  PyObject* f = sf.function != kNoNode ? refs_.node(sf.function).obj : nullptr;
+  PyObject* closure = f && PyFunction_Check(f) ? PyFunction_GET_CLOSURE(f) : nullptr;
+  int firstFree = n - int(PyCode_GetNumFree(v.code()));
+  for (int i = 0; i < n; ++i) {
+    PyObject* obj = v.local(i);
+    if (!obj) continue;
+    switch (v.localKind(i)) {
+      case LocalKind::Cell: {
+        NodeId c = newNode(obj);
+        NodeId content = sf.locals[size_t(i)];
+        if (content != kNoNode && content != c) refs_.write(c, Relation::attr("cell_contents"), content);
+        sf.locals[size_t(i)] = c;
+        break;
+      }
+      case LocalKind::Free:
+        if (closure) {
+          NodeId t = refs_.read(sf.function, Relation::attr("__closure__"), closure);
+          sf.locals[size_t(i)] = refs_.read(t, Relation::at(i - firstFree), obj);
+        } else {
+          sf.locals[size_t(i)] = newNode(obj);
+        }
+        break;
+      case LocalKind::Plain:
+        if (sf.locals[size_t(i)] == kNoNode) sf.locals[size_t(i)] = newNode(obj);
+        break;
+    }
+  }
+}
+
+// The shadow must describe the real frame: a mismatch is a modelling error,
+// and guessing would risk a stale record.
+bool Monitor::verifyLocals(ShadowFrame& sf) {
+  for (int i = 0; i < sf.view.numLocals(); ++i) {
+    PyObject* real = sf.view.local(i);
+    NodeId s = sf.locals[size_t(i)];
+    if (!real || s == kNoNode) continue;
+    const ShadowNode& node = refs_.node(s);
+    bool same = node.kind == NodeKind::Atom ? (atomOf(real) && *atomOf(real) == node.atom && isAtom(real)) : node.obj == real;
+    if (!same) {
+      graphBreak("internal: the arguments of " + sf.name + " could not be matched (" +
+                 utf8(codeLocalName(sf.view.code(), i)) + ")");
+      return false;
+    }
+  }
+  return true;
+}
+
+void Monitor::leaveFrame(ShadowFrame& sf, PyObject* result) {
+  if (!result) {
+    graphBreak("an exception left " + sf.name + "; control flow through exceptions is not captured");
+    return;
+  }
+  const Pending& returning = sf.pending;
+  if (!returning.active || (returning.ins.op != Op::RETURN_VALUE && returning.ins.op != Op::YIELD_VALUE) ||
+      returning.inputObjs.empty() || returning.inputObjs[0].get() != result) {
+    graphBreak("internal: " + sf.name + " returned without a traced RETURN_VALUE");
+    return;
+  }
+  NodeId value = returning.inputs[0];
+  bool yielded = returning.ins.op == Op::YIELD_VALUE;
+  std::unique_ptr<ShadowFrame> owned = std::move(frames_.back());
+  frames_.pop_back();
+  if (yielded) {
+    // Keep the frame's shadow for when the generator resumes; YIELD_VALUE
+    // finishes then (its output is the value sent in).
+    PyObject* gen = owned->generator.get();
+    if (!gen) {
+      graphBreak("internal: a frame yielded without a generator");
+      return;
+    }
+    suspended_[gen] = std::move(owned);
+  }
+  if (frames_.empty()) {
+    result_ = value;
+    done_ = true;
+    return;
+  }
+  Pending& caller = frames_.back()->pending;
+  if (caller.active) {
+    caller.calleeResult = value;
+    caller.calleeResultObj = result;
+  }
+}
+
+}  // namespace magpy::capture

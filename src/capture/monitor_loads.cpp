@@ -1,0 +1,240 @@
+// Loads and stores: locals and the stack, globals and builtins, cells,
+// attributes, imports and function objects. A value read from outside the
+// call is read along its path (a global, an attribute of a module or
+// object); values the run makes are new nodes.
+#include "capture/monitor.h"
+#include "capture/monitor_state.h"
+
+#include <algorithm>
+
+namespace magpy::capture {
+namespace {
+
+// Tensor attributes that are metadata: a function of the tensor's guarded
+// (or shape-inferred) metadata, never of its contents.
+bool isTensorMetadata(const std::string& name) {
+  static const char* kNames[] = {"shape", "dtype", "device", "ndim", "is_cuda", "is_sparse", "layout",
+                                 "is_quantized", "is_meta", "is_mkldnn",
+                                 "is_complex", "is_floating_point", "names", "is_nested"};
+  return std::any_of(std::begin(kNames), std::end(kNames), [&](const char* n) { return name == n; });
+}
+
+}  // namespace
+
+// A constant, or a value fixed by the interpreter (AssertionError).
+bool Monitor::finishNewValue(Step& s) {
+  s.out[0] = newNode(s.outObj(0));
+  return true;
+}
+
+bool Monitor::finishLoadFast(Step& s) {
+  NodeId local = s.frame.locals[size_t(s.ins().arg)];
+  s.out[0] = local != kNoNode ? local : newNode(s.outObj(0));
+  return true;
+}
+
+bool Monitor::finishStoreFast(Step& s) {
+  s.frame.locals[size_t(s.ins().arg)] = s.in(0);
+  return true;
+}
+
+bool Monitor::finishDeleteFast(Step& s) {
+  s.frame.locals[size_t(s.ins().arg)] = kNoNode;
+  return true;
+}
+
+bool Monitor::finishCopy(Step& s) {
+  s.out[0] = slotNode(s.frame, int(s.frame.stack.size()) - s.ins().arg);
+  return true;
+}
+
+bool Monitor::finishSwap(Step& s) {
+  for (size_t k = 0; k < s.out.size(); ++k) s.out[k] = s.in(k);
+  std::swap(s.out.front(), s.out.back());
+  return true;
+}
+
+bool Monitor::finishLoadGlobal(Step& s) {
+  PyObject* name = s.name();
+  PyObject* value = s.outObj(s.out.size() - 1);
+  if (loadGlobalPushesNull(s.ins())) s.out[0] = kNull;
+  if (PyDict_GetItem(s.frame.view.globals(), name)) {
+    s.out.back() = refs_.read(s.frame.globals, Relation::attr(utf8(name)), value);
+  } else {
+    // A builtin, found because the module has no global of that name.
+    absent_.push_back({s.frame.globals, Relation::attr(utf8(name))});
+    NodeId builtins = refs_.read(kExternal, Relation::module("builtins"), PyImport_AddModule("builtins"));
+    s.out.back() = refs_.read(builtins, Relation::attr(utf8(name)), value);
+  }
+  registerTensor(s.out.back());
+  return true;
+}
+
+bool Monitor::finishStoreGlobal(Step& s) {
+  refs_.write(s.frame.globals, Relation::attr(utf8(s.name())), s.in(0));
+  return true;
+}
+
+bool Monitor::finishDeleteGlobal(Step& s) {
+  refs_.remove(s.frame.globals, Relation::attr(utf8(s.name())));
+  return true;
+}
+
+bool Monitor::finishLoadDeref(Step& s) {
+  NodeId cell = s.frame.locals[size_t(s.ins().arg)];
+  PyObject* value = s.outObj(0);
+  s.out[0] = cell == kNoNode ? newNode(value) : refs_.read(cell, Relation::attr("cell_contents"), value);
+  registerTensor(s.out[0]);
+  return true;
+}
+
+bool Monitor::finishStoreDeref(Step& s) {
+  NodeId cell = s.frame.locals[size_t(s.ins().arg)];
+  if (cell == kNoNode) return false;
+  refs_.write(cell, Relation::attr("cell_contents"), s.in(0));
+  return true;
+}
+
+bool Monitor::finishDeleteDeref(Step& s) {
+  NodeId cell = s.frame.locals[size_t(s.ins().arg)];
+  if (cell != kNoNode) refs_.remove(cell, Relation::attr("cell_contents"));
+  return true;
+}
+
+bool Monitor::finishLoadAttr(Step& s) {
+  s.out[0] = loadAttr(s.in(0), s.inObj(0), s.name(), s.outObj(0), s.p);
+  return true;
+}
+
+// CPython 3.11's LOAD_METHOD: [function, self] when the method came from
+// the object's class, else [NULL, attribute].
+bool Monitor::finishLoadMethod(Step& s) {
+  PyObject* function = s.outObj(0);
+  if (!function) {
+    s.out[0] = kNull;
+    s.out[1] = loadAttr(s.in(0), s.inObj(0), s.name(), s.outObj(1), s.p);
+    return true;
+  }
+  const ShadowNode& owner = refs_.node(s.in(0));
+  if (owner.kind == NodeKind::Object || owner.kind == NodeKind::Module || owner.kind == NodeKind::Function) {
+    NodeId cls = refs_.read(s.in(0), Relation::attr("__class__"), reinterpret_cast<PyObject*>(Py_TYPE(s.inObj(0))));
+    s.out[0] = refs_.read(cls, Relation::attr(utf8(s.name())), function);
+  } else {
+    s.out[0] = newNode(function);  // a method of a builtin type: fixed
+  }
+  s.out[1] = s.in(0);
+  return true;
+}
+
+// inputs: value, owner
+bool Monitor::finishStoreAttr(Step& s) {
+  if (refs_.node(s.in(1)).kind == NodeKind::Tensor) {
+    graphBreak("writing an attribute of a tensor (" + utf8(s.name()) + ") is not captured");
+    return false;
+  }
+  if (s.p.calleeResult != kNoNode) return true;  // a traced __setattr__ did the write
+  refs_.write(s.in(1), Relation::attr(utf8(s.name())), s.in(0));
+  return true;
+}
+
+bool Monitor::finishDeleteAttr(Step& s) {
+  if (s.p.calleeResult == kNoNode) refs_.remove(s.in(0), Relation::attr(utf8(s.name())));
+  return true;
+}
+
+bool Monitor::finishImportName(Step& s) {
+  PyObject* module = s.outObj(0);
+  s.out[0] = PyModule_Check(module) ? moduleNode(module) : newNode(module);
+  return true;
+}
+
+// inputs: module; outputs: module, the name imported from it
+bool Monitor::finishImportFrom(Step& s) {
+  s.out[0] = s.in(0);
+  s.out[1] = refs_.read(s.in(0), Relation::attr(utf8(s.name())), s.outObj(1));
+  registerTensor(s.out[1]);
+  return true;
+}
+
+bool Monitor::finishMakeFunction(Step& s) {
+  NodeId f = newNode(s.outObj(0));
+  // inputs (bottom first): [defaults] [kwdefaults] [annotations] [closure] code
+  const int flags = s.ins().arg;
+  size_t k = 0;
+  if (flags & 1) refs_.write(f, Relation::attr("__defaults__"), s.in(k++));
+  if (flags & 2) refs_.write(f, Relation::attr("__kwdefaults__"), s.in(k++));
+  if (flags & 4) k++;
+  if (flags & 8) refs_.write(f, Relation::attr("__closure__"), s.in(k++));
+  s.out[0] = f;
+  return true;
+}
+
+NodeId Monitor::loadAttr(NodeId owner, PyObject* ownerObj, PyObject* name, PyObject* value, Pending& p) {
+  if (NodeId computed = p.calleeReturned(value); computed != kNoNode) return computed;  // a property computed it
+  if (PyMethod_Check(value) && PyMethod_GET_SELF(value) == ownerObj)
+    if (NodeId method = boundMethod(owner, ownerObj, name, value); method != kNoNode) return method;
+  std::string attr = utf8(name);
+  const ShadowNode& o = refs_.node(owner);
+  switch (o.kind) {
+    case NodeKind::Tensor:
+      if (attr == "requires_grad" || attr == "is_leaf" || attr == "grad_fn") {
+        readAutogradState(owner, attr);
+        return newNode(value);
+      }
+      if (isTensorMetadata(attr)) {
+        if ((attr == "shape") && ops_->hasDataDependentShape(tensorOf(ownerObj)))
+          graphBreak("the shape of a tensor whose size depends on tensor contents is read");
+        return newNode(value);
+      }
+      if (isTensor(value) && ops_->valueOf(tensorOf(value)) >= 0) return newNode(value);  // made by an op (x.T)
+      if (!isTensor(value) && PyCallable_Check(value)) return newNode(value);  // a method: fixed by the class
+      break;
+    case NodeKind::Atom:
+    case NodeKind::Tuple:
+    case NodeKind::List:
+    case NodeKind::Dict:
+      return newNode(value);  // methods and attributes of builtin values are fixed
+    default:
+      break;
+  }
+  NodeId id = refs_.read(owner, Relation::attr(attr), value);
+  registerTensor(id);
+  return id;
+}
+
+// obj.method: a new bound method of a function found on obj's class. Its
+// parts are what the program depends on, not the bound object. kNoNode
+// when the instance's __dict__ holds the method itself.
+NodeId Monitor::boundMethod(NodeId owner, PyObject* ownerObj, PyObject* name, PyObject* method) {
+  PyObject* cls = reinterpret_cast<PyObject*>(Py_TYPE(ownerObj));
+  PyObject* dict = PyObject_GenericGetDict(ownerObj, nullptr);
+  bool hasDict = dict && PyDict_Check(dict);
+  bool onInstance = hasDict && PyDict_GetItem(dict, name);
+  Py_XDECREF(dict);
+  PyErr_Clear();
+  if (onInstance) return kNoNode;
+  std::string attr = utf8(name);
+  if (hasDict) classMethods_.insert({owner, attr});
+  NodeId c = refs_.read(owner, Relation::attr("__class__"), cls);
+  NodeId f = refs_.read(c, Relation::attr(attr), PyMethod_GET_FUNCTION(method));
+  NodeId m = newNode(method);
+  refs_.write(m, Relation::attr("__func__"), f);
+  refs_.write(m, Relation::attr("__self__"), owner);
+  return m;
+}
+
+// A tensor's autograd state. For a tensor the run made or wrote it follows
+// from the grad mode (guarded once read) and the inputs' requires_grad
+// (guarded with their metadata); for one from outside, requires_grad is
+// guarded, but whether one that requires grad is a leaf is not.
+void Monitor::readAutogradState(NodeId tensor, const std::string& attr) {
+  const ShadowNode& n = refs_.node(tensor);
+  if (!n.external || n.versions.size() > 1) {  // made or written in place by the run
+    readRuntimeState("grad_enabled");
+  } else if (attr != "requires_grad" && tensorOf(n.obj).requires_grad()) {
+    graphBreak("the program reads " + attr + " of a tensor from outside the call that requires grad; " +
+               "whether it is a leaf is not guarded");
+  }
+}
+
+}  // namespace magpy::capture
