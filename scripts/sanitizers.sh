@@ -19,5 +19,5 @@ cmake --build build-san -j"$jobs" --target record_tests replay_tests record_fuzz
 export ASAN_OPTIONS="detect_leaks=0:abort_on_error=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 echo "sanitizers: record and replay unit tests under ASan+UBSan"
-(cd build-san && ctest -j"$jobs" --output-on-failure -R '^(Format|Path|Text|Diff|Dot|Annotations|Plan|Passes|Session|Mock|ValueFiles|Environment|Fx|HostileRecords|StateDict)\.')
+(cd build-san && ctest -j"$jobs" --output-on-failure -R '^(Format|Path|Text|Diff|Dot|Annotations|Plan|Passes|Session|Mock|ValueFiles|Environment|Fx|HostileRecords|StateDict|StateAccess|GraphUtils)\.')
 scripts/fuzz.sh "${MAGPY_FUZZ_SECONDS:-60}"

@@ -272,6 +272,14 @@ void LiveStore::assignContents(const PyRef& target, const PyRef& value) const {
   }
 }
 
+PyRef liveElement(PyObject* container, const record::PathStep& step) {
+  replay::PathTree::Node n;
+  n.step = step;
+  n.kind = replay::PathTree::kindOf(step.kind);
+  PyRef key = LiveStore::keyOf(n);
+  return stepOn(container, n.kind, step.index, key.get());
+}
+
 PyRef resolveLive(const record::AccessPath& path, const LiveRoots& roots) {
   return replay::resolvePath(LiveStore(roots), path, true);
 }

@@ -73,6 +73,10 @@ class LiveStore {
   const std::vector<PyRef>* keys_;
 };
 
+// The element one step names below `container`, read as the live store
+// reads it, or null (no Python error pending).
+PyRef liveElement(PyObject* container, const record::PathStep& step);
+
 // The object at path, or null (with no Python error pending) when some
 // step does not exist.
 PyRef resolveLive(const record::AccessPath& path, const LiveRoots& roots);

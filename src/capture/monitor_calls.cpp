@@ -3,6 +3,7 @@
 // reference edges drawn); an unannotated Python function is inlined (its
 // frame is traced); unannotated native code is dynamic (a graph break).
 #include "capture/compiled_function.h"
+#include "capture/live.h"
 #include "capture/monitor.h"
 #include "capture/monitor_state.h"
 
@@ -52,38 +53,15 @@ bool relationFor(const record::RelationAnnotation& r, PyObject* container, const
   return true;
 }
 
-// Whether `container` currently has the element `rel` names.
-bool relationExists(PyObject* container, const Relation& rel) {
-  bool has = false;
+// The element `rel` names in `container` now, read as access paths read
+// it (a relation's positions count from the start), or null.
+PyRef elementOf(PyObject* container, const Relation& rel) {
   switch (rel.kind) {
-    case Relation::Kind::Attr:
-      has = PyObject_HasAttrString(container, rel.name.c_str());
-      break;
-    case Relation::Kind::Index:
-      has = rel.index >= 0 && rel.index < PySequence_Size(container);
-      break;
-    case Relation::Kind::Key: {
-      PyRef key = atomObject(rel.key);
-      has = PyMapping_Check(container) && PyMapping_HasKey(container, key.get());
-      break;
-    }
-    default:
-      break;
+    case Relation::Kind::Attr: return liveElement(container, record::PathStep::attr(rel.name));
+    case Relation::Kind::Index: return rel.index < 0 ? PyRef() : liveElement(container, record::PathStep::at(rel.index));
+    case Relation::Kind::Key: return liveElement(container, record::PathStep::keyed(rel.key));
+    default: return PyRef();
   }
-  PyErr_Clear();
-  return has;
-}
-
-PyObject* elementOf(PyObject* container, const Relation& rel) {
-  PyObject* v = nullptr;
-  switch (rel.kind) {
-    case Relation::Kind::Attr: v = PyObject_GetAttrString(container, rel.name.c_str()); break;
-    case Relation::Kind::Index: v = PySequence_GetItem(container, rel.index); break;
-    case Relation::Kind::Key: v = PyObject_GetItem(container, atomObject(rel.key).get()); break;
-    default: break;
-  }
-  if (!v) PyErr_Clear();
-  return v;  // new reference
 }
 
 }  // namespace
@@ -355,7 +333,7 @@ NodeId Monitor::applyAnnotation(Pending& p, PyObject* result) {
     switch (r.mode) {
       case record::RelationAnnotation::Mode::Read:
       case record::RelationAnnotation::Mode::Exists: {
-        PyRef element = PyRef::steal(relationExists(container, rel) ? elementOf(container, rel) : nullptr);
+        PyRef element = elementOf(container, rel);
         if (!element) {
           absent_.push_back({from, rel});  // the call relied on it being absent (a default)
           break;

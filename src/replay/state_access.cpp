@@ -5,6 +5,15 @@
 
 namespace magpy::replay {
 
+PathTree::StepKind PathTree::kindOf(record::PathStep::Kind kind) {
+  switch (kind) {
+    case record::PathStep::Kind::Attr: return StepKind::Attr;
+    case record::PathStep::Kind::Index: return StepKind::Index;
+    case record::PathStep::Kind::Key: break;
+  }
+  return StepKind::Key;
+}
+
 int PathTree::add(const record::AccessPath& path) {
   record::AccessPath root = path;
   root.steps.clear();
@@ -12,17 +21,13 @@ int PathTree::add(const record::AccessPath& path) {
   if (fresh) nodes_.push_back({-1, root, StepKind::Attr, {}});
   int node = at->second;
   for (size_t k = 0; k < path.steps.size(); ++k) {
-    StepKind kind = StepKind(0);
+    StepKind kind;
     record::PathStep step = path.steps[k];
     if (record::isInstanceDictKey(path, k)) {
       kind = StepKind::InstanceAttr;
       step = record::PathStep::attr(path.steps[++k].key.s);
     } else {
-      switch (step.kind) {
-        case record::PathStep::Kind::Attr: kind = StepKind::Attr; break;
-        case record::PathStep::Kind::Index: kind = StepKind::Index; break;
-        case record::PathStep::Kind::Key: kind = StepKind::Key; break;
-      }
+      kind = kindOf(step.kind);
     }
     auto [child, added] = children_.emplace(std::make_tuple(node, kind, step), int(nodes_.size()));
     if (added) nodes_.push_back({node, {}, kind, std::move(step)});

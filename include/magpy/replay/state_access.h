@@ -52,6 +52,8 @@ class PathTree {
     record::PathStep step;    // Attr/InstanceAttr: name; Index: index; Key: key
   };
 
+  static StepKind kindOf(record::PathStep::Kind kind);  // Attr, Index or Key
+
   int add(const record::AccessPath& path);  // the node that names path
   const Node& node(int i) const { return nodes_[size_t(i)]; }
   size_t size() const { return nodes_.size(); }

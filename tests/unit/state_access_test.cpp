@@ -1,0 +1,172 @@
+// Access paths, guards and mocks over a store (replay/state_access.h),
+// exercised through native replay's store.
+#include <gtest/gtest.h>
+
+#include <ATen/ops/zeros.h>
+
+#include "magpy/record/text.h"
+#include "replay/native_store.h"
+
+using namespace magpy;
+using namespace magpy::replay;
+using record::AccessPath;
+using record::Atom;
+
+namespace {
+
+record::Guard guard(AccessPath p, record::Check::Kind kind) {
+  record::Guard g;
+  g.path = std::move(p);
+  g.check.kind = kind;
+  return g;
+}
+
+record::Guard equals(AccessPath p, Atom a) {
+  record::Guard g = guard(std::move(p), record::Check::Kind::Equals);
+  g.check.atom = std::move(a);
+  return g;
+}
+
+// self: an object with a list `layers` of two objects holding `w`, an int
+// `n`, and the same dict under two names.
+CallState sampleState() {
+  CallState s;
+  s.self = Value::object("__main__.Net");
+  std::vector<Value> layers;
+  for (int i = 0; i < 2; ++i) {
+    Value layer = Value::object("torch.nn.modules.linear.Linear");
+    layer.heap->setAttr("w", Value::ofTensor(at::zeros({2, 3})));
+    layers.push_back(layer);
+  }
+  s.self.heap->setAttr("layers", Value::list(layers));
+  s.self.heap->setAttr("n", Value::ofAtom(Atom::integer(3)));
+  Value shared = Value::dict({Atom::string("k")}, {Value::ofAtom(Atom::integer(1))});
+  s.self.heap->setAttr("a", shared);
+  s.self.heap->setAttr("b", shared);
+  s.args.push_back(Value::ofTensor(at::zeros({4})));
+  return s;
+}
+
+}  // namespace
+
+TEST(StateAccess, PathTreeSharesPrefixes) {
+  PathTree tree;
+  AccessPath w0 = AccessPath::self().attr("layers").item(0).attr("w");
+  AccessPath w1 = AccessPath::self().attr("layers").item(1).attr("w");
+  int a = tree.add(w0);
+  int b = tree.add(w1);
+  EXPECT_EQ(tree.add(w0), a);
+  EXPECT_NE(a, b);
+  EXPECT_EQ(tree.size(), 6u);  // self, layers, [0], [0].w, [1], [1].w
+  EXPECT_EQ(tree.pathOf(b), w1);
+}
+
+TEST(StateAccess, InstanceDictKeysAreOneStep) {
+  PathTree tree;
+  AccessPath p = AccessPath::self().attr("__dict__").key("forward");
+  int node = tree.add(p);
+  EXPECT_EQ(tree.size(), 2u);
+  EXPECT_EQ(tree.node(node).kind, PathTree::StepKind::InstanceAttr);
+  EXPECT_EQ(tree.pathOf(node), p);
+  EXPECT_NE(tree.add(AccessPath::self().attr("forward")), node);  // a class attribute is another thing
+}
+
+TEST(StateAccess, MissingPathsSayWhichStepLeadsNowhere) {
+  CallState s = sampleState();
+  NativeStore store(s);
+  auto message = [&](const AccessPath& p) {
+    try {
+      resolvePath(store, p);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("resolved");
+  };
+  EXPECT_EQ(message(AccessPath::self().attr("layers").item(5).attr("w")),
+            "self.layers[5] does not exist: self.layers has 2 elements");
+  EXPECT_EQ(message(AccessPath::self().attr("n").attr("real")), "self.n.real does not exist: self.n is 3, which has no attributes");
+  EXPECT_EQ(message(AccessPath::arg(2)), "args[2] does not exist: the call has 1 positional arguments");
+  EXPECT_EQ(message(AccessPath::self().attr("a").key("z")), "self.a['z'] does not exist: self.a has no key 'z'");
+  EXPECT_FALSE(resolvePath(store, AccessPath::self().attr("nothing"), true).has_value());
+  EXPECT_EQ(resolvePath(store, AccessPath::self().attr("n"))->atom, Atom::integer(3));
+}
+
+TEST(StateAccess, GuardsSplitIntoPerCallAndStateGuards) {
+  CallState s = sampleState();
+  record::Guard argCount = guard(AccessPath::allArgs(), record::Check::Kind::Length);
+  argCount.check.i = 2;
+  RecordAccess access({equals(AccessPath::self().attr("n"), Atom::integer(4)), argCount}, {}, {});
+  NativeStore store(s);
+  Resolution<NativeStore> values(store, access.tree());
+  auto onState = access.firstMiss(values, RecordAccess::Guards::OnState);
+  ASSERT_TRUE(onState.has_value());
+  EXPECT_EQ(onState->text(), "self.n: expected == 4, got 3");
+  auto perCall = access.firstMiss(values, RecordAccess::Guards::PerCall);
+  ASSERT_TRUE(perCall.has_value());
+  EXPECT_EQ(perCall->text(), "args: expected len 2, got len 1");
+  EXPECT_EQ(access.firstMiss(values, RecordAccess::Guards::All)->path, "self.n");
+}
+
+TEST(StateAccess, TensorAliasAndAbsentGuards) {
+  CallState s = sampleState();
+  record::Guard tensor = guard(AccessPath::arg(0), record::Check::Kind::Tensor);
+  tensor.check.meta = {"float32", {4}, {1}, "cpu", false};
+  record::Guard alias = guard(AccessPath::self().attr("b"), record::Check::Kind::Alias);
+  alias.check.path = AccessPath::self().attr("a");
+  record::Guard absent = guard(AccessPath::self().attr("__dict__").key("forward"), record::Check::Kind::Absent);
+  RecordAccess access({tensor, alias, absent}, {AccessPath::arg(0)}, {});
+  NativeStore store(s);
+  Resolution<NativeStore> values(store, access.tree());
+  EXPECT_FALSE(access.firstMiss(values, RecordAccess::Guards::All).has_value());
+  EXPECT_EQ(access.inputs(values).size(), 1u);
+
+  s.args[0] = Value::ofTensor(at::zeros({4}).requires_grad_());
+  s.self.heap->setAttr("b", Value::dict({}, {}));
+  s.self.heap->setAttr("forward", Value::ofAtom(Atom::none()));
+  Resolution<NativeStore> changed(store, access.tree());
+  auto miss = access.firstMiss(changed, RecordAccess::Guards::All);
+  ASSERT_TRUE(miss.has_value());
+  EXPECT_EQ(miss->path, "args[0]");
+  s.args[0] = Value::ofTensor(at::zeros({4}));
+  Resolution<NativeStore> again(store, access.tree());
+  EXPECT_EQ(access.firstMiss(again, RecordAccess::Guards::All)->actual, "a different object than self.a");
+}
+
+TEST(StateAccess, MockReadsEntryStateThenWrites) {
+  CallState s = sampleState();
+  record::MockSpec mock;
+  mock.result = record::ValueExpr::read(AccessPath::self().attr("n"));
+  record::Effect bump;
+  bump.kind = record::Effect::Kind::SetAttr;
+  bump.target = AccessPath::self();
+  bump.name = "n";
+  bump.value = record::ValueExpr::constant(Atom::integer(4));
+  mock.effects.push_back(bump);
+  RecordAccess access({}, {}, mock);
+  NativeStore store(s);
+  Resolution<NativeStore> values(store, access.tree());
+  auto run = access.mock({}, values);
+  EXPECT_EQ(run.result->atom, Atom::integer(3));  // read before the write
+  EXPECT_TRUE(run.stateChanged);
+  EXPECT_EQ(s.self.heap->attr("n")->atom, Atom::integer(4));
+}
+
+TEST(StateAccess, MockWriteErrorsNameTheWrite) {
+  CallState s = sampleState();
+  record::MockSpec mock;
+  record::Effect e;
+  e.kind = record::Effect::Kind::SetItem;
+  e.target = AccessPath::self().attr("layers");
+  e.key = Atom::integer(5);
+  e.value = record::ValueExpr::constant(Atom::none());
+  mock.effects.push_back(e);
+  RecordAccess access({}, {}, mock);
+  NativeStore store(s);
+  Resolution<NativeStore> values(store, access.tree());
+  try {
+    access.mock({}, values);
+    FAIL();
+  } catch (const Error& err) {
+    EXPECT_EQ(std::string(err.what()), "the mock's write self.layers[5] = None: index 5 is out of range");
+  }
+}
