@@ -17,7 +17,6 @@
 #endif
 
 extern "C" unsigned char magpy_py311_deopt(unsigned char opcode);
-extern "C" unsigned char magpy_py311_caches(unsigned char opcode);
 extern "C" const char* magpy_py311_opcode_name(int opcode);
 
 namespace magpy::capture {

@@ -1,6 +1,6 @@
-/* CPython 3.11 keeps its de-quickening and cache-size tables in an internal
-   header that only compiles as C and that libpython does not export. This
-   file instantiates them once for magpy. */
+/* CPython 3.11 keeps its de-quickening table in an internal header that
+   only compiles as C and that libpython does not export. This file
+   instantiates it once for magpy. */
 #define Py_BUILD_CORE 1
 #define NEED_OPCODE_TABLES 1
 #include <Python.h>
@@ -25,4 +25,3 @@ const char* magpy_py311_opcode_name(int opcode) {
 int magpy_py311_first_inplace_binary_op(void) { return NB_INPLACE_ADD; }
 
 unsigned char magpy_py311_deopt(unsigned char opcode) { return _PyOpcode_Deopt[opcode]; }
-unsigned char magpy_py311_caches(unsigned char opcode) { return _PyOpcode_Caches[opcode]; }
