@@ -294,6 +294,17 @@ LiveRecord::LiveRecord(const record::Record& record, std::vector<PyRef> expected
     if (tree.node(int(i)).parent >= 0) keys_[i] = LiveStore::keyOf(tree.node(int(i)));
 }
 
+}  // namespace magpy::capture
+template class magpy::replay::Resolution<magpy::capture::LiveStore>;
+namespace magpy::capture {
+
+// Defined here, with the store, so that the shared checks inline its steps.
+std::optional<replay::GuardMiss> LiveRecord::check(Values& values) const {
+  return access_.firstMiss(values, replay::RecordAccess::Guards::All, expected_);
+}
+
+std::vector<c10::IValue> LiveRecord::inputs(Values& values) const { return access_.inputs(values); }
+
 PyRef LiveRecord::mock(const std::vector<c10::IValue>& outputs, Values& values) const {
   return access_.mock(outputs, values).result;
 }

@@ -73,6 +73,13 @@ class LiveStore {
   const std::vector<PyRef>* keys_;
 };
 
+// Instantiated once, in live.cpp, where the store's steps inline.
+}  // namespace magpy::capture
+namespace magpy::replay {
+extern template class Resolution<capture::LiveStore>;
+}  // namespace magpy::replay
+namespace magpy::capture {
+
 // The element one step names below `container`, read as the live store
 // reads it, or null (no Python error pending).
 PyRef liveElement(PyObject* container, const record::PathStep& step);
@@ -94,10 +101,8 @@ class LiveRecord {
   LiveStore store(const LiveRoots& roots) const { return LiveStore(roots, &keys_); }
   const replay::PathTree& tree() const { return access_.tree(); }
 
-  std::optional<replay::GuardMiss> check(Values& v) const {
-    return access_.firstMiss(v, replay::RecordAccess::Guards::All, expected_);
-  }
-  std::vector<c10::IValue> inputs(Values& v) const { return access_.inputs(v); }  // throws Error
+  std::optional<replay::GuardMiss> check(Values& v) const;
+  std::vector<c10::IValue> inputs(Values& v) const;  // throws Error
   PyRef mock(const std::vector<c10::IValue>& outputs, Values& v) const;  // throws Error
 
  private:

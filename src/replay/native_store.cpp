@@ -171,4 +171,11 @@ void NativeStore::assignContents(const Handle& target, const Handle& value) cons
   target->heap->keys = value->heap->keys;
 }
 
+template class Resolution<NativeStore>;
+template std::optional<GuardMiss> RecordAccess::firstMiss(Resolution<NativeStore>&, Guards,
+                                                          const std::vector<NativeStore::Expected>&) const;
+template std::vector<c10::IValue> RecordAccess::inputs(Resolution<NativeStore>&) const;
+template RecordAccess::MockRun<NativeStore::Handle> RecordAccess::mock(const std::vector<c10::IValue>&,
+                                                                       Resolution<NativeStore>&) const;
+
 }  // namespace magpy::replay

@@ -53,4 +53,12 @@ class NativeStore {
   const CallState& state_;
 };
 
+// Instantiated once, in native_store.cpp, where the store's steps inline.
+extern template class Resolution<NativeStore>;
+extern template std::optional<GuardMiss> RecordAccess::firstMiss(Resolution<NativeStore>&, Guards,
+                                                                 const std::vector<NativeStore::Expected>&) const;
+extern template std::vector<c10::IValue> RecordAccess::inputs(Resolution<NativeStore>&) const;
+extern template RecordAccess::MockRun<NativeStore::Handle> RecordAccess::mock(const std::vector<c10::IValue>&,
+                                                                              Resolution<NativeStore>&) const;
+
 }  // namespace magpy::replay

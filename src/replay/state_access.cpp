@@ -64,11 +64,12 @@ bool readsCall(const record::AccessPath& p) {
 
 RecordAccess::RecordAccess(const std::vector<record::Guard>& guards, const std::vector<record::AccessPath>& inputs,
                            const record::MockSpec& mock)
-    : mock_(mock) {
+    : guardsKept_(guards), mock_(mock) {
   using K = record::Check::Kind;
-  for (auto& g : guards) {
+  for (size_t i = 0; i < guardsKept_.size(); ++i) {
+    const record::Guard& g = guardsKept_[i];
     GuardStep gs;
-    gs.guard = g;
+    gs.guard = i;
     gs.node = tree_.add(g.path);
     gs.perCall = readsCall(g.path) || (g.check.kind == K::Alias && readsCall(g.check.path));
     gs.argCount = g.check.kind == K::Length && g.path == record::AccessPath::allArgs();

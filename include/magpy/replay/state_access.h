@@ -152,7 +152,7 @@ class RecordAccess {
 
  private:
   struct GuardStep {
-    record::Guard guard;
+    size_t guard = 0;  // in guardsKept_
     int node = -1;
     int other = -1;  // Alias: the other path's node
     bool perCall = false;
@@ -161,14 +161,18 @@ class RecordAccess {
     bool subclassTyped = false;  // Tensor: a Type guard on the same path admits a tensor subclass
   };
   template <class Store>
-  std::string violation(const GuardStep& gs, Resolution<Store>& r, const typename Store::Expected& expected) const;
+  bool holds(const GuardStep& gs, Resolution<Store>& r, const typename Store::Expected& expected) const;
+  // What the value is instead, for a guard that does not hold.
+  template <class Store>
+  std::string actual(const GuardStep& gs, Resolution<Store>& r) const;
   template <class Store>
   typename Store::Handle build(const record::ValueExpr& e, const std::vector<c10::IValue>& outputs, Resolution<Store>& r,
                                size_t& nextRead) const;
   void addMockReads(const record::ValueExpr& e);
 
   PathTree tree_;
-  std::vector<GuardStep> guards_;
+  std::vector<record::Guard> guardsKept_;
+  std::vector<GuardStep> guards_;  // small, in check order: one per guard
   std::vector<int> inputs_;
   record::MockSpec mock_;
   std::vector<int> mockReads_;  // nodes of the mock's reads and targets, in the order mock() meets them
@@ -179,54 +183,64 @@ class RecordAccess {
 bool tensorMatches(const at::Tensor& t, const record::TensorMeta& m, c10::ScalarType dtype);
 
 template <class Store>
-std::string RecordAccess::violation(const GuardStep& gs, Resolution<Store>& r,
-                                    const typename Store::Expected& expected) const {
+bool RecordAccess::holds(const GuardStep& gs, Resolution<Store>& r, const typename Store::Expected& expected) const {
   using K = record::Check::Kind;
-  const record::Check& c = gs.guard.check;
+  const record::Check& c = guardsKept_[gs.guard].check;
   const Store& s = r.store();
-  if (gs.argCount) {
-    size_t n = s.argCount();
-    return int64_t(n) == c.i ? "" : "len " + std::to_string(n);
-  }
+  if (gs.argCount) return int64_t(s.argCount()) == c.i;
   const auto& v = r.get(gs.node);
-  if (!v) return c.kind == K::Absent ? "" : "missing (" + r.whyMissing(gs.node) + ")";
+  if (!v) return c.kind == K::Absent;
   switch (c.kind) {
-    case K::Type:
-      return s.typeIs(v, c, expected) ? "" : "type " + s.typeName(v);
-    case K::Identity:
-      return s.identityIs(v, c, expected) ? "" : s.describe(v);
+    case K::Type: return s.typeIs(v, c, expected);
+    case K::Identity: return s.identityIs(v, c, expected);
     case K::Equals: {
       auto a = s.atom(v);
-      return a && *a == c.atom ? "" : s.describe(v);
+      return a && *a == c.atom;
     }
     case K::Length: {
       auto n = s.length(v);
-      if (!n) return s.describe(v);
-      return *n == c.i ? "" : "len " + std::to_string(*n);
+      return n && *n == c.i;
+    }
+    case K::DictKeys: return s.keysAre(v, c.keys);
+    case K::Tensor: {
+      // A tensor subclass runs Python (__torch_function__) on every
+      // operator: only a record made with that subclass serves it.
+      const at::Tensor* t = s.tensor(v);
+      return t && tensorMatches(*t, c.meta, gs.dtype) && (gs.subclassTyped || s.plainTensor(v));
+    }
+    case K::Alias: {
+      const auto& other = r.get(gs.other);
+      return other && s.same(v, other);
+    }
+    case K::Absent: return false;  // it resolved, so it is present
+  }
+  return false;
+}
+
+template <class Store>
+std::string RecordAccess::actual(const GuardStep& gs, Resolution<Store>& r) const {
+  using K = record::Check::Kind;
+  const record::Check& c = guardsKept_[gs.guard].check;
+  const Store& s = r.store();
+  if (gs.argCount) return "len " + std::to_string(s.argCount());
+  const auto& v = r.get(gs.node);
+  if (!v) return "missing (" + r.whyMissing(gs.node) + ")";
+  switch (c.kind) {
+    case K::Type: return "type " + s.typeName(v);
+    case K::Length: {
+      auto n = s.length(v);
+      return n ? "len " + std::to_string(*n) : s.describe(v);
     }
     case K::DictKeys: {
-      if (s.keysAre(v, c.keys)) return "";
       auto keys = s.keys(v);
       if (!keys) return s.describe(v);
       std::string text;
       for (auto& k : *keys) text += (text.empty() ? "" : ", ") + record::toString(k);
       return "keys [" + text + "]";
     }
-    case K::Tensor: {
-      // A tensor subclass runs Python (__torch_function__) on every
-      // operator: only a record made with that subclass serves it.
-      const at::Tensor* t = s.tensor(v);
-      bool ok = t && tensorMatches(*t, c.meta, gs.dtype) && (gs.subclassTyped || s.plainTensor(v));
-      return ok ? "" : s.describe(v);
-    }
-    case K::Alias: {
-      const auto& other = r.get(gs.other);
-      return other && s.same(v, other) ? "" : "a different object than " + record::toString(c.path);
-    }
-    case K::Absent:
-      return s.describe(v);  // it resolved, so it is present
+    case K::Alias: return "a different object than " + record::toString(c.path);
+    default: return s.describe(v);
   }
-  return "an unknown check";
 }
 
 template <class Store>
@@ -236,8 +250,9 @@ std::optional<GuardMiss> RecordAccess::firstMiss(Resolution<Store>& r, Guards wh
   for (size_t i = 0; i < guards_.size(); ++i) {
     const GuardStep& gs = guards_[i];
     if (which != Guards::All && gs.perCall != (which == Guards::PerCall)) continue;
-    std::string actual = violation(gs, r, i < expected.size() ? expected[i] : kNothingExpected);
-    if (!actual.empty()) return GuardMiss{record::toString(gs.guard.path), record::describe(gs.guard.check), actual};
+    if (holds(gs, r, i < expected.size() ? expected[i] : kNothingExpected)) continue;
+    const record::Guard& g = guardsKept_[gs.guard];
+    return GuardMiss{record::toString(g.path), record::describe(g.check), actual(gs, r)};
   }
   return std::nullopt;
 }
