@@ -176,8 +176,8 @@ bool LiveStore::identityIs(const PyRef& v, const record::Check& c, const PyRef& 
 }
 
 std::optional<record::Atom> LiveStore::atom(const PyRef& v) const {
-  auto a = atomOf(v.get());
-  return a ? a : baseValueOf(v.get());
+  if (auto a = atomOf(v.get())) return a;
+  return baseValueOf(v.get());
 }
 
 std::optional<int64_t> LiveStore::length(const PyRef& v) const {

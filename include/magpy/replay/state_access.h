@@ -71,7 +71,7 @@ class Resolution {
  public:
   using Handle = typename Store::Handle;
   Resolution(const Store& store, const PathTree& tree)
-      : store_(store), tree_(tree), values_(tree.size()), resolved_(tree.size(), false) {}
+      : store_(store), tree_(tree), values_(tree.size()), resolved_(tree.size(), 0) {}
 
   const Store& store() const { return store_; }
   const PathTree& tree() const { return tree_; }
@@ -86,7 +86,7 @@ class Resolution {
     } else if (const Handle& parent = get(n.parent)) {
       v = store_.step(parent, tree_, node);
     }
-    resolved_[size_t(node)] = true;
+    resolved_[size_t(node)] = 1;
     return values_[size_t(node)] = std::move(v);
   }
 
@@ -104,7 +104,7 @@ class Resolution {
   const Store& store_;
   const PathTree& tree_;
   std::vector<Handle> values_;
-  std::vector<bool> resolved_;
+  std::vector<uint8_t> resolved_;  // bytes, not bits: read on every step
 };
 
 // The value at one path. Where it leads nowhere: empty with orEmpty, else
