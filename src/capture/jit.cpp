@@ -1,14 +1,11 @@
 #include "capture/jit.h"
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <structmember.h>
 #include <ATen/core/Tensor.h>
 
-#include <algorithm>
 #include <chrono>
 #include <iostream>
 #include <map>
-#include <set>
 
 #include "capture/call_log.h"
 #include "capture/compiled_function.h"
@@ -16,10 +13,8 @@
 #include "capture/segments.h"
 #include "capture/units.h"
 #include "magpy/replay/plan.h"
-#include "magpy/replay/state.h"
 #include "magpy/replay/tensors.h"
 #include "magpy/support/error.h"
-#include "magpy/support/hash.h"
 
 namespace magpy::capture {
 namespace {
