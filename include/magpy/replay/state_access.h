@@ -10,7 +10,7 @@
 //                an empty struct
 //   root(path)                   the value at path's root (its steps ignored)
 //   step(parent, tree, node)     one step below parent: tree.node(node)
-//   rootMissing(path), lacks(parent, node)
+//   rootMissing(path), lacks(parent, tree, node)
 //                                why a root or a step leads nowhere (messages)
 //   argCount()                   the call's number of positional arguments
 //   typeIs(h, check, expected), identityIs(h, check, expected),
