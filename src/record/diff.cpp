@@ -15,8 +15,10 @@ namespace {
 
 // A value tree as path -> description of each leaf (tensors by metadata and
 // content hash), to compare state and call values path by path. A shared
-// value is listed under every path that reaches it (where a file keeps it
-// and where it refers back to it is a detail of how it was written).
+// value is listed in full under the first path (in tree order) that reaches
+// it and as "same object as <path>" under every later one: the listing stays
+// linear in the file's size however much is shared, and does not depend on
+// whether the file keeps the object at its first use or refers back to it.
 class Leaves {
  public:
   Leaves(const Value& root, const RecordFile& f, std::map<std::string, std::string>& out) : f_(f), out_(out) {
@@ -24,34 +26,43 @@ class Leaves {
   }
 
   void walk(const Value& v, const std::string& path, size_t depth = 0) {
-    if (++count_ > kMaxLeaves || depth > 4 * kMaxNesting)
-      throw Error("the values to compare share objects too many times (more than " + std::to_string(kMaxLeaves) +
-                  " paths); compare smaller records");
-    auto it = v.kind == Value::Kind::Ref ? shared_.find(v.id) : shared_.end();
-    if (it != shared_.end()) return walk(*it->second, path, depth + 1);
-    switch (v.kind) {
+    if (depth > 4 * kMaxNesting)
+      throw Error("the values to compare nest more than " + std::to_string(4 * kMaxNesting) +
+                  " levels deep through shared objects at " + path + "; the record is malformed");
+    const Value* value = &v;
+    if (v.kind == Value::Kind::Ref) {
+      auto it = shared_.find(v.id);
+      if (it != shared_.end()) value = it->second;
+    }
+    if (value->id != 0 && value->kind != Value::Kind::Ref) {
+      auto [first, fresh] = firstPath_.emplace(value->id, path);
+      if (!fresh) {
+        out_[path] = "same object as " + first->second;
+        return;
+      }
+    }
+    switch (value->kind) {
       case Value::Kind::Tuple:
       case Value::Kind::List:
-        out_[path] = (v.kind == Value::Kind::Tuple ? "tuple len " : "list len ") + std::to_string(v.items.size());
-        for (size_t i = 0; i < v.items.size(); ++i) walk(v.items[i], path + "[" + std::to_string(i) + "]", depth + 1);
+        out_[path] = (value->kind == Value::Kind::Tuple ? "tuple len " : "list len ") + std::to_string(value->items.size());
+        for (size_t i = 0; i < value->items.size(); ++i) walk(value->items[i], path + "[" + std::to_string(i) + "]", depth + 1);
         return;
       case Value::Kind::Dict:
-        out_[path] = "dict keys " + std::to_string(v.items.size());
-        for (size_t i = 0; i < v.items.size(); ++i) walk(v.items[i], path + "[" + toString(v.keys[i]) + "]", depth + 1);
+        out_[path] = "dict keys " + std::to_string(value->items.size());
+        for (size_t i = 0; i < value->items.size(); ++i)
+          walk(value->items[i], path + "[" + toString(value->keys[i]) + "]", depth + 1);
         return;
       case Value::Kind::Object:
       case Value::Kind::Opaque:
-        out_[path] = v.kind == Value::Kind::Object ? v.type : "<" + v.type + ">";
-        for (size_t i = 0; i < v.items.size(); ++i) walk(v.items[i], path + "." + v.names[i], depth + 1);
+        out_[path] = value->kind == Value::Kind::Object ? value->type : "<" + value->type + ">";
+        for (size_t i = 0; i < value->items.size(); ++i) walk(value->items[i], path + "." + value->names[i], depth + 1);
         return;
       default:
-        out_[path] = describeValue(v, f_);
+        out_[path] = describeValue(*value, f_);
     }
   }
 
  private:
-  static constexpr size_t kMaxLeaves = 1000000;
-
   void collect(const Value& v) {
     if (v.kind != Value::Kind::Ref && v.id != 0) shared_[v.id] = &v;
     for (auto& item : v.items) collect(item);
@@ -60,7 +71,7 @@ class Leaves {
   const RecordFile& f_;
   std::map<std::string, std::string>& out_;
   std::map<uint32_t, const Value*> shared_;
-  size_t count_ = 0;
+  std::map<uint32_t, std::string> firstPath_;
 };
 
 void leaves(const Value& v, const std::string& path, const RecordFile& f, std::map<std::string, std::string>& out) {

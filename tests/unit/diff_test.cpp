@@ -61,3 +61,28 @@ TEST(Diff, NodesAddedAndEnvironment) {
   EXPECT_NE(json.find("\"same\": false"), std::string::npos) << json;
   EXPECT_NE(json.find("\"what\": \"node added\""), std::string::npos) << json;
 }
+
+// A chain of 60 pairs, each holding the next one twice, reaches its end by
+// 2^60 paths: the listing must name each object once and refer back after.
+TEST(Diff, SharedObjectsAreListedOnceAndReferredBackTo) {
+  RecordFile a = magpy::sample::sampleFile();
+  Value chain = Value::ofAtom(Atom::integer(7));
+  for (uint32_t id = 1; id <= 60; ++id) {
+    Value pair;
+    pair.kind = Value::Kind::List;
+    Value ref;
+    ref.kind = Value::Kind::Ref;
+    ref.id = id;
+    chain.id = id;
+    pair.items = {std::move(chain), ref};
+    chain = std::move(pair);
+  }
+  a.functions[0].self.names.push_back("chain");
+  a.functions[0].self.items.push_back(chain);
+  RecordFile b = a;
+  b.functions[0].self.items.back().items[1] = Value::ofAtom(Atom::integer(8));
+  auto changes = diffRecords(a, b);
+  ASSERT_EQ(changes.size(), 1u) << printChanges(changes, false);
+  EXPECT_EQ(changes[0].subject, "self.chain[1]");
+  EXPECT_EQ(changes[0].before, "same object as self.chain[0]");
+}
