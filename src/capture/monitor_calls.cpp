@@ -234,12 +234,13 @@ bool Monitor::breaksOnAnnotatedArgument(const Pending& p, size_t i) {
   NodeId n = p.positional[i];
   const ShadowNode& node = refs_.node(n);
   if (node.kind == NodeKind::Tensor) {
-    if (a.input(i).value_read && !a.op) {
+    bool readsContents = a.input(i).value_read && !a.input(i).metadata_only;
+    if (readsContents && !a.op) {
       graphBreak(p.calleeName + " reads the contents of a tensor (argument " + std::to_string(i) +
                  "); its result cannot be a graph constant");
       return true;
     }
-    if (!a.input(i).value_read && ops_->hasDataDependentShape(tensorOf(node.obj))) {
+    if (!readsContents && ops_->hasDataDependentShape(tensorOf(node.obj))) {
       graphBreak(p.calleeName + " reads the shape of a tensor whose size depends on tensor contents");
       return true;
     }

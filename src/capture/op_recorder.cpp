@@ -4,6 +4,7 @@
 #include <ATen/core/grad_mode.h>
 #include <ATen/record_function.h>
 
+#include "magpy/record/op_policy.h"
 #include "magpy/replay/tensors.h"
 
 namespace magpy::capture {
@@ -193,6 +194,13 @@ void OpRecorder::onBeforeOperator(const std::string& name, const std::string& ov
                                   c10::ArrayRef<const c10::IValue> inputs) {
   const c10::OperatorHandle* h = handleFor(name, overload);
   if (!h) return;
+  // A tensor Python got from a factory is often a shallow copy of the one
+  // the operator returned (same storage and view, another TensorImpl), found
+  // by its view. An operator that changes the view (resize_, t_, squeeze_)
+  // must be matched before it runs.
+  if (record::changesGeometry(name))
+    for (const c10::IValue& v : inputs)
+      if (v.isTensor()) valueOf(v.toTensor());
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (writesArgument(name, h->schema(), i, inputs) && inputs[i].isTensor()) {
       delegate_.beforeWrite(inputs[i].toTensor());

@@ -39,7 +39,8 @@ class Loader {
     try {
       return n.as<bool>();
     } catch (const YAML::Exception&) {
-      fail(n, std::string("'") + key + "' must be true or false");
+      fail(n, std::string("'") + key + "' must be true or false" +
+                  (std::string(key) == "value_read" ? " (or metadata)" : ""));
     }
   }
 
@@ -56,7 +57,12 @@ class Loader {
 
   InputAnnotation input(const YAML::Node& n, InputAnnotation base) const {
     onlyKeys(n, {"value_read", "in_place"}, "an input");
-    base.value_read = flag(n, "value_read", base.value_read);
+    if (n["value_read"] && n["value_read"].IsScalar() && n["value_read"].Scalar() == "metadata") {
+      base.value_read = base.metadata_only = true;
+    } else if (n["value_read"]) {
+      base.value_read = flag(n, "value_read", base.value_read);
+      base.metadata_only = false;
+    }
     base.in_place = flag(n, "in_place", base.in_place);
     return base;
   }
@@ -217,8 +223,8 @@ uint64_t AnnotationSet::hash() const {
   Hasher h;
   auto one = [&](const FunctionAnnotation& a) {
     h.text(a.name).u64(a.op).u64(a.pure).u64(a.constant).u64(a.module).u64(a.inputs.size());
-    for (auto& i : a.inputs) h.u64(i.value_read).u64(i.in_place);
-    h.u64(a.rest.value_read).u64(a.rest.in_place).u64(a.output_in_place).u64(a.relations.size());
+    for (auto& i : a.inputs) h.u64(i.value_read).u64(i.metadata_only).u64(i.in_place);
+    h.u64(a.rest.value_read).u64(a.rest.metadata_only).u64(a.rest.in_place).u64(a.output_in_place).u64(a.relations.size());
     for (auto& r : a.relations)
       h.u64(uint64_t(r.kind)).u64(uint64_t(r.mode)).u64(uint64_t(r.from)).u64(uint64_t(r.to))
           .u64(uint64_t(r.name_from)).text(r.name);

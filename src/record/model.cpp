@@ -96,6 +96,8 @@ std::string toString(const Effect& e) {
 }
 
 std::string toString(const GraphBreak& b) {
+  // Breaks found while building the record (not at an instruction) have no place.
+  if (b.where.empty()) return "in " + b.function + ": " + b.reason;
   return b.where + " in " + b.function + " (" + b.opcode + "): " + b.reason;
 }
 

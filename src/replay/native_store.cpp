@@ -1,5 +1,7 @@
 #include "replay/native_store.h"
 
+#include <ATen/ops/real.h>
+
 #include "magpy/replay/mock.h"
 
 namespace magpy::replay {
@@ -12,6 +14,18 @@ bool isSequence(const Value& v) { return v.kind == Value::Kind::List || v.kind =
 Value* itemAt(std::vector<Value>& items, int64_t i) {
   if (i < 0) i += int64_t(items.size());
   return i >= 0 && size_t(i) < items.size() ? &items[size_t(i)] : nullptr;
+}
+
+// The tensor attributes a path may step through, as torch.Tensor gives them
+// in Python: .data (the same storage outside autograd), .grad (None until a
+// backward pass sets it) and .real (the tensor itself unless complex).
+const char* const kTensorAttributes = "data, grad and real";
+
+NativeStore::Handle tensorAttribute(const Value& t, const std::string& name) {
+  if (name == "data") return Value::ofTensor(t.tensor.detach());
+  if (name == "grad") return t.tensor.grad().defined() ? Value::ofTensor(t.tensor.grad()) : Value::ofAtom({});
+  if (name == "real") return t.tensor.is_complex() ? Value::ofTensor(at::real(t.tensor)) : t;
+  return std::nullopt;
 }
 
 std::vector<Value> unwrap(std::vector<NativeStore::Handle> items) {
@@ -65,8 +79,7 @@ NativeStore::Handle NativeStore::step(const Handle& parent, const PathTree& tree
   const Value& p = *parent;
   switch (n.kind) {
     case PathTree::StepKind::Attr:
-      if (p.kind == Value::Kind::Tensor && n.step.name == "data")
-        return Value::ofTensor(p.tensor.detach());  // the same storage, outside autograd
+      if (p.kind == Value::Kind::Tensor) return tensorAttribute(p, n.step.name);
       [[fallthrough]];
     case PathTree::StepKind::InstanceAttr:  // native objects hold only instance attributes
       if (!hasAttributes(p)) return std::nullopt;
@@ -90,6 +103,9 @@ std::string NativeStore::lacks(const Handle& parent, const PathTree& tree, int n
   switch (n.kind) {
     case PathTree::StepKind::Attr:
     case PathTree::StepKind::InstanceAttr:
+      if (p.kind == Value::Kind::Tensor)
+        return " is " + replay::describe(p) + ", a tensor: native replay knows its " + kTensorAttributes +
+               ", not '" + n.step.name + "'";
       if (!hasAttributes(p)) return " is " + replay::describe(p) + ", which has no attributes";
       return " has no attribute '" + n.step.name + "'";
     case PathTree::StepKind::Index:

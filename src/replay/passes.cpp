@@ -382,6 +382,12 @@ bool overwritesFirstArgument(const Node& n) {
   return n.isOp() && kOps.count(n.target) > 0;
 }
 
+// In-place operators that set the size of their first argument: they read
+// none of it, and the elements they add are unwritten memory.
+bool resizesFirstArgument(const Node& n) {
+  return n.isOp() && (n.target == "aten::resize_" || n.target == "aten::resize_as_");
+}
+
 bool returnsAlias(const c10::FunctionSchema& s) {
   for (auto& r : s.returns())
     if (r.alias_info() && !r.alias_info()->isWrite()) return true;
@@ -394,30 +400,46 @@ int64_t numelOf(const Node& n) { return n.outputs.empty() ? -1 : n.outputs[0].nu
 
 std::string readsUninitialized(const record::Graph& g) {
   auto roots = storageRoots(g);
-  std::set<size_t> uninitialized;
+  // Per storage root with unwritten elements: the node that left them so
+  // (an allocation, a resize that grew it) and the root's size after it.
+  struct Unwritten {
+    size_t by;
+    int64_t numel;
+  };
+  std::map<size_t, Unwritten> unwritten;
   auto describe = [&](size_t i) { return record::nameAndSource(g.nodes[i]); };
-  auto unwritten = [&](size_t value) -> std::optional<size_t> {
+  auto unwrittenRoot = [&](size_t value) -> std::optional<size_t> {
     for (size_t r : roots[value])
-      if (uninitialized.count(r)) return r;
+      if (unwritten.count(r)) return r;
     return std::nullopt;
   };
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
-    if (allocatesUninitialized(n)) uninitialized.insert(i);
+    if (allocatesUninitialized(n)) unwritten[i] = {i, numelOf(n)};
     const c10::FunctionSchema* s = n.isOp() ? schemaOf(n) : nullptr;
     bool alias = n.target == "getitem" || (s && returnsAlias(*s));
     for (size_t a = 0; a < n.args.size(); ++a) {
       if (n.args[a].kind != Arg::Kind::Node) continue;
       size_t value = size_t(n.args[a].i);
-      auto root = unwritten(value);
+      if (a == 0 && resizesFirstArgument(n)) {
+        if (numelOf(n) > numelOf(g.nodes[value]))
+          for (size_t r : roots[value]) unwritten[r] = {i, numelOf(n)};
+        continue;
+      }
+      auto root = unwrittenRoot(value);
       if (!root) continue;
       bool isOut = s && a < s->arguments().size() && s->arguments()[a].is_out();
       if ((a == 0 && overwritesFirstArgument(n)) || isOut) {
         // A write of all of it makes it initialized; a write of part leaves it as it was.
-        if (numelOf(g.nodes[value]) == numelOf(g.nodes[*root]) && numelOf(g.nodes[value]) >= 0) uninitialized.erase(*root);
+        if (numelOf(g.nodes[value]) == unwritten[*root].numel && numelOf(g.nodes[value]) >= 0) unwritten.erase(*root);
         continue;
       }
       if (alias && a == 0 && n.kind != NodeKind::Output) continue;  // a view or alias of it: not a read yet
+      size_t by = unwritten[*root].by;
+      if (by != *root)
+        return "the graph reads memory no recorded operator wrote: " + describe(by) + " grows " + describe(*root) +
+               " and " + describe(i) + " reads it before anything fills the new elements (write all of it first, "
+               "e.g. with copy_ or fill_)";
       return "the graph reads memory no recorded operator wrote: " + describe(*root) + " is read by " + describe(i) +
              " before anything fills it (tensors filled by code outside ATen operators, such as torch.Tensor(list) "
              "and the typed legacy constructors, cannot be replayed)";

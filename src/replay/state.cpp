@@ -72,6 +72,20 @@ void setRuntimeState(const record::AccessPath& path, const Value& value) {
               " (replay sets default_dtype to float32 or float64 and deterministic_algorithms to a bool)");
 }
 
+// x.grad = g, checked as torch checks it in Python: None, or a tensor of
+// x's shape, dtype and device.
+void setGrad(at::Tensor& tensor, const Value& grad, const record::AccessPath& path) {
+  if (grad.kind == Value::Kind::Atom && grad.atom.kind == record::Atom::Kind::None) {
+    tensor.mutable_grad() = at::Tensor();
+    return;
+  }
+  if (grad.kind != Value::Kind::Tensor || grad.tensor.sizes() != tensor.sizes() ||
+      grad.tensor.scalar_type() != tensor.scalar_type() || grad.tensor.device() != tensor.device())
+    throw Error("cannot store " + record::toString(path) + ": " + describe(grad) + " is not None or a tensor like " +
+                describe(Value::ofTensor(tensor)));
+  tensor.mutable_grad() = grad.tensor;
+}
+
 }  // namespace
 
 void assign(const record::AccessPath& path, Value value, const CallState& state) {
@@ -90,6 +104,8 @@ void assign(const record::AccessPath& path, Value value, const CallState& state)
     parent.tensor.set_data(value.tensor);  // x.data = y: x keeps its identity, y's contents
     return;
   }
+  if (parent.kind == Value::Kind::Tensor && last.kind == record::PathStep::Kind::Attr && last.name == "grad")
+    return setGrad(parent.tensor, value, path);
   switch (last.kind) {
     case record::PathStep::Kind::Attr:
       if (parent.kind != Value::Kind::Object && parent.kind != Value::Kind::Opaque) break;

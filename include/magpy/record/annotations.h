@@ -16,6 +16,8 @@
 //       pure: true               # PureClosure: same inputs give the same result, no hidden effects
 //       inputs:                  # per position; input 0 is `self` for methods
 //         - {value_read: true, in_place: false}
+//           (value_read: metadata: of a tensor, only shape, dtype and device:
+//            len(t) is t.shape[0]; other values are read whole)
 //       rest: {value_read: true} # inputs past the list
 //       output: {in_place: false}
 //       relations:               # reference edges the call reads or creates
@@ -39,6 +41,7 @@ namespace magpy::record {
 
 struct InputAnnotation {
   bool value_read = true;  // the callee looks at the value (not just its reference)
+  bool metadata_only = false;  // of a tensor, it reads only shape, dtype and device
   bool in_place = false;   // the callee may modify the object
 };
 
