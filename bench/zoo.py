@@ -39,9 +39,12 @@ def first_line(text):
 
 
 def breaks_of(report):
-    """Distinct break reasons over every function, with how often each came."""
+    """Distinct break reasons of the model's own records (not of the segments
+    the JIT compiles around them), with how often each came."""
     reasons = {}
     for fn in report.get("functions", []):
+        if fn.get("parent"):
+            continue
         for b in fn.get("breaks", []):
             key = f"{b['where']} {b['reason']}"
             reasons[key] = reasons.get(key, 0) + 1

@@ -172,7 +172,7 @@ bool LiveStore::typeIs(const PyRef& v, const record::Check& c, const PyRef& expe
 }
 
 bool LiveStore::identityIs(const PyRef& v, const record::Check& c, const PyRef& expected) const {
-  return expected ? v.get() == expected.get() : qualifiedName(v.get()) == c.s;
+  return expected ? sameBinding(v.get(), expected.get()) : qualifiedName(v.get()) == c.s;
 }
 
 std::optional<record::Atom> LiveStore::atom(const PyRef& v) const {

@@ -48,6 +48,7 @@ void Monitor::Pending::clear() {
   callable = PyRef();
   callableNode = kNoNode;
   calleeFunction = kNoNode;
+  autogradForward = false;
   positional.clear();
   positionalObjs.clear();
   keywords.clear();

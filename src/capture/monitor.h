@@ -179,6 +179,7 @@ class Monitor : public OpRecorder::Delegate {
   bool takeCallArguments(ShadowFrame& sf, Pending& p);
   PyObject* resolveCallee(Pending& p);
   void beginAnnotatedCall(Pending& p, PyObject* callable);
+  void beginAutogradFunction(Pending& p, PyObject* function);
   bool breaksOnAnnotatedArgument(const Pending& p, size_t i);
   bool finishPrecall(Step& s);
   bool finishCall(Step& s);

@@ -2,6 +2,8 @@
 // annotation is applied by its annotation (its ATen operators recorded, its
 // reference edges drawn); an unannotated Python function is inlined (its
 // frame is traced); unannotated native code is dynamic (a graph break).
+#include <ATen/core/grad_mode.h>
+
 #include "capture/compiled_function.h"
 #include "capture/live.h"
 #include "capture/monitor.h"
@@ -91,6 +93,10 @@ void Monitor::beginCall(ShadowFrame& sf, Pending& p) {
     p.annotation = nullptr;
   if (p.annotation) {
     beginAnnotatedCall(p, callable);
+    return;
+  }
+  if (PyObject* function = autogradFunctionOfApply(callable)) {
+    beginAutogradFunction(p, function);
     return;
   }
   if (PyFunction_Check(callable)) {
@@ -216,8 +222,10 @@ void Monitor::beginAnnotatedCall(Pending& p, PyObject* callable) {
     if (kw.second >= 0) refs_.use(kw.second);
   // Python code under an annotation is summarized by it, not traced.
   p.traceCallees = !PyFunction_Check(callable);
-  // A constant factory fills its tensor without operators: record none.
-  p.suppressOps = a.constant;
+  // A constant factory fills its tensor from Python data without operators:
+  // record none. Given a tensor (torch.as_tensor(t, dtype)) it converts it
+  // with operators, recorded as any.
+  p.suppressOps = a.constant && !(p.positionalObjs.size() > 0 && isTensor(p.positionalObjs[0]));
   if (a.module && !p.positional.empty() && p.positional[0] >= 0) readLayer(p.positional[0]);
   if (!a.pure && !a.op) {
     graphBreak(p.calleeName + " is dynamic (annotated pure: false at " + a.origin + "); it runs eagerly");
@@ -225,6 +233,33 @@ void Monitor::beginAnnotatedCall(Pending& p, PyObject* callable) {
   }
   for (size_t i = 0; i < p.positional.size(); ++i)
     if (p.positional[i] >= 0 && breaksOnAnnotatedArgument(p, i)) return;
+}
+
+// F.apply(*args) of a custom torch.autograd.Function F runs F.forward(ctx,
+// *args) with grad mode off and, with grad mode on, attaches F.backward to
+// the results. Under torch.no_grad() the call is its forward, traced as a
+// call of F.forward (a fresh ctx, then the arguments as passed); the record
+// guards grad mode and F.forward where the program found F. With grad mode
+// on the backward would need Python: a graph break that says so.
+void Monitor::beginAutogradFunction(Pending& p, PyObject* function) {
+  readRuntimeState("grad_enabled");
+  std::string name = qualifiedName(function);
+  if (at::GradMode::is_enabled()) {
+    graphBreak("custom autograd Function " + name + " runs with grad mode on: its backward needs Python, so it runs "
+               "eagerly (under torch.no_grad() or torch.inference_mode() magpy captures its forward)", name + ".apply");
+    return;
+  }
+  // The program found apply on the class: guard forward where it finds it.
+  PyRef forward = PyRef::steal(PyObject_GetAttrString(function, "forward"));
+  NodeId cls = refs_.find(function);
+  if (!forward || cls == kNoNode) {
+    PyErr_Clear();
+    graphBreak("custom autograd Function " + name + ": magpy cannot name the class whose forward it runs", name + ".apply");
+    return;
+  }
+  p.calleeFunction = refs_.read(cls, Relation::attr("forward"), forward.get());
+  p.autogradForward = true;
+  p.traceCallees = true;
 }
 
 // Whether the annotated callee reads argument i in a way the graph cannot
@@ -235,9 +270,12 @@ bool Monitor::breaksOnAnnotatedArgument(const Pending& p, size_t i) {
   const ShadowNode& node = refs_.node(n);
   if (node.kind == NodeKind::Tensor) {
     bool readsContents = a.input(i).value_read && !a.input(i).metadata_only;
-    if (readsContents && !a.op) {
+    bool convertsTensor = a.constant && i == 0;  // torch.as_tensor(t): operators, as above
+    if (readsContents && !a.op && !convertsTensor) {
       graphBreak(p.calleeName + " reads the contents of a tensor (argument " + std::to_string(i) +
-                 "); its result cannot be a graph constant");
+                 ") into a Python value, and the program's Python code depends on it: data-dependent control "
+                 "flow is not captured. To remove this break, keep the value in tensor operations (torch.where, "
+                 "masks, clamp) or pass it to the compiled function as an argument");
       return true;
     }
     if (!readsContents && ops_->hasDataDependentShape(tensorOf(node.obj))) {

@@ -5,6 +5,22 @@
 #include "capture/monitor_state.h"
 
 namespace magpy::capture {
+namespace {
+
+// Code of importlib's bootstrap, frozen into the interpreter.
+bool isImportSystem(PyCodeObject* code) {
+  return utf8(codeFileName(code)).rfind("<frozen importlib._bootstrap", 0) == 0;
+}
+
+// The __new__ that collections.namedtuple makes: a lambda compiled from a
+// string in a namespace named "namedtuple_<typename>".
+bool isNamedTupleNew(Frame& frame) {
+  PyObject* name = PyDict_GetItemString(frame.globals(), "__name__");
+  return name && PyUnicode_Check(name) && utf8(name).rfind("namedtuple_", 0) == 0 &&
+         utf8(codeFileName(frame.code())) == "<string>";
+}
+
+}  // namespace
 
 // A module as a root of the run's paths: sys.modules[name], by default
 // under its own __name__. kNoNode without a name.
@@ -40,7 +56,7 @@ void Monitor::enterFrame(PyFrameObject* frame) {
     return;
   }
   Pending* caller = root ? nullptr : &frames_.back()->pending;
-  if (caller && !caller->inlined) {
+  if (caller && !caller->inlined && !caller->autogradForward) {
     // An implicit call (a special method, a property, __getattr__) or a
     // callback from native code: an annotated callee is summarized by the
     // instruction's own semantics or its caller's annotation.
@@ -73,6 +89,9 @@ void Monitor::enterFrame(PyFrameObject* frame) {
   sf->name = utf8(codeQualname(view.code()));
   sf->locals.assign(size_t(view.numLocals()), kNoNode);
   sf->globals = globalsModuleNode(view.globals());
+  // collections.namedtuple compiles __new__ with exec, in a namespace of
+  // its own that nothing else reaches: a constant of the class.
+  if (sf->globals == kNoNode && isNamedTupleNew(view)) sf->globals = newNode(view.globals());
   if (sf->globals == kNoNode) {
     frames_.push_back(std::move(sf));
     graphBreak("code without a module (exec or eval) is not captured");
@@ -124,6 +143,10 @@ void Monitor::guardUntracedCallee(const Frame& callee, const Frame& caller) {
   // __get__, typing.List's __getitem__): part of the platform, not found
   // by name.
   if (method && utf8(name).compare(0, 2, "__") == 0 && platformClass(Py_TYPE(self))) return;
+  // The import system, run by an import statement in summarized code
+  // (torch._assert imports from torch.overrides): it finds modules in
+  // sys.modules and binds their attributes, which the summary covers.
+  if (isImportSystem(callee.code())) return;
   if (!readCallerGlobalTo(f, caller.globals())) {
     PyObject* outer = caller.function();
     graphBreak((outer ? qualifiedName(outer) : std::string("untraced code")) + " (summarized, not traced) calls " +
@@ -231,6 +254,17 @@ bool Monitor::readCallerGlobalTo(PyObject* f, PyObject* callerGlobals) {
 bool Monitor::bindFrame(ShadowFrame& sf, Pending& caller) {
   if (caller.inlined) {
     bindParameters(sf, caller.calleeFunction, caller.positional, caller.keywords);
+  } else if (caller.autogradForward) {
+    // apply calls forward(ctx, *args) with a context of its own making.
+    caller.autogradForward = false;
+    PyObject* ctx = sf.view.local(0);
+    if (sf.view.function() != refs_.node(caller.calleeFunction).obj || codeArgCount(sf.view.code()) < 1 || !ctx) {
+      graphBreak(caller.calleeName + " ran other code than its class's forward(ctx, ...)");
+      return false;
+    }
+    std::vector<NodeId> positional{newNode(ctx)};
+    positional.insert(positional.end(), caller.positional.begin(), caller.positional.end());
+    bindParameters(sf, caller.calleeFunction, positional, caller.keywords);
   } else {
     // An implicit call (a special method, a property, a callback from
     // native code): the callee's arguments are the instruction's inputs,

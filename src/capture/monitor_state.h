@@ -35,6 +35,7 @@ struct Monitor::Pending {
   std::string calleeName;
   const record::FunctionAnnotation* annotation = nullptr;
   bool inlined = false;
+  bool autogradForward = false;  // F.apply(*args): its frame is calleeFunction, F.forward(ctx, *args)
 
   // The traced callee's result when it is `value` (a special method, a
   // property or a generator produced it), else kNoNode.

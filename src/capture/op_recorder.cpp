@@ -65,13 +65,18 @@ struct Reentry {
   ~Reentry() { --tDepth; }
 };
 
+// Ranges that name no operator (a custom autograd Function's apply marks
+// one around its forward) do not nest: the operators inside are the program's.
+bool isOperator(const at::RecordFunction& fn) {
+  return fn.scope() == at::RecordScope::FUNCTION && fn.operator_name().has_value();
+}
+
 std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
-  if (fn.scope() != at::RecordScope::FUNCTION) return nullptr;
+  if (!isOperator(fn)) return nullptr;
   bool top = tDepth++ == 0;
   OpRecorder* r = tRecorder;
   if (!r || !top || !r->enabled()) return nullptr;
   auto op = fn.operator_name();
-  if (!op) return nullptr;
   auto ctx = std::make_unique<Observed>();
   ctx->name = op->name;
   ctx->overload = op->overload_name;
@@ -83,7 +88,7 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
 }
 
 void onEnd(const at::RecordFunction& fn, at::ObserverContext* c) {
-  if (fn.scope() != at::RecordScope::FUNCTION) return;
+  if (!isOperator(fn)) return;
   --tDepth;
   auto* ctx = static_cast<Observed*>(c);
   if (!ctx || !tRecorder) return;
@@ -367,13 +372,18 @@ void OpRecorder::onOperator(const std::string& name, const std::string& overload
     n.args.push_back(std::move(a));
   }
 
-  // Flatten the results: one tensor, several tensors, or a tensor list.
-  std::vector<at::Tensor> results;
-  for (auto& out : outputs) {
+  // Flatten the results, each with its index among the operator's returns
+  // (in a tensor list, among the list's elements): one tensor, several, or
+  // a list. An undefined tensor (Python's None, the attention weights the
+  // fused attention does not compute) is no value of the graph.
+  std::vector<std::pair<int64_t, at::Tensor>> results;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const c10::IValue& out = outputs[i];
     if (out.isTensor()) {
-      results.push_back(out.toTensor());
+      if (out.toTensor().defined()) results.emplace_back(int64_t(i), out.toTensor());
     } else if (out.isTensorList()) {
-      for (const at::Tensor& t : out.toTensorList()) results.push_back(t);
+      int64_t k = 0;
+      for (const at::Tensor& t : out.toTensorList()) results.emplace_back(k++, t);
     } else if (out.isNone()) {
       continue;
     } else {
@@ -382,28 +392,28 @@ void OpRecorder::onOperator(const std::string& name, const std::string& overload
       return;
     }
   }
-  for (auto& t : results) n.outputs.push_back(replay::metaOf(t));
+  for (auto& result : results) n.outputs.push_back(replay::metaOf(result.second));
 
   std::string base = name.substr(name.find("::") == std::string::npos ? 0 : name.find("::") + 2);
   n.name = names_.create(base);
   graph_.nodes.push_back(std::move(n));
   int node = int(graph_.nodes.size() - 1);
   bool single = outputs.size() == 1 && outputs[0].isTensor();
-  for (size_t r = 0; r < results.size(); ++r) {
+  for (auto& [index, tensor] : results) {
     int value = node;
     if (!single) {
       record::Node get;
       get.kind = record::NodeKind::CallFunction;
       get.target = "getitem";
       get.name = names_.create("getitem");
-      get.args = {record::Arg::node(node), record::Arg::integer(int64_t(r))};
-      get.outputs.push_back(replay::metaOf(results[r]));
+      get.args = {record::Arg::node(node), record::Arg::integer(index)};
+      get.outputs.push_back(replay::metaOf(tensor));
       get.where = graph_.nodes[size_t(node)].where;
       graph_.nodes.push_back(std::move(get));
       value = int(graph_.nodes.size() - 1);
     }
-    bind(results[r], value);
-    if (dataShape) dataDependentShape_.insert(results[r].unsafeGetTensorImpl());
+    bind(tensor, value);
+    if (dataShape) dataDependentShape_.insert(tensor.unsafeGetTensorImpl());
   }
 }
 

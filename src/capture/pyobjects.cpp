@@ -226,17 +226,21 @@ std::string qualifiedName(PyObject* c) {
     return canonical(attrString(c, "__module__") + "." + attrString(c, "__name__"));
   }
   if (self && self.get() != Py_None && !PyModule_Check(self.get())) {
-    // A bound builtin method: find the class in the instance's MRO that the
-    // qualified name starts with ("Tensor.view" on a Parameter).
+    // A bound builtin method: find the class that the qualified name starts
+    // with in the MRO of the class it is bound to ("tuple.__new__",
+    // "dict.fromkeys") or of the instance's class ("Tensor.view" on a
+    // Parameter).
     std::string owner = qual.substr(0, qual.find('.'));
-    PyObject* mro = Py_TYPE(self.get())->tp_mro;
-    for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); ++i) {
-      auto* t = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i));
-      if (attrString(reinterpret_cast<PyObject*>(t), "__name__") == owner) {
-        std::string module = attrString(reinterpret_cast<PyObject*>(t), "__module__");
-        return canonical(module + "." + qual);
+    PyObject* mros[] = {PyType_Check(self.get()) ? reinterpret_cast<PyTypeObject*>(self.get())->tp_mro : nullptr,
+                        Py_TYPE(self.get())->tp_mro};
+    for (PyObject* mro : mros)
+      for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); ++i) {
+        auto* t = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i));
+        if (attrString(reinterpret_cast<PyObject*>(t), "__name__") == owner) {
+          std::string module = attrString(reinterpret_cast<PyObject*>(t), "__module__");
+          return canonical(module + "." + qual);
+        }
       }
-    }
     size_t dot = qual.find('.');
     return canonical(typeName(Py_TYPE(self.get())) + (dot == std::string::npos ? "." + qual : qual.substr(dot)));
   }
@@ -317,5 +321,16 @@ std::string takePythonError() {
   Py_XDECREF(tb);
   return msg.empty() ? name : name + ": " + msg;
 }
+
+bool sameBinding(PyObject* a, PyObject* b) {
+  if (a == b) return true;
+  if (PyCFunction_Check(a) && PyCFunction_Check(b))
+    return PyCFunction_GET_SELF(a) == PyCFunction_GET_SELF(b) && PyCFunction_GET_FUNCTION(a) == PyCFunction_GET_FUNCTION(b) &&
+           PyCFunction_GET_FLAGS(a) == PyCFunction_GET_FLAGS(b) && PyCFunction_GET_SELF(a) != nullptr;
+  if (PyMethod_Check(a) && PyMethod_Check(b))
+    return PyMethod_GET_SELF(a) == PyMethod_GET_SELF(b) && PyMethod_GET_FUNCTION(a) == PyMethod_GET_FUNCTION(b);
+  return false;
+}
+
 
 }  // namespace magpy::capture

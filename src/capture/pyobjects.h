@@ -86,6 +86,11 @@ std::string safeRepr(PyObject* o);
 // Formats and clears the pending Python exception: "ValueError: bad".
 std::string takePythonError();
 
+// Whether a and b are one object, or one function bound to one object: each
+// access to a bound method makes a new method object (F.apply, obj.run),
+// and what it calls is its function and receiver.
+bool sameBinding(PyObject* a, PyObject* b);
+
 // Tensors (implemented in pyobjects_torch.cpp).
 bool isTensor(PyObject* o);
 // torch.Tensor or nn.Parameter, not a subclass with behaviour of its own.
@@ -93,5 +98,8 @@ bool plainTensorType(PyTypeObject* t);
 const at::Tensor& tensorOf(PyObject* o);    // o must be a tensor
 PyRef wrapTensor(const at::Tensor& t);       // the existing Python object when there is one
 bool torchImported();
+// The class C when f is C.apply of a custom torch.autograd.Function
+// subclass C (a builtin method bound to the class), else null.
+PyObject* autogradFunctionOfApply(PyObject* f);
 
 }  // namespace magpy::capture

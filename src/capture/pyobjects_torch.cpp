@@ -1,4 +1,5 @@
 // The one place that includes libtorch_python's headers (slow to compile).
+#include <torch/csrc/autograd/python_function.h>
 #include <torch/csrc/autograd/python_variable.h>
 
 #include "capture/pyobjects.h"
@@ -32,5 +33,16 @@ bool plainTensorType(PyTypeObject* t) {
 const at::Tensor& tensorOf(PyObject* o) { return THPVariable_Unpack(o); }
 
 PyRef wrapTensor(const at::Tensor& t) { return PyRef::steal(THPVariable_Wrap(t)); }
+
+PyObject* autogradFunctionOfApply(PyObject* f) {
+  if (!THPFunctionClass || !PyCFunction_Check(f)) return nullptr;
+  PyObject* cls = PyCFunction_GET_SELF(f);
+  if (!cls || !PyType_Check(cls) || cls == THPFunctionClass) return nullptr;
+  if (!PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(cls), reinterpret_cast<PyTypeObject*>(THPFunctionClass)))
+    return nullptr;
+  PyRef name = PyRef::steal(PyObject_GetAttrString(f, "__name__"));
+  PyErr_Clear();
+  return name && PyUnicode_Check(name.get()) && PyUnicode_CompareWithASCIIString(name.get(), "apply") == 0 ? cls : nullptr;
+}
 
 }  // namespace magpy::capture
