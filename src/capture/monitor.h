@@ -100,6 +100,7 @@ class Monitor : public OpRecorder::Delegate {
   bool verifyLocals(ShadowFrame& sf);
   NodeId moduleNode(PyObject* module, const char* name = nullptr);
   NodeId globalsModuleNode(PyObject* globals);
+  void breakOnImplicitContentRead(Frame& callee, const record::FunctionAnnotation& a, const std::string& by);
   void guardUntracedCallee(const Frame& callee, const Frame& caller);
   bool fixedByCaller(const Frame& caller, PyObject* f, PyCodeObject* code);
   bool readClassPathTo(PyObject* f, NodeId object);
@@ -178,7 +179,9 @@ class Monitor : public OpRecorder::Delegate {
   void beginCall(ShadowFrame& sf, Pending& p);
   bool takeCallArguments(ShadowFrame& sf, Pending& p);
   PyObject* resolveCallee(Pending& p);
+  PyObject* unwrapPartial(Pending& p, PyObject* partial);
   void beginAnnotatedCall(Pending& p, PyObject* callable);
+  bool convertsTensor(const Pending& p) const;
   void beginAutogradFunction(Pending& p, PyObject* function);
   bool breaksOnAnnotatedArgument(const Pending& p, size_t i);
   bool finishPrecall(Step& s);

@@ -4,6 +4,8 @@
 // frame is traced); unannotated native code is dynamic (a graph break).
 #include <ATen/core/grad_mode.h>
 
+#include <algorithm>
+
 #include "capture/compiled_function.h"
 #include "capture/live.h"
 #include "capture/monitor.h"
@@ -169,6 +171,35 @@ bool Monitor::takeCallArguments(ShadowFrame& sf, Pending& p) {
   return true;
 }
 
+// functools.partial(f, *a, **k)(*args, **kw) calls f(*a, *args, **k, **kw)
+// (the call's keywords win): the call becomes that call of f, with f, a
+// and k read from the partial object (guarded when it is state).
+PyObject* Monitor::unwrapPartial(Pending& p, PyObject* partial) {
+  PyRef func = PyRef::steal(PyObject_GetAttrString(partial, "func"));
+  PyRef args = PyRef::steal(PyObject_GetAttrString(partial, "args"));
+  PyRef keywords = PyRef::steal(PyObject_GetAttrString(partial, "keywords"));
+  NodeId argsNode = refs_.read(p.callableNode, Relation::attr("args"), args.get());
+  for (Py_ssize_t i = PyTuple_GET_SIZE(args.get()); i-- > 0;) {
+    PyObject* item = PyTuple_GET_ITEM(args.get(), i);
+    p.positional.insert(p.positional.begin(), refs_.read(argsNode, Relation::at(i), item));
+    p.positionalObjs.insert(p.positionalObjs.begin(), item);
+  }
+  NodeId keywordsNode = refs_.read(p.callableNode, Relation::attr("keywords"), keywords.get());
+  PyObject *key, *value;
+  Py_ssize_t pos = 0;
+  for (size_t at = 0; PyDict_Next(keywords.get(), &pos, &key, &value);) {
+    std::string name = utf8(key);
+    bool overridden = std::any_of(p.keywords.begin(), p.keywords.end(), [&](auto& kw) { return kw.first == name; });
+    if (overridden) continue;
+    p.keywords.insert(p.keywords.begin() + long(at), {name, refs_.read(keywordsNode, Relation::keyed(name), value)});
+    p.keywordObjs.insert(p.keywordObjs.begin() + long(at), value);
+    ++at;
+  }
+  p.callableNode = refs_.read(p.callableNode, Relation::attr("func"), func.get());
+  p.callable = func;
+  return func.get();
+}
+
 // What the call runs (borrowed): a compiled function's target, a bound
 // method's function (its object becomes the first argument), or the
 // callable itself.
@@ -183,6 +214,7 @@ PyObject* Monitor::resolveCallee(Pending& p) {
       callable = target;
     }
   }
+  while (isPartial(callable)) callable = unwrapPartial(p, callable);
   // A method bound to its object: the object is the first argument.
   if (PyMethod_Check(callable)) {
     NodeId self = refs_.read(p.callableNode, Relation::attr("__self__"), PyMethod_GET_SELF(callable));
@@ -200,6 +232,16 @@ PyObject* Monitor::resolveCallee(Pending& p) {
     }
   }
   return callable;
+}
+
+// Whether a constant factory's data (its first input read by value: x of
+// torch.as_tensor(x), data of t.new_tensor(data)) is a tensor, which it
+// converts with operators.
+bool Monitor::convertsTensor(const Pending& p) const {
+  const record::FunctionAnnotation& a = *p.annotation;
+  for (size_t i = 0; i < p.positionalObjs.size(); ++i)
+    if (a.input(i).value_read) return isTensor(p.positionalObjs[i]);
+  return false;
 }
 
 // A call its annotation summarizes: the callee is not traced, and it must
@@ -221,14 +263,16 @@ void Monitor::beginAnnotatedCall(Pending& p, PyObject* callable) {
   for (auto& kw : p.keywords)
     if (kw.second >= 0) refs_.use(kw.second);
   // Python code under an annotation is summarized by it, not traced.
-  p.traceCallees = !PyFunction_Check(callable);
+  // (A native callee's callbacks, sorted's key or map's function, are traced.)
+  bool pythonClass = PyType_Check(callable) && (reinterpret_cast<PyTypeObject*>(callable)->tp_flags & Py_TPFLAGS_HEAPTYPE);
+  p.traceCallees = !PyFunction_Check(callable) && !pythonClass;
   // A constant factory fills its tensor from Python data without operators:
   // record none. Given a tensor (torch.as_tensor(t, dtype)) it converts it
   // with operators, recorded as any.
-  p.suppressOps = a.constant && !(p.positionalObjs.size() > 0 && isTensor(p.positionalObjs[0]));
+  p.suppressOps = a.constant && !convertsTensor(p);
   if (a.module && !p.positional.empty() && p.positional[0] >= 0) readLayer(p.positional[0]);
   if (!a.pure && !a.op) {
-    graphBreak(p.calleeName + " is dynamic (annotated pure: false at " + a.origin + "); it runs eagerly");
+    graphBreak(a.whyDynamic(p.calleeName) + "; it runs eagerly");
     return;
   }
   for (size_t i = 0; i < p.positional.size(); ++i)
@@ -270,8 +314,8 @@ bool Monitor::breaksOnAnnotatedArgument(const Pending& p, size_t i) {
   const ShadowNode& node = refs_.node(n);
   if (node.kind == NodeKind::Tensor) {
     bool readsContents = a.input(i).value_read && !a.input(i).metadata_only;
-    bool convertsTensor = a.constant && i == 0;  // torch.as_tensor(t): operators, as above
-    if (readsContents && !a.op && !convertsTensor) {
+    bool converts = a.constant && convertsTensor(p);  // torch.as_tensor(t): operators, as above
+    if (readsContents && !a.op && !converts) {
       graphBreak(p.calleeName + " reads the contents of a tensor (argument " + std::to_string(i) +
                  ") into a Python value, and the program's Python code depends on it: data-dependent control "
                  "flow is not captured. To remove this break, keep the value in tensor operations (torch.where, "

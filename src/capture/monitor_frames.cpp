@@ -12,11 +12,16 @@ bool isImportSystem(PyCodeObject* code) {
   return utf8(codeFileName(code)).rfind("<frozen importlib._bootstrap", 0) == 0;
 }
 
+// The __name__ of a module namespace; empty when it has none.
+std::string moduleNameOf(PyObject* globals) {
+  PyObject* name = PyDict_GetItemString(globals, "__name__");
+  return name && PyUnicode_Check(name) ? utf8(name) : "";
+}
+
 // The __new__ that collections.namedtuple makes: a lambda compiled from a
 // string in a namespace named "namedtuple_<typename>".
 bool isNamedTupleNew(Frame& frame) {
-  PyObject* name = PyDict_GetItemString(frame.globals(), "__name__");
-  return name && PyUnicode_Check(name) && utf8(name).rfind("namedtuple_", 0) == 0 &&
+  return moduleNameOf(frame.globals()).rfind("namedtuple_", 0) == 0 &&
          utf8(codeFileName(frame.code())) == "<string>";
 }
 
@@ -64,7 +69,8 @@ void Monitor::enterFrame(PyFrameObject* frame) {
       const record::FunctionAnnotation* a = annotations_.find(qualifiedName(f));
       if (a) {
         view.traceOpcodes(false);
-        if (!a->pure && !a->op) graphBreak(qualifiedName(f) + " is dynamic (annotated pure: false at " + a->origin + ")");
+        if (!a->pure && !a->op) graphBreak(a->whyDynamic(qualifiedName(f)));
+        else if (!a->op) breakOnImplicitContentRead(view, *a, caller->calleeName);
         return;
       }
     }
@@ -113,6 +119,19 @@ void Monitor::enterFrame(PyFrameObject* frame) {
   view.traceOpcodes(true);
 }
 
+// Native code that turns a tensor into Python data (numpy.array([t]) runs
+// t.__array__, format runs t.__format__) reads its contents where no
+// instruction of the program shows it: a graph break.
+void Monitor::breakOnImplicitContentRead(Frame& callee, const record::FunctionAnnotation& a, const std::string& by) {
+  for (int i = 0; i < codeArgCount(callee.code()); ++i) {
+    PyObject* v = callee.local(i);
+    if (!v || !isTensor(v) || !a.input(size_t(i)).value_read || a.input(size_t(i)).metadata_only) continue;
+    graphBreak(qualifiedName(callee.function()) + ", run by " + (by.empty() ? std::string("native code") : by) +
+               ", reads the contents of a tensor into Python data: data-dependent values are not captured");
+    return;
+  }
+}
+
 // Code that runs untraced under a summarized call (a standard layer's
 // forward, an annotated Python function) calls Python functions found by
 // name: the record holds only while the same names find the same
@@ -147,6 +166,17 @@ void Monitor::guardUntracedCallee(const Frame& callee, const Frame& caller) {
   // (torch._assert imports from torch.overrides): it finds modules in
   // sys.modules and binds their attributes, which the summary covers.
   if (isImportSystem(callee.code())) return;
+  // A library calling itself under a summary of one of its functions (re
+  // compiling a pattern makes a RegexFlag, an enum; numpy.finfo runs its
+  // _init): the summary covers it. Not torch's: a program may patch
+  // torch's functions (F.relu, Conv2d._conv_forward) that its summarized
+  // layers call.
+  std::string calleeModule = attrString(f, "__module__"), callerModule = moduleNameOf(caller.globals());
+  if (standardLibrary(calleeModule) && standardLibrary(callerModule)) return;
+  std::string package = calleeModule.substr(0, calleeModule.find('.'));
+  if (!package.empty() && package != "torch" && package != "__main__" &&
+      callerModule.substr(0, callerModule.find('.')) == package)
+    return;
   if (!readCallerGlobalTo(f, caller.globals())) {
     PyObject* outer = caller.function();
     graphBreak((outer ? qualifiedName(outer) : std::string("untraced code")) + " (summarized, not traced) calls " +

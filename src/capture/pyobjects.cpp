@@ -62,15 +62,17 @@ bool definedIn(PyTypeObject* t, std::string_view package) {
          (module.size() == package.size() || module[package.size()] == '.');
 }
 
-bool platformClass(PyTypeObject* t) {
-  if (definedIn(t, "torch")) return true;
-  std::string module = attrString(reinterpret_cast<PyObject*>(t), "__module__");
+bool standardLibrary(const std::string& module) {
   std::string top = module.substr(0, module.find('.'));
   static PyObject* stdlib = PySys_GetObject("stdlib_module_names");  // borrowed; lives as long as sys
   PyRef name = PyRef::steal(PyUnicode_FromString(top.c_str()));
-  int found = stdlib && name ? PySet_Contains(stdlib, name.get()) : 0;
+  int found = stdlib && name && !top.empty() ? PySet_Contains(stdlib, name.get()) : 0;
   if (found < 0) PyErr_Clear();
   return found > 0;
+}
+
+bool platformClass(PyTypeObject* t) {
+  return definedIn(t, "torch") || standardLibrary(attrString(reinterpret_cast<PyObject*>(t), "__module__"));
 }
 
 bool isAtom(PyObject* o) {
@@ -320,6 +322,16 @@ std::string takePythonError() {
   Py_XDECREF(value);
   Py_XDECREF(tb);
   return msg.empty() ? name : name + ": " + msg;
+}
+
+bool isPartial(PyObject* o) {
+  static PyObject* partial = [] {
+    PyRef functools = PyRef::steal(PyImport_ImportModule("functools"));
+    PyObject* type = functools ? PyObject_GetAttrString(functools.get(), "partial") : nullptr;
+    if (!type) PyErr_Clear();
+    return type;  // kept for the process
+  }();
+  return partial && reinterpret_cast<PyObject*>(Py_TYPE(o)) == partial;
 }
 
 bool sameBinding(PyObject* a, PyObject* b) {

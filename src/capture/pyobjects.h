@@ -56,6 +56,10 @@ std::string attrString(PyObject* o, const char* name);
 // Whether t is defined in `package` or one of its submodules
 // (definedIn(Conv2d, "torch.nn.modules")).
 bool definedIn(PyTypeObject* t, std::string_view package);
+// Whether a module ("re", "enum", "importlib.util") is part of Python's
+// standard library (sys.stdlib_module_names).
+bool standardLibrary(const std::string& module);
+
 // Whether t is defined by torch or by Python's standard library (its
 // module's top-level package is torch or in sys.stdlib_module_names).
 bool platformClass(PyTypeObject* t);
@@ -85,6 +89,10 @@ std::string safeRepr(PyObject* o);
 
 // Formats and clears the pending Python exception: "ValueError: bad".
 std::string takePythonError();
+
+// Whether o is a functools.partial object (exactly: a subclass may call
+// differently).
+bool isPartial(PyObject* o);
 
 // Whether a and b are one object, or one function bound to one object: each
 // access to a bound method makes a new method object (F.apply, obj.run),

@@ -36,8 +36,10 @@ std::string pyFloat(double f) {
 }
 
 // torch.fx names state by its dotted path under the root module
-// ("blocks.0.weight"); anything else (globals, list items) by the node.
-std::string attrTarget(const Node& n) {
+// ("blocks.0.weight"); anything else (globals, list items, a tensor's
+// .data read next to the tensor itself, which would make "w" both a
+// tensor and a module) by the node.
+std::string attrTarget(const Node& n, const record::Graph& g) {
   if (n.blob >= 0) return n.name;
   std::vector<std::string> parts(1);
   for (char c : n.target) {
@@ -46,6 +48,13 @@ std::string attrTarget(const Node& n) {
   }
   bool dotted = isIdentifier(parts[0]);
   for (size_t k = 1; k < parts.size(); ++k) dotted = dotted && !parts[k].empty() && isIdentifier("_" + parts[k]);
+  auto nests = [](const std::string& outer, const std::string& inner) {
+    return inner.size() > outer.size() && inner.compare(0, outer.size(), outer) == 0 && inner[outer.size()] == '.';
+  };
+  for (const Node& other : g.nodes) {
+    bool getAttr = other.kind == NodeKind::GetAttr && other.blob < 0;
+    if (getAttr && (nests(other.target, n.target) || nests(n.target, other.target))) dotted = false;
+  }
   return dotted ? n.target : n.name;
 }
 
@@ -111,7 +120,7 @@ class SourceWriter {
     const std::string& v = vars_[i];
     switch (n.kind) {
       case NodeKind::Placeholder: return v + " = graph.placeholder(" + quote(n.name) + ")";
-      case NodeKind::GetAttr: return v + " = graph.get_attr(" + quote(attrTarget(n)) + ")";
+      case NodeKind::GetAttr: return v + " = graph.get_attr(" + quote(attrTarget(n, g_)) + ")";
       case NodeKind::Output: {
         std::vector<std::string> outs;
         for (auto& a : n.args) outs.push_back(arg(a));
@@ -206,8 +215,8 @@ Example makeExample(const record::RecordFile& file, size_t fi, size_t ri) {
                                  : replay::resolve(n.source, state).tensor;
       if (!t.defined()) throw Error("get_attr %" + n.name + " reads " + record::toString(n.source) + ", which is not a tensor");
       if (n.blob < 0) byPath[record::toString(n.source)] = t;
-      if (t.requires_grad()) ex.parameters.push_back(attrTarget(n));
-      ex.tensors.push_back({attrTarget(n), t.detach().clone()});
+      if (t.requires_grad()) ex.parameters.push_back(attrTarget(n, graph));
+      ex.tensors.push_back({attrTarget(n, graph), t.detach().clone()});
     }
   }
   replay::Plan plan(graph, file.blobs);

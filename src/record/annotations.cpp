@@ -94,7 +94,8 @@ class Loader {
   }
 
   std::vector<FunctionAnnotation> entry(const YAML::Node& n, const FunctionAnnotation& defaults) const {
-    onlyKeys(n, {"name", "names", "op", "pure", "constant", "module", "inputs", "rest", "output", "relations", "runtime"},
+    onlyKeys(n, {"name", "names", "op", "pure", "reason", "constant", "module", "inputs", "rest", "output", "relations",
+                 "runtime"},
              "a function entry");
     std::vector<std::string> names;
     if (n["name"]) names.push_back(n["name"].as<std::string>());
@@ -108,6 +109,10 @@ class Loader {
     a.origin = file_ + ":" + std::to_string(n.Mark().line + 1);
     a.op = flag(n, "op", a.op);
     a.pure = flag(n, "pure", a.pure);
+    if (n["reason"]) {
+      if (!n["reason"].IsScalar() || a.pure) fail(n["reason"], "'reason' is a sentence, for an entry with pure: false");
+      a.reason = n["reason"].Scalar();
+    }
     a.constant = flag(n, "constant", a.constant);
     a.module = flag(n, "module", a.module);
     if (n["rest"]) a.rest = input(n["rest"], a.rest);
@@ -228,7 +233,7 @@ uint64_t AnnotationSet::hash() const {
     for (auto& r : a.relations)
       h.u64(uint64_t(r.kind)).u64(uint64_t(r.mode)).u64(uint64_t(r.from)).u64(uint64_t(r.to))
           .u64(uint64_t(r.name_from)).text(r.name);
-    h.text(a.runtime_read).text(a.runtime_write).u64(uint64_t(a.runtime_from));
+    h.text(a.runtime_read).text(a.runtime_write).u64(uint64_t(a.runtime_from)).text(a.reason);
   };
   for (auto& [_, a] : exact_) one(a);
   for (auto& [_, a] : prefix_) one(a);

@@ -14,6 +14,7 @@
 //       module: true             # an nn layer's forward: reads the layer's parameters, buffers
 //                                # and plain attributes (with op: true, its body is not traced)
 //       pure: true               # PureClosure: same inputs give the same result, no hidden effects
+//       reason: "draws ..."      # with pure: false, why (the graph break says it)
 //       inputs:                  # per position; input 0 is `self` for methods
 //         - {value_read: true, in_place: false}
 //           (value_read: metadata: of a tensor, only shape, dtype and device:
@@ -63,6 +64,7 @@ struct FunctionAnnotation {
   std::string name;
   bool op = false;
   bool pure = true;
+  std::string reason;      // why it is not pure (pure: false), for the graph break's message
   bool constant = false;   // the result is a tensor made from Python data: recorded by value
   bool module = false;     // a standard nn layer's forward: it reads input 0's parameters,
                            // buffers and plain attributes (what its guards cover)
@@ -76,6 +78,10 @@ struct FunctionAnnotation {
   std::string origin;         // "annotations/torch.yaml:12", for messages
 
   const InputAnnotation& input(size_t i) const { return i < inputs.size() ? inputs[i] : rest; }
+  // "X is dynamic (annotated pure: false at F:L)", or X's reason.
+  std::string whyDynamic(const std::string& callee) const {
+    return callee + " " + (reason.empty() ? "is dynamic" : reason) + " (annotated pure: false at " + origin + ")";
+  }
 };
 
 class AnnotationSet {
