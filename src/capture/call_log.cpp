@@ -1,5 +1,6 @@
 #include "capture/call_log.h"
 
+#include <algorithm>
 #include <set>
 
 #include "magpy/replay/state.h"
@@ -81,6 +82,18 @@ std::vector<record::StateUpdate> CallLog::changesBefore(const Units& units, size
       out.push_back(std::move(upd));
     }
   }
+  // A value replaced whole carries what lies below it (self.shape = (4, 5)
+  // is one update, not also self.shape[0] = 4, which a tuple cannot take).
+  auto covered = [&](const record::StateUpdate& u) {
+    return std::any_of(out.begin(), out.end(), [&](const record::StateUpdate& other) {
+      return &other != &u && other.function == u.function && other.path.isPrefixOf(u.path) &&
+             other.path.steps.size() < u.path.steps.size();
+    });
+  };
+  std::vector<record::StateUpdate> kept;
+  for (auto& u : out)
+    if (!covered(u)) kept.push_back(u);
+  out = std::move(kept);
   // Interpreter state is the process's, not a function's: logged when it
   // differs from what replay would have after the calls logged so far.
   for (auto& [name, logged] : runtimeLogged_) {
