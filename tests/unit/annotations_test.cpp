@@ -68,3 +68,25 @@ TEST(Annotations, ErrorsNameTheFileLineAndProblem) {
   e = loadError("version: 1\nfunctions: [\n");
   EXPECT_NE(e.find("not valid YAML"), std::string::npos) << e;
 }
+
+TEST(Annotations, MetadataReadsAndReasons) {
+  AnnotationSet set;
+  set.load(write("version: 1\nfunctions:\n"
+                 "  - name: m.length\n    inputs: [{value_read: metadata}, {value_read: false}]\n"
+                 "  - name: m.draw\n    pure: false\n    reason: draws random numbers\n"));
+  const auto* length = set.find("m.length");
+  ASSERT_NE(length, nullptr);
+  EXPECT_TRUE(length->input(0).value_read && length->input(0).metadata_only);
+  EXPECT_FALSE(length->input(1).value_read || length->input(1).metadata_only);
+  EXPECT_FALSE(length->input(2).metadata_only);  // rest: read whole
+  EXPECT_EQ(set.find("m.draw")->whyDynamic("m.draw").rfind("m.draw draws random numbers (annotated pure: false at ", 0), 0u);
+  AnnotationSet plain;
+  plain.load(write("version: 1\nfunctions:\n  - name: m.length\n    inputs: [{value_read: true}, {value_read: false}]\n"
+                   "  - name: m.draw\n    pure: false\n    reason: draws random numbers\n"));
+  EXPECT_NE(set.hash(), plain.hash());  // metadata is part of the content
+
+  std::string e = loadError("version: 1\nfunctions:\n  - name: m.f\n    reason: why\n");
+  EXPECT_NE(e.find(":4: 'reason' is a sentence, for an entry with pure: false"), std::string::npos) << e;
+  e = loadError("version: 1\nfunctions:\n  - name: m.f\n    inputs: [{value_read: shape}]\n");
+  EXPECT_NE(e.find("'value_read' must be true or false (or metadata)"), std::string::npos) << e;
+}

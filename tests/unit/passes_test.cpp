@@ -221,3 +221,37 @@ TEST(Passes, Parse) {
   EXPECT_TRUE(PassOptions::parse("default").foldConstants);
   EXPECT_TRUE(PassOptions::parse("all").foldConvBatchNorm);
 }
+
+// resize_ reads nothing of its tensor; growing it leaves the new elements
+// unwritten until an operator writes all of it.
+TEST(Passes, ResizeThatGrowsLeavesUnwrittenMemory) {
+  auto sized = [](Builder& b, int64_t node, int64_t n) {
+    b.g.nodes[size_t(node)].outputs.push_back(TensorMeta{"float32", {n}, {1}});
+    return node;
+  };
+  auto none = Arg::none();
+  {
+    Builder b;
+    auto x = sized(b, b.input(NodeKind::Placeholder, "x"), 3);
+    auto z = sized(b, b.op("aten::zeros", "", {ints({2}), none, none, none, none}), 2);
+    auto grown = sized(b, b.op("aten::resize_", "", {Arg::node(z), ints({3}), none}), 3);
+    b.output({sized(b, b.op("aten::add", "Tensor", {Arg::node(grown), Arg::node(x), Arg::integer(1)}), 3)});
+    std::string why = replay::readsUninitialized(b.g);
+    EXPECT_NE(why.find("%resize_2 grows %zeros1 and %add3 reads it"), std::string::npos) << why;
+  }
+  {
+    Builder b;
+    auto x = sized(b, b.input(NodeKind::Placeholder, "x"), 3);
+    auto e = sized(b, b.op("aten::empty", "memory_format", {ints({0}), none, none, none, none, none}), 0);
+    auto grown = sized(b, b.op("aten::resize_as_", "", {Arg::node(e), Arg::node(x), none}), 3);
+    auto filled = sized(b, b.op("aten::copy_", "", {Arg::node(grown), Arg::node(x), Arg::boolean(false)}), 3);
+    b.output({filled});
+    EXPECT_EQ(replay::readsUninitialized(b.g), "");
+  }
+  {
+    Builder b;  // shrinking keeps what was written
+    auto z = sized(b, b.op("aten::zeros", "", {ints({3}), none, none, none, none}), 3);
+    b.output({sized(b, b.op("aten::resize_", "", {Arg::node(z), ints({2}), none}), 2)});
+    EXPECT_EQ(replay::readsUninitialized(b.g), "");
+  }
+}

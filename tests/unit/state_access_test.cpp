@@ -2,6 +2,8 @@
 // exercised through native replay's store.
 #include <gtest/gtest.h>
 
+#include <ATen/ops/equal.h>
+#include <ATen/ops/ones.h>
 #include <ATen/ops/zeros.h>
 
 #include "magpy/record/text.h"
@@ -168,5 +170,26 @@ TEST(StateAccess, MockWriteErrorsNameTheWrite) {
     FAIL();
   } catch (const Error& err) {
     EXPECT_EQ(std::string(err.what()), "the mock's write self.layers[5] = None: index 5 is out of range");
+  }
+}
+
+// A tensor's .data, .grad and .real, as Python gives them; nothing else.
+TEST(StateAccess, TensorAttributesNativeReplayKnows) {
+  CallState s = sampleState();
+  NativeStore store(s);
+  AccessPath w = AccessPath::self().attr("layers").item(0).attr("w");
+  at::Tensor tensor = resolvePath(store, w)->tensor;
+  at::Tensor data = resolvePath(store, w.attr("data"))->tensor;
+  EXPECT_EQ(data.data_ptr(), tensor.data_ptr());
+  EXPECT_EQ(resolvePath(store, w.attr("grad"))->atom, Atom::none());
+  tensor.mutable_grad() = at::ones({2, 3});
+  EXPECT_TRUE(at::equal(resolvePath(store, w.attr("grad"))->tensor, at::ones({2, 3})));
+  EXPECT_TRUE(resolvePath(store, w.attr("real"))->tensor.is_same(tensor));
+  try {
+    resolvePath(store, w.attr("imag"));
+    FAIL() << "imag resolved";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("a tensor: native replay knows its data, grad and real, not 'imag'"),
+              std::string::npos) << e.what();
   }
 }
