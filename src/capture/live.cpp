@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "capture/python_frame.h"
 #include "magpy/replay/state.h"
@@ -358,6 +359,15 @@ struct SnapshotContext {
   const ContentLookup& content;
   std::unordered_map<PyObject*, uint32_t> ids;  // objects already in the tree
   uint32_t next = 0;
+  std::unordered_set<PyObject*> open;  // objects being snapshotted: the current one and its holders
+};
+
+// Marks an object open while its contents are snapshotted.
+struct Opened {
+  Opened(SnapshotContext& ctx, PyObject* o) : ctx_(ctx), o_(o) { ctx_.open.insert(o_); }
+  ~Opened() { ctx_.open.erase(o_); }
+  SnapshotContext& ctx_;
+  PyObject* o_;
 };
 
 record::Value snap(PyObject* o, const PathTrie& wanted, SnapshotContext& ctx) {
@@ -372,6 +382,7 @@ record::Value snap(PyObject* o, const PathTrie& wanted, SnapshotContext& ctx) {
     return v;
   }
   v.id = ctx.ids[o] = ++ctx.next;
+  Opened opened(ctx, o);
   auto child = [&](const record::PathStep& s) {
     auto it = wanted.children.find(s);
     static const PathTrie kEmpty;
@@ -420,7 +431,11 @@ record::Value snap(PyObject* o, const PathTrie& wanted, SnapshotContext& ctx) {
     if (s.kind != record::PathStep::Kind::Attr) continue;
     PyRef key = PyRef::steal(PyUnicode_InternFromString(s.name.c_str()));
     PyRef a = stepOn(o, replay::PathTree::StepKind::Attr, 0, key.get());
-    if (!a) continue;
+    // An attribute that leads back to an object holding it (a bound
+    // method's __self__, a parent module) would make the value contain
+    // itself, which records cannot hold: left out, so native replay finds
+    // no such path and refuses what needs it.
+    if (!a || ctx.open.count(a.get())) continue;
     v.names.push_back(s.name);
     v.items.push_back(snap(a.get(), sub, ctx));
   }

@@ -387,7 +387,11 @@ class Builder {
 
   // The entry state the run read, from the version-0 view of the RefGraph
   // (the live objects may have changed since: the run's own writes).
-  // Objects reached twice are one value and Refs to it (aliasing, cycles).
+  // Objects reached twice are one value and Refs to it (aliasing). An
+  // attribute that leads back to an object holding it (a bound method's
+  // __self__, a parent module) would make the value contain itself, which
+  // records cannot hold: it is left out, so native replay finds no such
+  // path and refuses what needs it.
   record::Value entryValue(NodeId id, std::map<NodeId, uint32_t>& ids) {
     const ShadowNode& n = g_.node(id);
     record::Value v;
@@ -399,8 +403,11 @@ class Builder {
       }
       v.id = ids[id] = uint32_t(ids.size() + 1);
     }
+    open_.insert(id);
     auto edgesInto = [&](record::Value& into) {
+      bool attributes = n.kind != NodeKind::Dict && n.kind != NodeKind::Tuple && n.kind != NodeKind::List;
       for (auto& e : std::vector<Edge>(n.versions.front().refs)) {
+        if (attributes && open_.count(e.target)) continue;
         if (n.kind == NodeKind::Dict) into.keys.push_back(e.rel.key);
         else if (n.kind != NodeKind::Tuple && n.kind != NodeKind::List) into.names.push_back(e.rel.name);
         into.items.push_back(entryValue(e.target, ids));
@@ -435,6 +442,7 @@ class Builder {
         edgesInto(v);
         break;
     }
+    open_.erase(id);
     return v;
   }
 
@@ -555,6 +563,7 @@ class Builder {
   const CallSpec& call_;
   BlobPool& blobs_;
   Paths entry_;
+  std::set<NodeId> open_;  // entryValue's objects being built: the current one and its holders
   std::vector<int> outputs_;
   BuiltRecord out_;
 };
