@@ -215,6 +215,14 @@ int Monitor::externalTensor(const at::Tensor& t) {
   return value;
 }
 
+// Its data came from Python values the run read (and guarded), as
+// torch.tensor's does: a constant of the graph.
+int Monitor::pythonDataTensor(const at::Tensor& t) {
+  int node = ops_->addConstant(t, -1);
+  constants_.push_back({node, t.detach().clone()});
+  return node;
+}
+
 void Monitor::beforeWrite(const at::Tensor& t) {
   auto impl = t.unsafeGetTensorImpl();
   if (!entryContent_.count(impl) && tensorNodes_.count(impl)) entryContent_.emplace(impl, t.detach().clone());

@@ -85,6 +85,7 @@ class Monitor : public OpRecorder::Delegate {
 
   // OpRecorder::Delegate
   int externalTensor(const at::Tensor& t) override;
+  int pythonDataTensor(const at::Tensor& t) override;
   void beforeWrite(const at::Tensor& t) override;
   void dynamic(const std::string& reason) override;
   std::string sourceLocation() const override;

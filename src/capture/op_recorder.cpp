@@ -226,6 +226,7 @@ bool OpRecorder::argFor(const c10::IValue& v, const c10::Argument& param, record
     if (value >= 0) return value;
     value = valueOf(t);
     if (value >= 0) return value;
+    if (op == "aten::lift_fresh" || op == "aten::lift") return delegate_.pythonDataTensor(t);
     delegate_.dynamic(op + " reads a tensor that neither the graph nor the function's inputs produced");
     return -2;
   };

@@ -31,6 +31,9 @@ class OpRecorder {
     virtual int externalTensor(const at::Tensor& t) = 0;
     // `t` is about to be written by an operator.
     virtual void beforeWrite(const at::Tensor& t) = 0;
+    // A graph constant (index) for a tensor torch made from Python data
+    // without an operator (t[i] = 3 lifts 3 with aten::lift_fresh).
+    virtual int pythonDataTensor(const at::Tensor& t) = 0;
     // The run did something a graph cannot hold.
     virtual void dynamic(const std::string& reason) = 0;
     // The source line ("file.py:12") of the operator being recorded; asked
