@@ -142,9 +142,11 @@ MODELS = {
     "hdemucs_low": ta("hdemucs_low", image(1, 2, 4096), sources=["drums", "bass"]),
 }
 
-# A few small models for the test suite (tests/zoo): one classic CNN, one
-# with squeeze-excitation and hardswish, and one audio model.
-CI_SUBSET = ["squeezenet1_1", "mobilenet_v3_small", "wav2letter"]
+# A few small models for the test suite (Zoo.SubsetIsWholeAndEqualToEager):
+# a classic CNN, one with squeeze-excitation and hardswish, two
+# transformers (fused attention, torch._assert, masks filled from Python
+# numbers) and an audio model.
+CI_SUBSET = ["squeezenet1_1", "mobilenet_v3_small", "vit_small", "swin_t", "wav2letter"]
 
 
 def main():
