@@ -230,9 +230,23 @@ PyRef LiveStore::sequence(bool tuple, std::vector<PyRef> items) const {
   return c;
 }
 
-PyRef LiveStore::dict(const std::vector<record::Atom>& keys, std::vector<PyRef> items) const {
-  PyRef d = PyRef::steal(PyDict_New());
-  for (size_t i = 0; i < keys.size(); ++i) PyDict_SetItem(d.get(), atomObject(keys[i]).get(), items[i].get());
+PyRef LiveStore::dict(const std::vector<record::Atom>& keys, std::vector<PyRef> items, const std::string& type) const {
+  static PyObject* orderedDict = [] {
+    PyRef collections = PyRef::steal(PyImport_ImportModule("collections"));
+    PyObject* cls = collections ? PyObject_GetAttrString(collections.get(), "OrderedDict") : nullptr;
+    if (!cls) PyErr_Clear();
+    return cls;  // kept for the process
+  }();
+  bool ordered = type == record::kOrderedDict;
+  if (ordered && !orderedDict) throw Error("collections.OrderedDict is not available");
+  PyRef d = PyRef::steal(ordered ? PyObject_CallNoArgs(orderedDict) : PyDict_New());
+  if (!d) throw Error(takePythonError());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    // An OrderedDict keeps its order beside the dict: only its own setitem updates both.
+    PyRef key = atomObject(keys[i]);
+    int status = ordered ? PyObject_SetItem(d.get(), key.get(), items[i].get()) : PyDict_SetItem(d.get(), key.get(), items[i].get());
+    if (status < 0) throw Error(takePythonError());
+  }
   return d;
 }
 

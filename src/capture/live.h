@@ -58,7 +58,7 @@ class LiveStore {
   PyRef constant(const record::Atom& a) const { return atomObject(a); }
   PyRef output(const c10::IValue& v) const;
   PyRef sequence(bool tuple, std::vector<PyRef> items) const;
-  PyRef dict(const std::vector<record::Atom>& keys, std::vector<PyRef> items) const;
+  PyRef dict(const std::vector<record::Atom>& keys, std::vector<PyRef> items, const std::string& type) const;
   bool setAttr(const PyRef& target, const std::string& name, PyRef value) const;
   void delAttr(const PyRef& target, const std::string& name) const;
   void setItem(const PyRef& target, const record::Atom& key, PyRef value) const;

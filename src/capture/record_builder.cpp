@@ -278,9 +278,11 @@ class Builder {
           throw Error("the function returns or stores a new " + typeName(Py_TYPE(n.obj)) + ", which a record cannot rebuild yet");
         if (n.kind == NodeKind::List && !PyList_CheckExact(n.obj))
           throw Error("the function returns or stores a new " + typeName(Py_TYPE(n.obj)) + ", which a record cannot rebuild yet");
-        if (n.kind == NodeKind::Dict && !PyDict_CheckExact(n.obj))
-          throw Error("the function returns or stores a new " + typeName(Py_TYPE(n.obj)) + ", which a record cannot rebuild yet");
+        std::string dictType = n.kind == NodeKind::Dict && !PyDict_CheckExact(n.obj) ? typeName(Py_TYPE(n.obj)) : "";
+        if (!dictType.empty() && dictType != record::kOrderedDict)
+          throw Error("the function returns or stores a new " + dictType + ", which a record cannot rebuild yet");
         record::ValueExpr e;
+        e.type = dictType;
         e.kind = n.kind == NodeKind::Tuple ? record::ValueExpr::Kind::Tuple
                  : n.kind == NodeKind::List ? record::ValueExpr::Kind::List : record::ValueExpr::Kind::Dict;
         for (auto& edge : std::vector<Edge>(n.last().refs)) {

@@ -324,6 +324,7 @@ template <class Ar> void io(Ar& ar, ValueExpr& e) {
   io(ar, e.path);
   ioVec(ar, "items", e.items, [&](ValueExpr& x) { io(ar, x); });
   io(ar, e.keys);
+  ar.str(e.type);
 }
 
 template <class Ar> void io(Ar& ar, Effect& e) {
@@ -555,6 +556,8 @@ class Validator {
       bad(what + " uses graph output " + std::to_string(e.index) + " of " + std::to_string(outputs));
     if (e.kind == ValueExpr::Kind::Dict && e.keys.size() != e.items.size())
       bad(what + " builds a dict with " + std::to_string(e.keys.size()) + " keys for " + std::to_string(e.items.size()) + " values");
+    if (!e.type.empty() && (e.kind != ValueExpr::Kind::Dict || e.type != kOrderedDict))
+      bad(what + " builds a " + e.type + ", which replay does not make (only a dict or " + kOrderedDict + ")");
     for (auto& item : e.items) expr(item, outputs, what);
   }
 

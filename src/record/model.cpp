@@ -78,7 +78,7 @@ std::string toString(const ValueExpr& e) {
     case ValueExpr::Kind::Read: return toString(e.path);
     case ValueExpr::Kind::Tuple: return items("(", ")");
     case ValueExpr::Kind::List: return items("[", "]");
-    case ValueExpr::Kind::Dict: return items("{", "}");
+    case ValueExpr::Kind::Dict: return e.type.empty() ? items("{", "}") : e.type + "(" + items("{", "}") + ")";
   }
   return "?";
 }

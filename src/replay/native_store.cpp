@@ -139,8 +139,11 @@ NativeStore::Handle NativeStore::sequence(bool tuple, std::vector<Handle> items)
   return tuple ? Value::tuple(unwrap(std::move(items))) : Value::list(unwrap(std::move(items)));
 }
 
-NativeStore::Handle NativeStore::dict(const std::vector<record::Atom>& keys, std::vector<Handle> items) const {
-  return Value::dict(keys, unwrap(std::move(items)));
+NativeStore::Handle NativeStore::dict(const std::vector<record::Atom>& keys, std::vector<Handle> items,
+                                      const std::string& type) const {
+  Value d = Value::dict(keys, unwrap(std::move(items)));
+  if (!type.empty()) d.heap->type = type;
+  return d;
 }
 
 namespace {

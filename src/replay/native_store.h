@@ -42,7 +42,7 @@ class NativeStore {
   Handle constant(const record::Atom& a) const { return Value::ofAtom(a); }
   Handle output(const c10::IValue& v) const;
   Handle sequence(bool tuple, std::vector<Handle> items) const;
-  Handle dict(const std::vector<record::Atom>& keys, std::vector<Handle> items) const;
+  Handle dict(const std::vector<record::Atom>& keys, std::vector<Handle> items, const std::string& type) const;
   bool setAttr(const Handle& target, const std::string& name, Handle value) const;
   void delAttr(const Handle& target, const std::string& name) const;
   void setItem(const Handle& target, const record::Atom& key, Handle value) const;

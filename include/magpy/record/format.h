@@ -1,5 +1,6 @@
-// The .mgp file format, version 3 (2 added the RefGraph view to records
-// and tuple dict keys, 3 when the state was taken). This header is the only place that knows
+// The .mgp file format, version 4 (2 added the RefGraph view to records
+// and tuple dict keys, 3 when the state was taken, 4 the dict class of
+// mock expressions). This header is the only place that knows
 // the byte layout; everything else works on RecordFile.
 //
 // Grammar (all integers little-endian; "varint" is unsigned LEB128, "zigzag"
@@ -22,7 +23,7 @@
 //                  count:varint arg* source:path blob:zigzag count:varint meta* where:string
 //   arg         := kind:u8 i:zigzag f:f64 s:string ints:zigzags floats:f64s
 //   mock        := result:expr count:varint effect*
-//   expr        := kind:u8 atom index:zigzag path count:varint expr* keys:atoms
+//   expr        := kind:u8 atom index:zigzag path count:varint expr* keys:atoms type:string
 //   effect      := kind:u8 target:path name:string key:atom value:expr
 //   break       := where:string function:string opcode:string reason:string callee:string
 //   refs        := count:varint ref_node* count:varint ref_edge*
@@ -58,7 +59,7 @@
 
 namespace magpy::record {
 
-constexpr uint32_t kFormatVersion = 3;
+constexpr uint32_t kFormatVersion = 4;
 
 // Values, constants and mock expressions nest at most this deep, and access
 // paths have at most this many steps: the reader refuses deeper ones (so no

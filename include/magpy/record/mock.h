@@ -25,11 +25,16 @@ struct ValueExpr {
   AccessPath path;
   std::vector<ValueExpr> items;
   std::vector<Atom> keys;
+  std::string type;  // Dict: the dict class to build, kOrderedDict or empty (a dict)
 
   static ValueExpr constant(Atom a) { ValueExpr e; e.atom = std::move(a); return e; }
   static ValueExpr output(int64_t i) { ValueExpr e; e.kind = Kind::GraphOutput; e.index = i; return e; }
   static ValueExpr read(AccessPath p) { ValueExpr e; e.kind = Kind::Read; e.path = std::move(p); return e; }
 };
+
+// The one dict subclass a mock rebuilds (torchvision's segmentation and
+// detection models return one).
+constexpr const char* kOrderedDict = "collections.OrderedDict";
 
 std::string toString(const ValueExpr& e);
 

@@ -18,7 +18,7 @@
 //   same(a, b), typeName(h), describe(h)
 //                                what guards read
 //   constant(atom), output(ivalue), sequence(isTuple, items),
-//   dict(keys, items), setAttr/delAttr/setItem/delItem/assignContents
+//   dict(keys, items, type), setAttr/delAttr/setItem/delItem/assignContents
 //                                what mocks build and write; writes throw
 //                                Error with a reason; setAttr returns whether
 //                                the value changed
@@ -301,7 +301,7 @@ typename Store::Handle RecordAccess::build(const record::ValueExpr& e, const std
     case K::List:
       return store.sequence(e.kind == K::Tuple, items());
     case K::Dict:
-      return store.dict(e.keys, items());
+      return store.dict(e.keys, items(), e.type);
   }
   throw Error("unknown mock expression");
 }
