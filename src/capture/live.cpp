@@ -231,12 +231,7 @@ PyRef LiveStore::sequence(bool tuple, std::vector<PyRef> items) const {
 }
 
 PyRef LiveStore::dict(const std::vector<record::Atom>& keys, std::vector<PyRef> items, const std::string& type) const {
-  static PyObject* orderedDict = [] {
-    PyRef collections = PyRef::steal(PyImport_ImportModule("collections"));
-    PyObject* cls = collections ? PyObject_GetAttrString(collections.get(), "OrderedDict") : nullptr;
-    if (!cls) PyErr_Clear();
-    return cls;  // kept for the process
-  }();
+  static PyObject* orderedDict = processAttr("collections", "OrderedDict");
   bool ordered = type == record::kOrderedDict;
   if (ordered && !orderedDict) throw Error("collections.OrderedDict is not available");
   PyRef d = PyRef::steal(ordered ? PyObject_CallNoArgs(orderedDict) : PyDict_New());

@@ -167,12 +167,7 @@ std::optional<record::Atom> baseValueOf(PyObject* o) {
 }
 
 std::string enumMemberName(PyObject* o) {
-  static PyObject* enumType = [] {
-    PyRef module = PyRef::steal(PyImport_ImportModule("enum"));
-    PyObject* t = module ? PyObject_GetAttrString(module.get(), "Enum") : nullptr;
-    if (!t) PyErr_Clear();
-    return t;  // kept for the process
-  }();
+  static PyObject* enumType = processAttr("enum", "Enum");
   if (!enumType || Py_TYPE(o)->tp_flags & Py_TPFLAGS_TYPE_SUBCLASS) return "";
   int is = PyObject_IsInstance(o, enumType);
   if (is <= 0) {
@@ -324,13 +319,15 @@ std::string takePythonError() {
   return msg.empty() ? name : name + ": " + msg;
 }
 
+PyObject* processAttr(const char* module, const char* name) {
+  PyRef m = PyRef::steal(PyImport_ImportModule(module));
+  PyObject* attr = m ? PyObject_GetAttrString(m.get(), name) : nullptr;  // a reference kept for the process
+  if (!attr) PyErr_Clear();
+  return attr;
+}
+
 bool isPartial(PyObject* o) {
-  static PyObject* partial = [] {
-    PyRef functools = PyRef::steal(PyImport_ImportModule("functools"));
-    PyObject* type = functools ? PyObject_GetAttrString(functools.get(), "partial") : nullptr;
-    if (!type) PyErr_Clear();
-    return type;  // kept for the process
-  }();
+  static PyObject* partial = processAttr("functools", "partial");
   return partial && reinterpret_cast<PyObject*>(Py_TYPE(o)) == partial;
 }
 

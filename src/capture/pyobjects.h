@@ -90,6 +90,11 @@ std::string safeRepr(PyObject* o);
 // Formats and clears the pending Python exception: "ValueError: bad".
 std::string takePythonError();
 
+// module.name, imported on first use and kept for the process (borrowed;
+// null when missing). For the library classes magpy compares types with:
+// `static PyObject* partial = processAttr("functools", "partial");`
+PyObject* processAttr(const char* module, const char* name);
+
 // Whether o is a functools.partial object (exactly: a subclass may call
 // differently).
 bool isPartial(PyObject* o);

@@ -20,12 +20,7 @@ bool isTensor(PyObject* o) {
 
 bool plainTensorType(PyTypeObject* t) {
   // torch.Tensor, or nn.Parameter (which adds no __torch_function__ of its own).
-  static PyObject* parameter = [] {
-    PyRef module = PyRef::steal(PyImport_ImportModule("torch.nn.parameter"));
-    PyObject* p = module ? PyObject_GetAttrString(module.get(), "Parameter") : nullptr;
-    if (!p) PyErr_Clear();
-    return p;  // kept for the process
-  }();
+  static PyObject* parameter = processAttr("torch.nn.parameter", "Parameter");
   PyObject* type = reinterpret_cast<PyObject*>(t);
   return type == THPVariableClass || type == parameter;
 }
