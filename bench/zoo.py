@@ -80,11 +80,39 @@ def zoo_one(name, bin_dir, work, timeout):
     return row
 
 
+def environment():
+    import platform
+
+    import torch
+    import torchaudio
+    import torchvision
+    return (f"{platform.machine()}, {os.cpu_count()} cores; torch {torch.__version__}, torchvision "
+            f"{torchvision.__version__}, torchaudio {torchaudio.__version__}")
+
+
+HEADER = """# The model zoos: torchvision and torchaudio under magpy
+
+Written by `/usr/bin/python3 bench/zoo.py --out bench/ZOO.md` ({env}). Each
+model is built with random weights in eval mode (`bench/zoo_model.py`
+says how and at which input size), compiled with `magpy.compile`, and called
+under `torch.no_grad()` on two inputs and on the first again; every result
+is compared with eager PyTorch's (the same random seed before each).
+Then `magpy-run` replays the record's logged calls natively and compares
+them with the captured results. "Whole graphs / records": records
+without a graph break, of all the model's records (a record with a break
+runs as Python through the JIT, and native replay refuses it). "First
+call": the monitored call that makes the record; "eager call": one eager
+call on the second input (the machine is shared: compare within a row).
+
+"""
+
+
 def markdown(rows, seconds):
     def yes(flag):
         return "yes" if flag else "**no**"
 
-    out = ["| model | whole graphs / records | breaks | JIT = eager | native = eager | first call / eager call |",
+    out = [HEADER.format(env=environment()).rstrip("\n"), "",
+           "| model | whole graphs / records | breaks | JIT = eager | native = eager | first call / eager call |",
            "|---|---|---|---|---|---|"]
     for r in rows:
         if r.get("error"):
