@@ -191,7 +191,9 @@ struct Session::Impl {
     if (!breaks.empty()) built = buildBreakRecord(monitor, spec, breaks);
     built.record.origin = fn.entries.empty() ? "first call" : "call " + std::to_string(fn.calls - 1) + ": " + why;
     if (options.explain)
-      for (auto& b : built.record.breaks) std::cerr << "magpy: " << fn.name << ": graph break " << (b.where.empty() ? "" : "at ") << record::toString(b) << "\n";
+      for (auto& b : built.record.breaks)
+        std::cerr << "magpy: " << fn.name << ": graph break " << (b.where.empty() ? "" : "at ") << record::toString(b)
+                  << "\n";
 
     Entry created;
     try {

@@ -239,7 +239,8 @@ PyRef LiveStore::dict(const std::vector<record::Atom>& keys, std::vector<PyRef> 
   for (size_t i = 0; i < keys.size(); ++i) {
     // An OrderedDict keeps its order beside the dict: only its own setitem updates both.
     PyRef key = atomObject(keys[i]);
-    int status = ordered ? PyObject_SetItem(d.get(), key.get(), items[i].get()) : PyDict_SetItem(d.get(), key.get(), items[i].get());
+    int status = ordered ? PyObject_SetItem(d.get(), key.get(), items[i].get())
+                         : PyDict_SetItem(d.get(), key.get(), items[i].get());
     if (status < 0) throw Error(takePythonError());
   }
   return d;

@@ -264,7 +264,8 @@ void Monitor::beginAnnotatedCall(Pending& p, PyObject* callable) {
     if (kw.second >= 0) refs_.use(kw.second);
   // Python code under an annotation is summarized by it, not traced.
   // (A native callee's callbacks, sorted's key or map's function, are traced.)
-  bool pythonClass = PyType_Check(callable) && (reinterpret_cast<PyTypeObject*>(callable)->tp_flags & Py_TPFLAGS_HEAPTYPE);
+  bool pythonClass =
+      PyType_Check(callable) && (reinterpret_cast<PyTypeObject*>(callable)->tp_flags & Py_TPFLAGS_HEAPTYPE);
   p.traceCallees = !PyFunction_Check(callable) && !pythonClass;
   // A constant factory fills its tensor from Python data without operators:
   // record none. Given a tensor (torch.as_tensor(t, dtype)) it converts it
@@ -298,7 +299,8 @@ void Monitor::beginAutogradFunction(Pending& p, PyObject* function) {
   NodeId cls = refs_.find(function);
   if (!forward || cls == kNoNode) {
     PyErr_Clear();
-    graphBreak("custom autograd Function " + name + ": magpy cannot name the class whose forward it runs", name + ".apply");
+    graphBreak("custom autograd Function " + name + ": magpy cannot name the class whose forward it runs",
+               name + ".apply");
     return;
   }
   p.calleeFunction = refs_.read(cls, Relation::attr("forward"), forward.get());

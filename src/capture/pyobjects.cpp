@@ -334,8 +334,8 @@ bool isPartial(PyObject* o) {
 bool sameBinding(PyObject* a, PyObject* b) {
   if (a == b) return true;
   if (PyCFunction_Check(a) && PyCFunction_Check(b))
-    return PyCFunction_GET_SELF(a) == PyCFunction_GET_SELF(b) && PyCFunction_GET_FUNCTION(a) == PyCFunction_GET_FUNCTION(b) &&
-           PyCFunction_GET_FLAGS(a) == PyCFunction_GET_FLAGS(b) && PyCFunction_GET_SELF(a) != nullptr;
+    return PyCFunction_GET_SELF(a) != nullptr && PyCFunction_GET_SELF(a) == PyCFunction_GET_SELF(b) &&
+           PyCFunction_GET_FUNCTION(a) == PyCFunction_GET_FUNCTION(b) && PyCFunction_GET_FLAGS(a) == PyCFunction_GET_FLAGS(b);
   if (PyMethod_Check(a) && PyMethod_Check(b))
     return PyMethod_GET_SELF(a) == PyMethod_GET_SELF(b) && PyMethod_GET_FUNCTION(a) == PyMethod_GET_FUNCTION(b);
   return false;

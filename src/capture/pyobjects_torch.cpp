@@ -37,7 +37,8 @@ PyObject* autogradFunctionOfApply(PyObject* f) {
     return nullptr;
   PyRef name = PyRef::steal(PyObject_GetAttrString(f, "__name__"));
   PyErr_Clear();
-  return name && PyUnicode_Check(name.get()) && PyUnicode_CompareWithASCIIString(name.get(), "apply") == 0 ? cls : nullptr;
+  bool apply = name && PyUnicode_Check(name.get()) && PyUnicode_CompareWithASCIIString(name.get(), "apply") == 0;
+  return apply ? cls : nullptr;
 }
 
 }  // namespace magpy::capture

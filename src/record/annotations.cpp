@@ -229,7 +229,8 @@ uint64_t AnnotationSet::hash() const {
   auto one = [&](const FunctionAnnotation& a) {
     h.text(a.name).u64(a.op).u64(a.pure).u64(a.constant).u64(a.module).u64(a.inputs.size());
     for (auto& i : a.inputs) h.u64(i.value_read).u64(i.metadata_only).u64(i.in_place);
-    h.u64(a.rest.value_read).u64(a.rest.metadata_only).u64(a.rest.in_place).u64(a.output_in_place).u64(a.relations.size());
+    h.u64(a.rest.value_read).u64(a.rest.metadata_only).u64(a.rest.in_place);
+    h.u64(a.output_in_place).u64(a.relations.size());
     for (auto& r : a.relations)
       h.u64(uint64_t(r.kind)).u64(uint64_t(r.mode)).u64(uint64_t(r.from)).u64(uint64_t(r.to))
           .u64(uint64_t(r.name_from)).text(r.name);

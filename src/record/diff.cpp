@@ -44,8 +44,10 @@ class Leaves {
     switch (value->kind) {
       case Value::Kind::Tuple:
       case Value::Kind::List:
-        out_[path] = (value->kind == Value::Kind::Tuple ? "tuple len " : "list len ") + std::to_string(value->items.size());
-        for (size_t i = 0; i < value->items.size(); ++i) walk(value->items[i], path + "[" + std::to_string(i) + "]", depth + 1);
+        out_[path] = (value->kind == Value::Kind::Tuple ? "tuple len " : "list len ") +
+                     std::to_string(value->items.size());
+        for (size_t i = 0; i < value->items.size(); ++i)
+          walk(value->items[i], path + "[" + std::to_string(i) + "]", depth + 1);
         return;
       case Value::Kind::Dict:
         out_[path] = "dict keys " + std::to_string(value->items.size());
