@@ -316,7 +316,7 @@ bool Monitor::breaksOnAnnotatedArgument(const Pending& p, size_t i) {
   const ShadowNode& node = refs_.node(n);
   if (node.kind == NodeKind::Tensor) {
     bool readsContents = a.input(i).value_read && !a.input(i).metadata_only;
-    bool converts = a.constant && convertsTensor(p);  // torch.as_tensor(t): operators, as above
+    bool converts = a.constant && !p.suppressOps;  // torch.as_tensor(t): operators (beginAnnotatedCall)
     if (readsContents && !a.op && !converts) {
       graphBreak(p.calleeName + " reads the contents of a tensor (argument " + std::to_string(i) +
                  ") into a Python value, and the program's Python code depends on it: data-dependent control "
