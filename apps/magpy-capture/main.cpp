@@ -38,6 +38,13 @@ int main(int argc, char** argv) {
                  "the logged calls replay from it) or exit (as the script left it, e.g. trained weights; no call log)")
       ->check(CLI::IsMember({"first-read", "exit"}))
       ->capture_default_str();
+  std::string dynamic = "auto";
+  app.add_option("--dynamic", dynamic,
+                 "auto: two records of a function that differ only in argument sizes become one dynamic record "
+                 "(sizes as symbols, checked per call); off: every record keeps its sizes (magpy.compile(fn, "
+                 "dynamic=...) overrides it per function)")
+      ->check(CLI::IsMember({"auto", "off"}))
+      ->capture_default_str();
   app.add_flag("-q,--quiet", quiet, "Print nothing but errors");
   app.prefix_command();  // everything from the script on belongs to the script
   app.footer("Usage: magpy-capture [options] script.py [script arguments...]");
@@ -55,6 +62,7 @@ int main(int argc, char** argv) {
   opt.args.assign(rest.begin() + 1, rest.end());
   opt.reportJson = format == "json";
   opt.stateAtExit = stateAt == "exit";
+  opt.dynamic = dynamic == "auto";
   opt.progress = !quiet && isatty(STDERR_FILENO);
 
   return magpy::runReportingErrors("magpy-capture", [&] {

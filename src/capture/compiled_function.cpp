@@ -84,19 +84,30 @@ PyTypeObject CompiledType = [] {
   return t;
 }();
 
-PyObject* magpyCompile(PyObject*, PyObject* target) {
+PyObject* magpyCompile(PyObject*, PyObject* args, PyObject* kwargs) {
+  static const char* kKeywords[] = {"fn", "dynamic", nullptr};
+  PyObject* target = nullptr;
+  PyObject* dynamic = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$O:compile", const_cast<char**>(kKeywords), &target, &dynamic))
+    return nullptr;
+  if (dynamic != Py_None && !PyBool_Check(dynamic)) {
+    PyErr_Format(PyExc_TypeError, "magpy.compile: dynamic must be True, False or None, not %s", Py_TYPE(dynamic)->tp_name);
+    return nullptr;
+  }
   Session* session = Session::current();
   if (!session) {
     PyErr_SetString(PyExc_RuntimeError, "magpy.compile works only in scripts run by magpy-capture");
     return nullptr;
   }
-  return session->compile(target);
+  return session->compile(target, dynamic == Py_None ? std::nullopt : std::optional<bool>(dynamic == Py_True));
 }
 
 PyMethodDef kModuleMethods[] = {
-    {"compile", magpyCompile, METH_O,
-     "compile(fn_or_module) -> callable\n\nReturns a callable that behaves like fn_or_module; magpy-capture "
-     "monitors its calls, captures them as operator graphs and writes them to the record file."},
+    {"compile", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(magpyCompile)), METH_VARARGS | METH_KEYWORDS,
+     "compile(fn_or_module, *, dynamic=None) -> callable\n\nReturns a callable that behaves like fn_or_module; "
+     "magpy-capture monitors its calls, captures them as operator graphs and writes them to the record file. "
+     "dynamic=False keeps every record's sizes fixed; True or None (magpy-capture --dynamic auto, the default) "
+     "lets records that differ only in argument sizes become one dynamic record."},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "magpy",

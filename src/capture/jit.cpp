@@ -12,6 +12,8 @@
 #include "capture/record_builder.h"
 #include "capture/segments.h"
 #include "capture/units.h"
+#include "magpy/record/generalize.h"
+#include "magpy/replay/passes.h"
 #include "magpy/replay/plan.h"
 #include "magpy/replay/tensors.h"
 #include "magpy/support/error.h"
@@ -81,6 +83,37 @@ struct Session::Impl {
     return snapshot(fn.shape.self, wanted, blobs);
   }
 
+  // ---- dynamic records ----
+
+  // Over-specialization (MagPy 6.1): the record just made may differ from
+  // an earlier one only in argument sizes; then `made` becomes one dynamic
+  // record for both (record/generalize.h). Returns the entry it replaces
+  // (the earlier one, when the dynamic record also serves the earlier
+  // call's sizes), or SIZE_MAX to add it. Records whose runs read sizes,
+  // or whose graphs write their inputs in place, stay as they are: a
+  // dynamic record checks its results' sizes while it runs, and a run
+  // stopped half-way must have changed nothing.
+  size_t generalizeInto(Unit& fn, record::Record& made) {
+    if (!options.dynamic || !fn.dynamic || replay::writesInputs(made.graph)) return SIZE_MAX;
+    for (size_t i = fn.entries.size(); i-- > 0;) {
+      const Entry& e = fn.entries[i];
+      if (!e.plan || e.readSizes) continue;
+      record::Generalized g = record::generalize(e.record, made);
+      if (!g.record) {
+        if (options.explain) std::cerr << "magpy: " << fn.name << ": record " << i << " stays apart: " << g.why << "\n";
+        continue;
+      }
+      std::string origin = made.origin + "; sizes made dynamic with record " + std::to_string(i);
+      made = std::move(*g.record);
+      made.origin = std::move(origin);
+      if (options.explain)
+        std::cerr << "magpy: " << fn.name << ": record " << i << " and this call differ only in argument sizes: "
+                  << (g.coversEarlier ? "one dynamic record replaces it\n" : "a dynamic record serves sizes from 2 up\n");
+      return g.coversEarlier ? i : SIZE_MAX;
+    }
+    return SIZE_MAX;
+  }
+
   // ---- progress ----
 
   // A line on stderr, redrawn at most four times a second, for captures
@@ -138,7 +171,15 @@ struct Session::Impl {
       }
       try {
         auto t1 = Clock::now();
-        auto outputs = e.plan->runWith(e.live->inputs(values));
+        std::vector<c10::IValue> outputs;
+        try {
+          outputs = e.plan->runWith(e.live->inputs(values), &values.symbols());
+        } catch (const replay::SizeMismatch& m) {
+          if (e.plan->writesInputs()) throw;
+          fn.graphTime += since(t1);
+          misses.push_back(replay::GuardMiss{"(sizes)", "results of the sizes the record computes", m.what()});
+          continue;
+        }
         fn.graphTime += since(t1);
         auto t2 = Clock::now();
         PyRef result = e.live->mock(outputs, values);
@@ -190,6 +231,7 @@ struct Session::Impl {
     }
     if (!breaks.empty()) built = buildBreakRecord(monitor, spec, breaks);
     built.record.origin = fn.entries.empty() ? "first call" : "call " + std::to_string(fn.calls - 1) + ": " + why;
+    size_t replaced = breaks.empty() && !monitor.readSizes() ? generalizeInto(fn, built.record) : SIZE_MAX;
     if (options.explain)
       for (auto& b : built.record.breaks)
         std::cerr << "magpy: " << fn.name << ": graph break " << (b.where.empty() ? "" : "at ") << record::toString(b)
@@ -220,9 +262,12 @@ struct Session::Impl {
     created.args = built.argPaths;
     created.kwargs = built.kwargPaths;
     created.record = std::move(built.record);
-    fn.entries.push_back(std::move(created));
+    created.readSizes = monitor.readSizes();
+    size_t slot = replaced == SIZE_MAX ? fn.entries.size() : replaced;
+    if (replaced == SIZE_MAX) fn.entries.push_back(std::move(created));
+    else fn.entries[replaced] = std::move(created);
     if (logged) {
-      logged->record = int32_t(fn.entries.size() - 1);
+      logged->record = int32_t(slot);
       logged->monitored = true;
       // The record just made may read arguments' attributes the log must
       // keep: as they were when the call began.
@@ -255,7 +300,7 @@ void Session::endProgress() {
 }
 void Session::activate() { gSession = this; }
 
-PyObject* Session::compile(PyObject* target) {
+PyObject* Session::compile(PyObject* target, std::optional<bool> dynamic) {
   if (isCompiled(target)) {
     Py_INCREF(target);
     return target;
@@ -266,6 +311,7 @@ PyObject* Session::compile(PyObject* target) {
   }
   auto fn = std::make_unique<Unit>();
   fn->target = PyRef::borrow(target);
+  fn->dynamic = dynamic.value_or(impl_->options.dynamic);
   fn->shape.self = target;
   if (PyFunction_Check(target)) {
     fn->shape.function = target;

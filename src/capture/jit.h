@@ -9,6 +9,7 @@
 #include <Python.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,7 +31,9 @@ class Session {
   // Clears the progress line (Options::progress) once the script is done.
   void endProgress();
 
-  PyObject* compile(PyObject* target);  // new reference, or null with a Python error
+  // New reference, or null with a Python error. dynamic: whether records
+  // whose argument sizes change become dynamic (default: --dynamic).
+  PyObject* compile(PyObject* target, std::optional<bool> dynamic = std::nullopt);
   PyObject* call(size_t function, PyObject* args, PyObject* kwargs);
   PyObject* stats(size_t function);
 

@@ -55,6 +55,10 @@ class Monitor : public OpRecorder::Delegate {
   RefGraph& refs() { return refs_; }
   OpRecorder& ops() { return *ops_; }
   const std::vector<record::GraphBreak>& breaks() const { return breaks_; }
+  // Whether the program's Python code read a tensor's sizes (shape, size(),
+  // len, iteration): it may then decide on them, so its record's sizes
+  // must not become dynamic.
+  bool readSizes() const { return readSizes_; }
   NodeId resultNode() const { return result_; }
   // A copy of a tensor's contents from before the run first wrote it.
   const at::Tensor* entryContent(const at::Tensor& t) const;
@@ -231,6 +235,7 @@ class Monitor : public OpRecorder::Delegate {
   PyFrameObject* callerFrame_ = nullptr;
   NodeId result_ = kNoNode;
   bool broken_ = false;
+  bool readSizes_ = false;
   bool done_ = false;
   std::map<std::string, record::Atom> runtimeReads_;
 };

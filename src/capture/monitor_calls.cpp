@@ -315,6 +315,7 @@ bool Monitor::breaksOnAnnotatedArgument(const Pending& p, size_t i) {
   NodeId n = p.positional[i];
   const ShadowNode& node = refs_.node(n);
   if (node.kind == NodeKind::Tensor) {
+    readSizes_ = readSizes_ || a.input(i).metadata_only;
     bool readsContents = a.input(i).value_read && !a.input(i).metadata_only;
     bool converts = a.constant && !p.suppressOps;  // torch.as_tensor(t): operators (beginAnnotatedCall)
     if (readsContents && !a.op && !converts) {

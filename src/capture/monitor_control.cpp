@@ -71,6 +71,7 @@ bool Monitor::finishBuildValue(Step& s) {
 
 // outputs: the object, its length
 bool Monitor::finishGetLen(Step& s) {
+  readSizes_ = readSizes_ || refs_.node(s.in(0)).kind == NodeKind::Tensor;
   s.out[0] = s.in(0);
   s.out[1] = derived(s.p, s.outObj(1));
   return true;
@@ -153,7 +154,9 @@ void Monitor::checkTruthTest(const Pending& p) {
 // dimension; when that length came from tensor contents (boxes[scores > t])
 // a graph with a fixed count would be wrong on the next call.
 bool Monitor::breaksOnContentLength(PyObject* iterated, const char* doing) {
-  if (!iterated || !isTensor(iterated) || !ops_->hasDataDependentShape(tensorOf(iterated))) return false;
+  if (!iterated || !isTensor(iterated)) return false;
+  readSizes_ = true;
+  if (!ops_->hasDataDependentShape(tensorOf(iterated))) return false;
   graphBreak(std::string(doing) + " a tensor whose length depends on tensor contents");
   return true;
 }

@@ -182,6 +182,7 @@ NodeId Monitor::loadAttr(NodeId owner, PyObject* ownerObj, PyObject* name, PyObj
         return newNode(value);
       }
       if (isTensorMetadata(attr)) {
+        readSizes_ = readSizes_ || attr == "shape";
         if ((attr == "shape") && ops_->hasDataDependentShape(tensorOf(ownerObj)))
           graphBreak("the shape of a tensor whose size depends on tensor contents is read");
         return newNode(value);

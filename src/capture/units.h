@@ -28,6 +28,7 @@ struct Entry {
   std::unique_ptr<replay::Plan> plan;
   std::map<size_t, PathTrie> args;        // what the record reads below each argument
   std::map<std::string, PathTrie> kwargs;
+  bool readSizes = false;                 // its run's Python code read tensor sizes: they stay fixed
 };
 
 struct Unit {
@@ -36,6 +37,7 @@ struct Unit {
   CallSpec shape;            // self, function, selfIsFirstArg, homeModule
   size_t parent = SIZE_MAX;  // segments: the compiled function they serve
   std::vector<Entry> entries;
+  bool dynamic = true;       // records whose argument sizes change become one dynamic record
   record::Value self;        // the state its records read, as first read
   bool haveSelf = false;
   std::set<record::AccessPath> statePaths;   // self- and module-rooted paths its records read

@@ -14,6 +14,7 @@
 #include "magpy/record/graph_utils.h"
 #include "magpy/record/text.h"
 #include "magpy/replay/passes.h"
+#include "magpy/replay/guards.h"
 #include "magpy/replay/plan.h"
 #include "magpy/replay/session.h"
 #include "magpy/replay/state.h"
@@ -231,7 +232,16 @@ Example makeExample(const record::RecordFile& file, size_t fi, size_t ri) {
     if (g.path == record::AccessPath::runtime("default_dtype"))
       replay::assign(g.path, replay::Value::ofAtom(g.check.atom), state);
   ex.defaultDtype = replay::runtimeState("default_dtype")->s;
-  for (auto& out : plan.runWith(std::move(inputs))) ex.outputs.push_back(replay::Value::ofTensor(out.toTensor()));
+  // A dynamic record's sizes, as its placeholders show them for this call.
+  replay::SymbolValues symbols;
+  for (auto& n : graph.nodes) {
+    if (n.kind != NodeKind::Placeholder || n.outputs.empty() || !n.outputs[0].dynamic()) continue;
+    auto sizes = byPath.at(record::toString(n.source)).sizes();
+    for (size_t d = 0; d < sizes.size() && d < n.outputs[0].sym.size(); ++d)
+      if (n.outputs[0].sym[d].symbol >= 0 && !symbols.unify(n.outputs[0].sym[d].symbol, sizes[d]))
+        throw Error("placeholder %" + n.name + " has sizes the record's symbols do not allow");
+  }
+  for (auto& out : plan.runWith(std::move(inputs), &symbols)) ex.outputs.push_back(replay::Value::ofTensor(out.toTensor()));
   return ex;
 }
 

@@ -33,7 +33,7 @@ std::string dotString(const std::string& s) {
 
 std::string shapes(const std::vector<TensorMeta>& outputs) {
   std::vector<std::string> parts;
-  for (auto& m : outputs) parts.push_back(m.dtype + formatInts(m.shape));
+  for (auto& m : outputs) parts.push_back(typeText(m));
   return join(parts, ", ");
 }
 

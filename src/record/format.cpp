@@ -233,6 +233,13 @@ template <class Ar> void io(Ar& ar, TensorMeta& m) {
   io(ar, m.strides);
   ar.str(m.device);
   ioBool(ar, m.requires_grad);
+  ioVec(ar, "dimensions", m.sym, [&](SymDim& d) {
+    int64_t symbol = d.symbol;
+    ar.zigzag(symbol);
+    d.symbol = int32_t(std::clamp<int64_t>(symbol, -2, kMaxSymbols));  // out of range stays out of range
+    ar.zigzag(d.scale);
+    ar.zigzag(d.offset);
+  });
 }
 
 template <class Ar> void io(Ar& ar, PathStep& s) {
@@ -473,10 +480,25 @@ class Validator {
     elements(m.shape, what);
     for (int64_t s : m.strides)
       if (s < 0) bad(what + " has a negative stride");
+    if (m.dynamic() && m.sym.size() != m.shape.size())
+      bad(what + " has " + std::to_string(m.sym.size()) + " dynamic sizes for " + std::to_string(m.shape.size()) +
+          " dimensions");
+    constexpr int64_t kLimit = int64_t(1) << 32;  // keeps scale * value + offset far from overflow
+    for (size_t d = 0; d < m.sym.size(); ++d) {
+      const SymDim& x = m.sym[d];
+      if (x.symbol < -1 || x.symbol >= kMaxSymbols)
+        bad(what + " has size symbol " + std::to_string(x.symbol) + " (a record has symbols 0 to " +
+            std::to_string(kMaxSymbols - 1) + ")");
+      if (x.symbol < 0 && (x.scale != 1 || x.offset != m.shape[d]))
+        bad(what + "'s fixed size " + toString(x) + " disagrees with its shape");
+      if (x.symbol >= 0 && (x.scale <= 0 || x.scale > kLimit || x.offset < -kLimit || x.offset > kLimit))
+        bad(what + " has size " + toString(x) + ", out of the range records may use");
+    }
   }
 
   void tensor(uint32_t blobIndex, const TensorMeta& m, const std::string& what) const {
     meta(m, what);
+    if (m.dynamic()) bad(what + " has contents but dynamic sizes");
     if (blobIndex >= f_.blobs.size()) bad(what + " refers to missing blob " + std::to_string(blobIndex));
     const TensorBlob& b = f_.blobs[blobIndex];
     if (b.dtype != m.dtype || b.shape != m.shape) bad(what + "'s metadata disagrees with its blob");
@@ -520,8 +542,22 @@ class Validator {
   }
 
   void record(const Record& r, const std::string& at) const {
-    for (auto& g : r.guards)
-      if (g.check.kind == Check::Kind::Tensor) meta(g.check.meta, at + ": the guard on " + toString(g.path));
+    uint32_t bound = 0;  // symbols the guards bind
+    for (auto& g : r.guards) {
+      if (g.check.kind != Check::Kind::Tensor) continue;
+      std::string what = at + ": the guard on " + toString(g.path);
+      meta(g.check.meta, what);
+      for (auto& d : g.check.meta.sym) {
+        if (d.symbol >= 0 && (d.scale != 1 || d.offset != 0)) bad(what + " has size " + toString(d) + ", not a symbol");
+        if (d.symbol >= 0) bound |= 1u << d.symbol;
+      }
+    }
+    for (auto& n : r.graph.nodes)
+      for (auto& m : n.outputs)
+        for (auto& d : m.sym)
+          if (d.symbol >= 0 && !(bound & (1u << d.symbol)))
+            bad(at + ": node " + n.name + " has size " + toString(d) + ", but no guard binds s" +
+                std::to_string(d.symbol));
     for (auto& e : r.refs.edges)
       if (e.from >= r.refs.nodes.size() || e.to >= r.refs.nodes.size() || e.version >= r.refs.nodes[e.from].versions)
         bad(at + ": a RefGraph edge names a missing node or version");

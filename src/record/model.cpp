@@ -53,7 +53,8 @@ std::string describe(const Check& c) {
       for (auto& k : c.keys) keys.push_back(toString(k));
       return "keys [" + join(keys, ", ") + "]";
     }
-    case Check::Kind::Tensor: return "tensor " + toString(c.meta);
+    case Check::Kind::Tensor:
+      return "tensor " + toString(c.meta) + (c.meta.dynamic() ? " (sizes s >= " + std::to_string(kMinSymbolValue) + ")" : "");
     case Check::Kind::Identity: return "is " + c.s;
     case Check::Kind::Alias: return "is " + toString(c.path);
     case Check::Kind::Absent: return "absent";

@@ -126,7 +126,7 @@ namespace {
 std::string metaText(const std::vector<TensorMeta>& outs) {
   if (outs.empty()) return "";
   std::vector<std::string> parts;
-  for (auto& m : outs) parts.push_back(m.dtype + formatInts(m.shape));
+  for (auto& m : outs) parts.push_back(typeText(m));
   return "  : " + join(parts, ", ");
 }
 

@@ -52,7 +52,21 @@ std::string toString(const Atom& a) {
 
 bool TensorMeta::operator==(const TensorMeta& o) const {
   return dtype == o.dtype && shape == o.shape && strides == o.strides && device == o.device &&
-         requires_grad == o.requires_grad;
+         requires_grad == o.requires_grad && sym == o.sym;
+}
+
+std::string toString(const SymDim& d) {
+  if (d.symbol < 0) return std::to_string(d.offset);
+  std::string s = (d.scale == 1 ? "" : std::to_string(d.scale) + "*") + "s" + std::to_string(d.symbol);
+  if (d.offset > 0) s += "+";
+  return d.offset ? s + std::to_string(d.offset) : s;
+}
+
+std::string typeText(const TensorMeta& m) {
+  if (!m.dynamic()) return m.dtype + formatInts(m.shape);
+  std::vector<std::string> dims;
+  for (auto& d : m.sym) dims.push_back(toString(d));
+  return m.dtype + "[" + join(dims, ", ") + "]";
 }
 
 int64_t TensorMeta::numel() const {
@@ -62,7 +76,7 @@ int64_t TensorMeta::numel() const {
 }
 
 std::string toString(const TensorMeta& m) {
-  std::string s = m.dtype + formatInts(m.shape) + " strides=" + formatInts(m.strides) + " " + m.device;
+  std::string s = typeText(m) + (m.dynamic() ? " contiguous" : " strides=" + formatInts(m.strides)) + " " + m.device;
   if (m.requires_grad) s += " requires_grad";
   return s;
 }

@@ -457,6 +457,14 @@ std::vector<bool> writtenOrEscaping(const record::Graph& g) {
   return out;
 }
 
+bool writesInputs(const record::Graph& g) {
+  auto roots = storageRoots(g);
+  StorageUse use = storageUse(g, roots);
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (g.nodes[i].isInput() && use.written[i]) return true;
+  return false;
+}
+
 OptimizedGraph optimize(const record::Graph& graph, const PassOptions& o, bool inference) {
   OptimizedGraph out;
   out.graph = inputsFirst(graph);

@@ -8,6 +8,7 @@
 
 #include "magpy/record/graph_utils.h"
 #include "magpy/record/op_policy.h"
+#include "magpy/replay/guards.h"
 #include "magpy/replay/tensors.h"
 #include "magpy/support/error.h"
 
@@ -34,6 +35,8 @@ struct Step {
   bool unpackList = false;   // the op returns one Tensor[]: its elements go to `outputs`
   bool folded = false;       // depends only on parameters: computed once while they are unchanged
   std::vector<int> release;  // slots dead after this step
+  // Dynamic graphs: results whose sizes depend on the call's symbols.
+  std::vector<std::pair<int, std::vector<record::SymDim>>> sizeChecks;
 };
 
 c10::IValue constantFor(const record::Arg& a, const c10::Argument& schemaArg, const std::string& where) {
@@ -185,6 +188,8 @@ struct Plan::Impl {
   std::vector<int> outputSlots;
   size_t numSlots = 0;
   bool changesGeometry = false;
+  bool dynamic = false;
+  bool writesInputs = false;
 };
 
 Plan::Plan(const record::Graph& input, const std::vector<record::TensorBlob>& blobs, const PlanOptions& options)
@@ -194,6 +199,9 @@ Plan::Plan(const record::Graph& input, const std::vector<record::TensorBlob>& bl
   const record::Graph& graph = optimized.graph;
   impl_->applied = optimized.applied;
   std::vector<bool> ownedPerRun = writtenOrEscaping(graph);
+  impl_->writesInputs = replay::writesInputs(graph);
+  for (auto& n : graph.nodes)
+    for (auto& m : n.outputs) impl_->dynamic = impl_->dynamic || m.dynamic();
   c10::Device device(options.device);
   auto& dispatcher = c10::Dispatcher::singleton();
   std::vector<std::vector<int>> nodeSlots(graph.nodes.size());
@@ -294,6 +302,9 @@ Plan::Plan(const record::Graph& input, const std::vector<record::TensorBlob>& bl
           returns = n.outputs.size();
         }
         for (size_t r = 0; r < returns; ++r) step.outputs.push_back(newSlot());
+        if (n.outputs.size() == step.outputs.size())
+          for (size_t r = 0; r < returns; ++r)
+            if (n.outputs[r].dynamic()) step.sizeChecks.push_back({step.outputs[r], n.outputs[r].sym});
         nodeSlots[ni] = step.outputs;
         impl_->steps.push_back(std::move(step));
         break;
@@ -336,9 +347,40 @@ const std::vector<record::AccessPath>& Plan::inputPaths() const { return impl_->
 const std::vector<std::string>& Plan::optimizations() const { return impl_->applied; }
 
 bool Plan::changesGeometry() const { return impl_->changesGeometry; }
+bool Plan::dynamic() const { return impl_->dynamic; }
+bool Plan::writesInputs() const { return impl_->writesInputs; }
 
-std::vector<c10::IValue> Plan::runWith(std::vector<c10::IValue> inputs) const {
+namespace {
+
+// The sizes a result must have for this call's symbols.
+void checkSizes(const Step& step, const std::vector<c10::IValue>& slots, const SymbolValues& symbols) {
+  for (auto& [slot, dims] : step.sizeChecks) {
+    const c10::IValue& v = slots[size_t(slot)];
+    if (!v.isTensor()) continue;
+    auto sizes = v.toTensor().sizes();
+    bool same = sizes.size() == dims.size();
+    for (size_t d = 0; same && d < dims.size(); ++d) {
+      auto want = symbols.evaluate(dims[d]);
+      same = want && *want == sizes[d];
+    }
+    if (same) continue;
+    std::string want;
+    for (auto& d : dims) {
+      auto size = symbols.evaluate(d);
+      want += (want.empty() ? "" : ", ") + record::toString(d) + (size && d.symbol >= 0 ? "=" + std::to_string(*size) : "");
+    }
+    std::string got;
+    for (auto x : sizes) got += (got.empty() ? "" : ", ") + std::to_string(x);
+    throw SizeMismatch(step.node + " gave a result of sizes [" + got + "] where the dynamic record expects [" + want +
+                       "]: the record does not describe calls of these sizes");
+  }
+}
+
+}  // namespace
+
+std::vector<c10::IValue> Plan::runWith(std::vector<c10::IValue> inputs, const SymbolValues* symbols) const {
   const Impl& p = *impl_;
+  if (p.dynamic && !symbols) throw Error("a graph with dynamic sizes runs only with the sizes its record's guards bound");
   if (inputs.size() != p.inputSlots.size())
     throw Error("the graph takes " + std::to_string(p.inputSlots.size()) + " inputs, got " + std::to_string(inputs.size()));
   std::vector<c10::IValue> slots(p.numSlots);
@@ -378,6 +420,7 @@ std::vector<c10::IValue> Plan::runWith(std::vector<c10::IValue> inputs) const {
     } catch (const Error& e) {
       throw Error("while running " + step.node + ": " + e.what());
     }
+    if (!step.sizeChecks.empty() && symbols) checkSizes(step, slots, *symbols);
     if (step.folded)  // kept for the next runs, in the order foldOutputs lists them
       for (int s : step.outputs) p.foldValues.push_back(slots[size_t(s)]);
     for (int s : step.release) slots[size_t(s)] = c10::IValue();

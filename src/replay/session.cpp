@@ -120,7 +120,7 @@ Session::Session(record::RecordFile file, const SessionOptions& options) : impl_
         throw Error(fn.name + " record " + std::to_string(ri) + ": " + e.what());
       }
       records.emplace_back(r, plans.back().get());
-      bool cudaGraph = plans.back() && impl_->device.is_cuda() && options.cudaGraphs;
+      bool cudaGraph = plans.back() && !plans.back()->dynamic() && impl_->device.is_cuda() && options.cudaGraphs;
       graphs.push_back(cudaGraph ? CudaGraphRunner::make(*plans.back(), r.graph) : nullptr);
     }
     impl_->plans.push_back(std::move(plans));
@@ -185,10 +185,14 @@ CallOutcome Session::call(size_t function, std::vector<Value> args, Value kwargs
     MemoryBudgetScope budget(p.memoryBudget);
     std::vector<c10::IValue> outputs;
     auto t1 = Clock::now();
+    const Plan& plan = *p.plans[function][r];
     try {
-      const Plan& plan = *p.plans[function][r];
       auto& cudaGraph = p.cudaGraphs[function][r];
-      outputs = cudaGraph ? cudaGraph->run(access.inputs(values)) : plan.runWith(access.inputs(values));
+      outputs = cudaGraph ? cudaGraph->run(access.inputs(values)) : plan.runWith(access.inputs(values), &values.symbols());
+    } catch (const SizeMismatch& e) {
+      if (plan.writesInputs()) throw Error(p.file.functions[function].name + " record " + std::to_string(r) + ": " + e.what());
+      misses.push_back(GuardMiss{"(sizes)", "results of the sizes the record computes", e.what()});
+      continue;
     } catch (const Error& e) {
       throw Error(p.file.functions[function].name + " record " + std::to_string(r) + ": " + e.what());
     } catch (const c10::Error& e) {

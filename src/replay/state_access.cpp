@@ -94,14 +94,21 @@ void RecordAccess::addMockReads(const record::ValueExpr& e) {
   for (auto& item : e.items) addMockReads(item);
 }
 
-bool tensorMatches(const at::Tensor& t, const record::TensorMeta& m, c10::ScalarType dtype) {
+bool tensorMatches(const at::Tensor& t, const record::TensorMeta& m, c10::ScalarType dtype, SymbolValues& symbols) {
   auto sizes = t.sizes();
-  auto strides = t.strides();
-  return t.scalar_type() == dtype && t.requires_grad() == m.requires_grad && sizes.size() == m.shape.size() &&
-         strides.size() == m.strides.size() &&
-         std::equal(sizes.begin(), sizes.end(), m.shape.begin()) &&
-         std::equal(strides.begin(), strides.end(), m.strides.begin()) &&
-         (t.is_cpu() ? m.device == "cpu" : deviceName(t.device()) == m.device);
+  if (t.scalar_type() != dtype || t.requires_grad() != m.requires_grad || sizes.size() != m.shape.size() ||
+      (t.is_cpu() ? m.device != "cpu" : deviceName(t.device()) != m.device))
+    return false;
+  if (!m.dynamic()) {
+    auto strides = t.strides();
+    return std::equal(sizes.begin(), sizes.end(), m.shape.begin()) &&
+           std::equal(strides.begin(), strides.end(), m.strides.begin());
+  }
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    const record::SymDim& x = m.sym[d];
+    if (x.symbol < 0 ? sizes[d] != x.offset : !symbols.unify(x.symbol, sizes[d])) return false;
+  }
+  return t.is_contiguous();
 }
 
 }  // namespace magpy::replay

@@ -21,6 +21,7 @@ struct Options {
   bool reportJson = false;              // the report as JSON instead of text
   bool progress = false;                // a progress line on stderr (for a terminal)
   bool stateAtExit = false;             // keep compiled modules' state as the script left it (no call log)
+  bool dynamic = true;                  // make records whose argument sizes change dynamic (--dynamic auto|off)
 };
 
 struct Outcome {

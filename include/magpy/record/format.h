@@ -1,6 +1,6 @@
-// The .mgp file format, version 4 (2 added the RefGraph view to records
+// The .mgp file format, version 5 (2 added the RefGraph view to records
 // and tuple dict keys, 3 when the state was taken, 4 the dict class of
-// mock expressions). This header is the only place that knows
+// mock expressions, 5 dynamic sizes in tensor metadata). This header is the only place that knows
 // the byte layout; everything else works on RecordFile.
 //
 // Grammar (all integers little-endian; "varint" is unsigned LEB128, "zigzag"
@@ -40,6 +40,8 @@
 //   step        := kind:u8 name:string index:zigzag key:atom
 //   atom        := kind:u8 i:zigzag f:f64 s:string count:varint atom*
 //   meta        := dtype:string shape:zigzags strides:zigzags device:string requires_grad:u8
+//                  count:varint symdim*          (none, or one per dimension)
+//   symdim      := symbol:zigzag scale:zigzag offset:zigzag   (size = scale * s<symbol> + offset)
 //
 // body_hash is magpy::hashBytes(body); blob hashes are checked on load.
 // A record may come from someone else: the reader bounds the body (8 GiB,
@@ -59,7 +61,7 @@
 
 namespace magpy::record {
 
-constexpr uint32_t kFormatVersion = 4;
+constexpr uint32_t kFormatVersion = 5;
 
 // Values, constants and mock expressions nest at most this deep, and access
 // paths have at most this many steps: the reader refuses deeper ones (so no

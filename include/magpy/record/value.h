@@ -47,20 +47,49 @@ struct Atom {
 // Python-style rendering: None, True, 3, 2.5, 'text', torch.float32, ...
 std::string toString(const Atom& a);
 
+// A dimension of a dynamic record (MagPy section 6.2.1): a size that may
+// change from call to call, as scale * s<symbol> + offset. Symbols are
+// bound by the record's tensor guards (the first guard that names one binds
+// it; later ones must agree) and every symbol is at least 2: sizes 0 and 1
+// change broadcasting and emptiness, so they keep records of their own.
+struct SymDim {
+  int32_t symbol = -1;  // -1: a fixed size, `offset`
+  int64_t scale = 1;
+  int64_t offset = 0;
+
+  bool operator==(const SymDim& o) const {
+    return symbol == o.symbol && scale == o.scale && offset == o.offset;
+  }
+  bool operator!=(const SymDim& o) const { return !(*this == o); }
+};
+constexpr int32_t kMaxSymbols = 8;  // symbols one record may have
+constexpr int64_t kMinSymbolValue = 2;
+
+std::string toString(const SymDim& d);  // "s0", "2*s0+1", "16"
+
 struct TensorMeta {
   std::string dtype = "float32";
-  std::vector<int64_t> shape;
+  std::vector<int64_t> shape;   // sizes seen at capture (for a dynamic one, its last capture)
   std::vector<int64_t> strides;
   std::string device = "cpu";
   bool requires_grad = false;
+  // Empty: the sizes are `shape`, exactly. Otherwise one entry per
+  // dimension: a guard's tensor then must be contiguous with these sizes
+  // (strides follow from them), and an operator's result is checked to
+  // have them.
+  std::vector<SymDim> sym;
 
   bool operator==(const TensorMeta& o) const;
   bool operator!=(const TensorMeta& o) const { return !(*this == o); }
   int64_t numel() const;
+  bool dynamic() const { return !sym.empty(); }
 };
 
-// "float32[2, 3] strides=[3, 1] cpu" (+ " requires_grad")
+// "float32[2, 3] strides=[3, 1] cpu" (+ " requires_grad");
+// dynamic: "float32[s0, 3] contiguous cpu"
 std::string toString(const TensorMeta& m);
+// "float32[2, 3]", "float32[s0, 3]"
+std::string typeText(const TensorMeta& m);
 
 size_t dtypeSize(const std::string& dtype);  // throws Error on unknown names
 

@@ -1,8 +1,12 @@
 // Why a record does not accept a call: its first guard that does not hold
-// (state_access.h checks guards, for live and native state alike).
+// (state_access.h checks guards, for live and native state alike), and
+// the sizes a dynamic record's guards bind.
 #pragma once
 
+#include <optional>
 #include <string>
+
+#include "magpy/record/value.h"
 
 namespace magpy::replay {
 
@@ -11,6 +15,30 @@ struct GuardMiss {
   std::string expected;  // "tensor float32[1, 16] strides=[16, 1] cpu"
   std::string actual;    // "tensor float32[4, 16] strides=[16, 1] cpu"
   std::string text() const { return path + ": expected " + expected + ", got " + actual; }
+};
+
+// The sizes a dynamic record's guards bound for one call (s0, s1, ...):
+// the first tensor guard that names a symbol binds it, later ones must
+// agree, and the plan checks its operators' results against them.
+struct SymbolValues {
+  int64_t value[record::kMaxSymbols] = {};
+  uint32_t bound = 0;  // bit k: s<k> has a value
+
+  // Binds or checks s<symbol> = size; false where it cannot hold.
+  bool unify(int32_t symbol, int64_t size) {
+    uint32_t bit = 1u << symbol;
+    if (bound & bit) return value[symbol] == size;
+    if (size < record::kMinSymbolValue) return false;
+    value[symbol] = size;
+    bound |= bit;
+    return true;
+  }
+  // scale * s + offset of a bound symbol; nullopt where it is not bound.
+  std::optional<int64_t> evaluate(const record::SymDim& d) const {
+    if (d.symbol < 0) return d.offset;
+    if (!(bound & (1u << d.symbol))) return std::nullopt;
+    return d.scale * value[d.symbol] + d.offset;  // the format bounds scale and offset; sizes fit in 2^62
+  }
 };
 
 }  // namespace magpy::replay

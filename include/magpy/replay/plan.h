@@ -11,8 +11,19 @@
 
 #include "magpy/record/graph.h"
 #include "magpy/replay/passes.h"
+#include "magpy/support/error.h"
 
 namespace magpy::replay {
+
+struct SymbolValues;
+
+// A dynamic graph's operator gave a result of other sizes than the record
+// says for this call's sizes: the record does not describe this call. The
+// plan of a dynamic record writes no input in place (capture makes none
+// that does), so nothing the call can observe has changed yet.
+struct SizeMismatch : Error {
+  using Error::Error;
+};
 
 struct PlanOptions {
   PassOptions passes = PassOptions::none();
@@ -36,8 +47,10 @@ class Plan {
   // Runs the graph on its inputs (the tensors its placeholders and
   // get_attrs read, in the order of inputPaths()); returns the values
   // listed by the output node. An operator's failure is an Error naming
-  // its node and source line.
-  std::vector<c10::IValue> runWith(std::vector<c10::IValue> inputs) const;
+  // its node and source line. A dynamic graph (record::TensorMeta::sym)
+  // needs the sizes its guards bound, and checks each result against them
+  // (SizeMismatch).
+  std::vector<c10::IValue> runWith(std::vector<c10::IValue> inputs, const SymbolValues* symbols = nullptr) const;
 
   // The paths of the graph inputs (placeholders and get_attrs that read
   // state), in the order runWith() takes them.
@@ -48,6 +61,9 @@ class Plan {
   // Whether an operator changes the sizes or strides of a tensor in place
   // (record::changesGeometry): state metadata may differ after a run.
   bool changesGeometry() const;
+  // Whether the graph has dynamic sizes; whether it writes one of its inputs in place.
+  bool dynamic() const;
+  bool writesInputs() const;
 
  private:
   struct Impl;

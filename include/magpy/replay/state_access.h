@@ -75,6 +75,7 @@ class Resolution {
 
   const Store& store() const { return store_; }
   const PathTree& tree() const { return tree_; }
+  SymbolValues& symbols() { return symbols_; }
 
   // Empty when the path leads nowhere.
   const Handle& get(int node) {
@@ -105,6 +106,7 @@ class Resolution {
   const PathTree& tree_;
   std::vector<Handle> values_;
   std::vector<uint8_t> resolved_;  // bytes, not bits: read on every step
+  SymbolValues symbols_;
 };
 
 // The value at one path. Where it leads nowhere: empty with orEmpty, else
@@ -179,8 +181,8 @@ class RecordAccess {
 };
 
 // Whether a tensor has the metadata a Tensor guard expects (dtype given
-// separately, parsed once).
-bool tensorMatches(const at::Tensor& t, const record::TensorMeta& m, c10::ScalarType dtype);
+// separately, parsed once). Dynamic sizes bind or check `symbols`.
+bool tensorMatches(const at::Tensor& t, const record::TensorMeta& m, c10::ScalarType dtype, SymbolValues& symbols);
 
 template <class Store>
 bool RecordAccess::holds(const GuardStep& gs, Resolution<Store>& r, const typename Store::Expected& expected) const {
@@ -206,7 +208,7 @@ bool RecordAccess::holds(const GuardStep& gs, Resolution<Store>& r, const typena
       // A tensor subclass runs Python (__torch_function__) on every
       // operator: only a record made with that subclass serves it.
       const at::Tensor* t = s.tensor(v);
-      return t && tensorMatches(*t, c.meta, gs.dtype) && (gs.subclassTyped || s.plainTensor(v));
+      return t && tensorMatches(*t, c.meta, gs.dtype, r.symbols()) && (gs.subclassTyped || s.plainTensor(v));
     }
     case K::Alias: {
       const auto& other = r.get(gs.other);

@@ -1,0 +1,197 @@
+#include "magpy/record/generalize.h"
+
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "magpy/support/strings.h"
+
+namespace magpy::record {
+namespace {
+
+// Thrown inside generalize() to say why two records stay apart.
+struct Apart {
+  std::string why;
+};
+
+// Strides of a row-major tensor of these sizes (size-1 dimensions may have
+// any stride, as torch's is_contiguous() allows).
+bool contiguous(const TensorMeta& m) {
+  int64_t expected = 1;
+  for (size_t d = m.shape.size(); d-- > 0;) {
+    if (m.shape[d] != 1 && m.strides[d] != expected) return false;
+    expected *= m.shape[d];
+  }
+  return true;
+}
+
+class Generalizer {
+ public:
+  Generalizer(const Record& earlier, const Record& later) : earlier_(earlier), later_(later) {
+    // Symbols the earlier record already has, with their sizes in both captures.
+    for (auto& g : earlier.guards)
+      for (size_t d = 0; d < g.check.meta.sym.size(); ++d)
+        if (int32_t k = g.check.meta.sym[d].symbol; k >= 0) {
+          if (size_t(k) >= sizes_.size()) sizes_.resize(size_t(k) + 1, {-1, -1});
+          sizes_[size_t(k)].first = g.check.meta.shape[d];
+        }
+  }
+
+  Record run() {
+    if (!earlier_.breaks.empty() || !later_.breaks.empty()) throw Apart{"a record with graph breaks runs as Python"};
+    Record out = later_;
+    guards_ = &out.guards;
+    if (earlier_.guards.size() != later_.guards.size()) throw Apart{"the records have different guards"};
+    for (size_t i = 0; i < out.guards.size(); ++i) guard(earlier_.guards[i], out.guards[i]);
+    if (fresh_.empty()) throw Apart{"no argument size differs"};
+    for (size_t k = 0; k < sizes_.size(); ++k)
+      if (sizes_[k].second < 0) throw Apart{"size s" + std::to_string(k) + " is no longer read"};
+    graph(earlier_.graph, out.graph);
+    mock(earlier_.mock, later_.mock);
+    return out;
+  }
+
+  // Whether the earlier capture's sizes are all sizes the record accepts.
+  bool coversEarlier() const {
+    for (auto& [v, w] : sizes_)
+      if (v < kMinSymbolValue) return false;
+    return true;
+  }
+
+ private:
+  void guard(const Guard& a, Guard& b) {
+    if (a.path != b.path || a.check.kind != b.check.kind) throw Apart{"the records have different guards"};
+    bool sizes = a.check.kind == Check::Kind::Tensor &&
+                 (a.check.meta.dynamic() || a.check.meta.shape != b.check.meta.shape);
+    if (!sizes) {
+      if (!(a.check == b.check)) throw Apart{"guard " + toString(a) + " differs from " + toString(b)};
+      return;
+    }
+    bool argument = a.path.root == AccessPath::Root::Arg || a.path.root == AccessPath::Root::Kwarg;
+    if (!argument) throw Apart{"the sizes of " + toString(a.path) + " differ, and only arguments' sizes may change"};
+    TensorMeta& m = b.check.meta;
+    const TensorMeta& e = a.check.meta;
+    if (e.dtype != m.dtype || e.device != m.device || e.requires_grad != m.requires_grad || e.shape.size() != m.shape.size())
+      throw Apart{toString(a.path) + " differs in more than its sizes"};
+    if ((!e.dynamic() && !contiguous(e)) || !contiguous(m))
+      throw Apart{toString(a.path) + " is not contiguous, so its strides would not follow from its sizes"};
+    std::vector<SymDim> dims(m.shape.size());
+    for (size_t d = 0; d < dims.size(); ++d) {
+      const SymDim* known = e.dynamic() && e.sym[d].symbol >= 0 ? &e.sym[d] : nullptr;
+      if (known) {
+        dims[d] = *known;
+        bind(known->symbol, m.shape[d], a.path);
+      } else if (e.shape[d] == m.shape[d]) {
+        dims[d].offset = m.shape[d];
+      } else {
+        dims[d].symbol = freshSymbol(e.shape[d], m.shape[d]);
+      }
+    }
+    m.sym = std::move(dims);
+  }
+
+  void bind(int32_t symbol, int64_t size, const AccessPath& where) {
+    auto& later = sizes_[size_t(symbol)].second;
+    if (later >= 0 && later != size)
+      throw Apart{"s" + std::to_string(symbol) + " has two sizes in " + toString(where) + "'s call"};
+    later = size;
+  }
+
+  // Dimensions that changed from v to w share a symbol ("duck sizing").
+  int32_t freshSymbol(int64_t v, int64_t w) {
+    auto it = fresh_.find({v, w});
+    if (it != fresh_.end()) return it->second;
+    if (sizes_.size() >= size_t(kMaxSymbols))
+      throw Apart{"more than " + std::to_string(kMaxSymbols) + " sizes change"};
+    if (w < kMinSymbolValue) throw Apart{"a size changes to " + std::to_string(w) + " (sizes 0 and 1 stay specialized)"};
+    int32_t k = int32_t(sizes_.size());
+    sizes_.push_back({v, w});
+    fresh_[{v, w}] = k;
+    return k;
+  }
+
+  void graph(const Graph& a, Graph& b) {
+    if (a.nodes.size() != b.nodes.size()) throw Apart{"the graphs have different operators"};
+    for (size_t i = 0; i < a.nodes.size(); ++i) {
+      const Node& x = a.nodes[i];
+      Node& y = b.nodes[i];
+      std::string node = "%" + y.name + (y.where.empty() ? "" : " (" + y.where + ")");
+      if (x.kind != y.kind || x.target != y.target || x.overload != y.overload || x.source != y.source ||
+          x.blob != y.blob || x.outputs.size() != y.outputs.size())
+        throw Apart{"the graphs differ at " + node};
+      if (!(x.args == y.args))
+        throw Apart{node + " takes other arguments at the other size (sizes computed from sizes are not lifted yet)"};
+      if (y.kind == NodeKind::Placeholder && y.outputs.size() == 1) {
+        for (auto& g : generalizedGuards())
+          if (g.path == y.source && g.check.kind == Check::Kind::Tensor && g.check.meta.shape == y.outputs[0].shape)
+            y.outputs[0].sym = g.check.meta.sym;
+        continue;
+      }
+      for (size_t r = 0; r < y.outputs.size(); ++r) result(x.outputs[r], y.outputs[r], node);
+    }
+  }
+
+  void result(const TensorMeta& e, TensorMeta& m, const std::string& node) {
+    if (e.dtype != m.dtype || e.device != m.device || e.shape.size() != m.shape.size())
+      throw Apart{node + " gives a result of another type or rank"};
+    std::vector<SymDim> dims(m.shape.size());
+    bool dynamic = false;
+    for (size_t d = 0; d < dims.size(); ++d) {
+      if (e.dynamic() && e.sym[d].symbol >= 0) {
+        const SymDim& x = e.sym[d];
+        if (x.scale * sizes_[size_t(x.symbol)].second + x.offset != m.shape[d])
+          throw Apart{node + "'s size " + toString(x) + " does not hold at the other size"};
+        dims[d] = x;
+      } else if (e.shape[d] == m.shape[d]) {
+        dims[d].offset = m.shape[d];
+      } else {
+        dims[d] = fit(e.shape[d], m.shape[d], node);
+      }
+      dynamic = dynamic || dims[d].symbol >= 0;
+    }
+    if (dynamic) m.sym = std::move(dims);
+  }
+
+  // y = scale * s + offset through both captures, for the first symbol that fits.
+  SymDim fit(int64_t y1, int64_t y2, const std::string& node) const {
+    for (size_t k = 0; k < sizes_.size(); ++k) {
+      auto [v, w] = sizes_[k];
+      if (v == w || (y2 - y1) % (w - v) != 0) continue;
+      int64_t scale = (y2 - y1) / (w - v);
+      if (scale <= 0) continue;
+      return SymDim{int32_t(k), scale, y2 - scale * w};
+    }
+    throw Apart{node + "'s size changes from " + std::to_string(y1) + " to " + std::to_string(y2) +
+                ", which no argument size explains"};
+  }
+
+  void mock(const MockSpec& a, const MockSpec& b) const {
+    bool same = toString(a.result) == toString(b.result) && a.effects.size() == b.effects.size();
+    for (size_t i = 0; same && i < a.effects.size(); ++i) same = toString(a.effects[i]) == toString(b.effects[i]);
+    if (!same) throw Apart{"the records return or write different things"};
+  }
+
+  const std::vector<Guard>& generalizedGuards() const { return *guards_; }
+
+  const Record& earlier_;
+  const Record& later_;
+  const std::vector<Guard>* guards_ = nullptr;  // the generalized record's
+  std::vector<std::pair<int64_t, int64_t>> sizes_;  // per symbol: its size in earlier's and in later's capture
+  std::map<std::pair<int64_t, int64_t>, int32_t> fresh_;
+};
+
+}  // namespace
+
+Generalized generalize(const Record& earlier, const Record& later) {
+  Generalized out;
+  try {
+    Generalizer g(earlier, later);
+    out.record = g.run();
+    out.coversEarlier = g.coversEarlier();
+  } catch (const Apart& a) {
+    out.why = a.why;
+  }
+  return out;
+}
+
+}  // namespace magpy::record
