@@ -7,5 +7,7 @@ its argument unchanged.
 """
 
 
-def compile(fn_or_module):
+def compile(fn_or_module, *, dynamic=None):
+    if dynamic not in (None, True, False):
+        raise TypeError(f"magpy.compile: dynamic must be True, False or None, not {type(dynamic).__name__}")
     return fn_or_module

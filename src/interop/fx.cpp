@@ -245,6 +245,17 @@ Example makeExample(const record::RecordFile& file, size_t fi, size_t ri) {
   return ex;
 }
 
+// For a dynamic record: which inputs take other sizes.
+std::string dynamicSizesComment(const record::Record& rec) {
+  std::string lines;
+  for (auto& n : rec.graph.nodes)
+    if (n.kind == NodeKind::Placeholder && !n.outputs.empty() && n.outputs[0].dynamic())
+      lines += "#   " + n.name + ": " + record::typeText(n.outputs[0]) + "\n";
+  if (lines.empty()) return "";
+  return "# Dynamic sizes (every s >= " + std::to_string(record::kMinSymbolValue) +
+         "; a symbol named twice is one size): the module takes\n" + lines + "#\n";
+}
+
 // A random operator whose result nothing uses: it moves the generator, so
 // the record keeps it, but TorchScript's dead code elimination drops it and
 // every later draw then differs.
@@ -306,6 +317,7 @@ FxExportSummary writeFxExport(const record::RecordFile& file, const FxExportOpti
      << "#              and the outputs the record computes from them; it also sets torch's\n"
      << "#              CPU random generator and default dtype to those the outputs were computed with\n"
      << "#\n"
+     << dynamicSizesComment(rec)
      << "# Running this file checks build() and torch.jit.script(build()) against example().\n"
      << "import operator\nimport os\n\nimport torch\nimport torch.fx\n\n"
      << "DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), " << quote(data.filename().string()) << ")\n\n\n"

@@ -552,16 +552,17 @@ class Validator {
         if (d.symbol >= 0) bound |= 1u << d.symbol;
       }
     }
+
+    for (auto& e : r.refs.edges)
+      if (e.from >= r.refs.nodes.size() || e.to >= r.refs.nodes.size() || e.version >= r.refs.nodes[e.from].versions)
+        bad(at + ": a RefGraph edge names a missing node or version");
+    size_t outputs = graph(r.graph, at);
     for (auto& n : r.graph.nodes)
       for (auto& m : n.outputs)
         for (auto& d : m.sym)
           if (d.symbol >= 0 && !(bound & (1u << d.symbol)))
             bad(at + ": node " + n.name + " has size " + toString(d) + ", but no guard binds s" +
                 std::to_string(d.symbol));
-    for (auto& e : r.refs.edges)
-      if (e.from >= r.refs.nodes.size() || e.to >= r.refs.nodes.size() || e.version >= r.refs.nodes[e.from].versions)
-        bad(at + ": a RefGraph edge names a missing node or version");
-    size_t outputs = graph(r.graph, at);
     expr(r.mock.result, outputs, at + ": the mock's result");
     for (auto& e : r.mock.effects) expr(e.value, outputs, at + ": the mock's write to " + toString(e.target));
   }

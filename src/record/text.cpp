@@ -172,6 +172,14 @@ void leavesJson(const Value& v, const std::string& path, const RecordFile& file,
   j.endArray();
 }
 
+// A dynamic tensor's sizes as expressions: "sizes": ["s0", "16"].
+void symbolicSizesJson(const TensorMeta& m, JsonWriter& j) {
+  if (!m.dynamic()) return;
+  j.key("sizes").beginArray();
+  for (auto& d : m.sym) j.value(toString(d));
+  j.endArray();
+}
+
 void checkJson(const Check& c, JsonWriter& j) {
   switch (c.kind) {
     case Check::Kind::Type: j.field("check", "type").field("type", c.s); break;
@@ -189,6 +197,7 @@ void checkJson(const Check& c, JsonWriter& j) {
       j.endArray().key("strides").beginArray();
       for (auto d : c.meta.strides) j.value(d);
       j.endArray().field("device", c.meta.device).field("requires_grad", c.meta.requires_grad);
+      symbolicSizesJson(c.meta, j);
       break;
     }
     case Check::Kind::Identity: j.field("check", "identity").field("name", c.s).field("code_hash", c.i); break;
@@ -223,7 +232,9 @@ void graphJson(const Graph& g, JsonWriter& j) {
       for (auto& m : n.outputs) {
         j.beginObject().field("dtype", m.dtype).key("shape").beginArray();
         for (auto d : m.shape) j.value(d);
-        j.endArray().endObject();
+        j.endArray();
+        symbolicSizesJson(m, j);
+        j.endObject();
       }
       j.endArray();
     }

@@ -115,3 +115,42 @@ TEST(Examples, CppApiExample) {
   EXPECT_TRUE(contains(r.out, "self.scale = 0.5")) << r.out;
   EXPECT_TRUE(contains(r.out, "refused: args[0]: expected tensor float32[1, 16]")) << r.out;
 }
+
+// A record captured from calls at batch sizes 1, 2 and 4 serves batch
+// sizes it never saw, natively, with eager's results (dynamic records).
+TEST(Examples, DynamicRecordServesUnseenBatchSizesNatively) {
+  Scratch s("dynamic_batch");
+  s.write("cnn.py",
+          "import torch, torch.nn as nn\n"
+          "import magpy\n"
+          "torch.manual_seed(0)\n"
+          "model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.AdaptiveAvgPool2d(1),\n"
+          "                      nn.Flatten(), nn.Linear(8, 5)).eval()\n"
+          "torch.save(model.state_dict(), 'weights.pt')\n"
+          "f = magpy.compile(model)\n"
+          "with torch.no_grad():\n"
+          "    for n in [1, 2, 4]:\n"
+          "        f(torch.randn(n, 3, 16, 16))\n"
+          "    for n in [3, 7, 32]:\n"
+          "        x = torch.randn(n, 3, 16, 16)\n"
+          "        torch.save((x,), f'in{n}.pt')\n"
+          "        torch.save(model(x), f'expected{n}.pt')\n");
+  Result cap = s.run("magpy-capture cnn.py");
+  ASSERT_EQ(cap.status, 0) << cap.out << cap.err;
+  EXPECT_TRUE(contains(cap.out + cap.err, "3 calls, 2 records")) << cap.out << cap.err;
+  for (int n : {3, 7, 32}) {
+    std::string k = std::to_string(n);
+    Result run = s.run("magpy-run cnn.mgp --inputs in" + k + ".pt --output out" + k + ".pt");
+    ASSERT_EQ(run.status, 0) << run.out << run.err;
+    Result check = s.run("/usr/bin/python3 -c 'import torch; a, b = torch.load(\"out" + k + ".pt\"), torch.load(\"expected" +
+                         k + ".pt\"); print(a.shape[0], torch.allclose(a, b, atol=1e-5))'");
+    EXPECT_EQ(check.out, k + " True\n") << check.err;
+  }
+  Result view = s.run("magpy-inspect cnn.mgp --show guards");
+  EXPECT_TRUE(contains(view.out, "args[0]: tensor float32[s0, 3, 16, 16] contiguous cpu (sizes s >= 2)")) << view.out;
+  // --dynamic off keeps one record per size, and the unseen sizes are refused with the guard that misses.
+  ASSERT_EQ(s.run("magpy-capture --dynamic off -o static.mgp cnn.py").status, 0);
+  Result refused = s.run("magpy-run static.mgp --inputs in7.pt");
+  EXPECT_EQ(refused.status, 1);
+  EXPECT_TRUE(contains(refused.out, "record 2: args[0]: expected tensor float32[4, 3, 16, 16]")) << refused.out;
+}

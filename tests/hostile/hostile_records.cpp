@@ -24,7 +24,7 @@ struct Bytes {
   Bytes& f64zero() { out.append(8, '\0'); return *this; }
   Bytes& str(const std::string& s) { varint(s.size()); out += s; return *this; }
   Bytes& atom(uint8_t kind, const std::string& s = "") { return u8(kind).zigzag(0).f64zero().str(s).varint(0); }
-  Bytes& emptyMeta() { return str("float32").varint(0).varint(0).str("cpu").u8(0); }  // TensorMeta{}
+  Bytes& emptyMeta() { return str("float32").varint(0).varint(0).str("cpu").u8(0).varint(0); }  // TensorMeta{}
   Bytes& emptyPath() { return u8(0).zigzag(0).str("").varint(0); }
 };
 

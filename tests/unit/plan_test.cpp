@@ -6,6 +6,7 @@
 #include <ATen/ops/relu.h>
 #include <ATen/ops/split.h>
 
+#include "magpy/replay/guards.h"
 #include "magpy/replay/plan.h"
 #include "magpy/support/error.h"
 #include "sample.h"
@@ -102,4 +103,49 @@ TEST(Plan, FillsArgumentsANewerLibtorchAdded) {
   replay::Plan plan(g, {});
   at::Tensor t = at::randn({5});
   EXPECT_TRUE(at::allclose(plan.runWith({t})[0].toTensor(), t.softmax(0)));
+}
+
+TEST(Plan, DynamicGraphsCheckEachResultAgainstTheCallsSizes) {
+  // relu(x) for x of sizes [s0, 3]; the record says the result is [s0, 3].
+  auto dynamicMeta = [](std::vector<SymDim> sym) {
+    TensorMeta m = sample::meta({4, 3}, {3, 1});
+    m.sym = std::move(sym);
+    return m;
+  };
+  Graph g;
+  Node x;
+  x.kind = NodeKind::Placeholder;
+  x.name = "x";
+  x.source = AccessPath::arg(0);
+  x.outputs = {dynamicMeta({{0, 1, 0}, {-1, 1, 3}})};
+  Node relu;
+  relu.name = "relu";
+  relu.target = "aten::relu";
+  relu.args = {Arg::node(0)};
+  relu.outputs = x.outputs;
+  Node out;
+  out.kind = NodeKind::Output;
+  out.args = {Arg::node(1)};
+  g.nodes = {x, relu, out};
+  replay::Plan plan(g, {});
+  EXPECT_TRUE(plan.dynamic());
+  EXPECT_FALSE(plan.writesInputs());
+  replay::SymbolValues s;
+  ASSERT_TRUE(s.unify(0, 7));
+  EXPECT_EQ(plan.runWith({at::randn({7, 3})}, &s)[0].toTensor().size(0), 7);
+  EXPECT_THROW(plan.runWith({at::randn({7, 3})}), Error) << "a dynamic graph needs the call's sizes";
+  // A record whose size rule is wrong (2*s0 where relu keeps s0): the call misses, it is not answered.
+  g.nodes[1].outputs[0].sym[0].scale = 2;
+  replay::Plan wrong(g, {});
+  EXPECT_THROW(wrong.runWith({at::randn({7, 3})}, &s), replay::SizeMismatch);
+}
+
+TEST(Plan, SymbolsBindOnceAndAreAtLeastTwo) {
+  replay::SymbolValues s;
+  EXPECT_FALSE(s.unify(0, 1)) << "sizes 0 and 1 keep records of their own";
+  EXPECT_TRUE(s.unify(0, 5));
+  EXPECT_TRUE(s.unify(0, 5));
+  EXPECT_FALSE(s.unify(0, 6)) << "a symbol has one size per call";
+  EXPECT_EQ(*s.evaluate(SymDim{0, 2, 1}), 11);
+  EXPECT_FALSE(s.evaluate(SymDim{1, 1, 0})) << "unbound";
 }

@@ -193,3 +193,18 @@ TEST(StateAccess, TensorAttributesNativeReplayKnows) {
               std::string::npos) << e.what();
   }
 }
+
+TEST(StateAccess, DynamicTensorGuardsBindSizesAndNeedContiguousTensors) {
+  record::TensorMeta m;
+  m.shape = {4, 3};
+  m.strides = {3, 1};
+  m.sym = {{0, 1, 0}, {-1, 1, 3}};
+  SymbolValues s;
+  EXPECT_TRUE(tensorMatches(at::zeros({6, 3}), m, at::kFloat, s));
+  EXPECT_EQ(s.value[0], 6);
+  SymbolValues a, b, c;
+  EXPECT_FALSE(tensorMatches(at::zeros({3, 6}).t(), m, at::kFloat, a)) << "strides follow from sizes only when contiguous";
+  EXPECT_FALSE(tensorMatches(at::zeros({6, 4}), m, at::kFloat, b)) << "a fixed dimension stays fixed";
+  EXPECT_FALSE(tensorMatches(at::zeros({1, 3}), m, at::kFloat, c)) << "size 1 is not a symbol's";
+  EXPECT_FALSE(tensorMatches(at::zeros({7, 3}), m, at::kFloat, s)) << "s0 is 6 in this call";
+}

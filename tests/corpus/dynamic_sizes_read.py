@@ -1,0 +1,23 @@
+# Python code that reads a size and decides on it (a branch, a view of a
+# computed shape): such records keep their sizes, one per size, both sides
+# of the branch taken. A size only ever compared must stay guarded.
+import torch
+from harness import compare
+
+
+def step(x):
+    n = x.shape[0]
+    if n > 3:
+        return x.view(n * 2, -1).sum(0)
+    return x.flip(0) * n
+
+
+calls = [(torch.randn(k, 4),) for k in [2, 3, 5, 6, 2, 5]]
+compare(lambda: step, calls, records=4, monitored=4, hits=2, breaks=0)
+
+
+def length(x, y):
+    return x * len(y)  # len reads y's size: a record per length
+
+
+compare(lambda: length, [(torch.randn(3), torch.randn(k)) for k in [2, 4, 4, 7]], records=3, hits=1, breaks=0)
