@@ -250,6 +250,7 @@ NodeId Monitor::slotNode(ShadowFrame& sf, int index) {
 void Monitor::begin(ShadowFrame& sf, const Instruction& ins) {
   if (!takeInputs(sf, ins)) return;
   Pending& p = sf.pending;
+  if (sizesTagged_) followSizes(p);
   if (locationCode_.get() != reinterpret_cast<PyObject*>(sf.view.code()))
     locationCode_ = PyRef::borrow(reinterpret_cast<PyObject*>(sf.view.code()));
   locationLine_ = p.line;
@@ -319,6 +320,7 @@ void Monitor::finish(ShadowFrame& sf) {
   // A break while finishing is reported at the frame's current line with
   // no instruction: the pending one is no longer running.
   sf.pending.active = false;
+  ops_->clearSizeHints();
   pushOutputs(sf, sf.pending);
   sf.pending.clear();
 }

@@ -55,8 +55,9 @@ class Monitor : public OpRecorder::Delegate {
   RefGraph& refs() { return refs_; }
   OpRecorder& ops() { return *ops_; }
   const std::vector<record::GraphBreak>& breaks() const { return breaks_; }
-  // Whether the program's Python code read a tensor's sizes (shape, size(),
-  // len, iteration): it may then decide on them, so its record's sizes
+  // Whether the program's Python code read a tensor's sizes (len, numel,
+  // iteration) or used sizes it read (shape, size()) other than by passing
+  // them to operators: it may then decide on them, so its record's sizes
   // must not become dynamic.
   bool readSizes() const { return readSizes_; }
   NodeId resultNode() const { return result_; }
@@ -194,6 +195,16 @@ class Monitor : public OpRecorder::Delegate {
   NodeId applyAnnotation(Pending& p, PyObject* result);
   void readLayer(NodeId layer);
 
+  // Sizes read from tensors, followed to the operators they reach (monitor_sizes.cpp).
+  void tagSizes(NodeId sizes, NodeId tensor);
+  void tagSize(NodeId size, NodeId tensor, int64_t dim);
+  bool holdsSizes(NodeId n, int depth = 0) const;
+  void followSizes(Pending& p);
+  void sliceSizes(NodeId from, PyObject* slice, NodeId to);
+  void hintSizes(const std::vector<NodeId>& values);
+  void flattenInts(NodeId n, std::vector<OpRecorder::SizeHint>& out, int depth);
+  bool isSizeCall(const Pending& p) const;
+
   // Nodes, tensors, breaks (monitor.cpp).
   bool externalOpaque(NodeId id) const;
   // callee: the native function the break is about, when an annotation would remove it.
@@ -235,7 +246,9 @@ class Monitor : public OpRecorder::Delegate {
   PyFrameObject* callerFrame_ = nullptr;
   NodeId result_ = kNoNode;
   bool broken_ = false;
-  bool readSizes_ = false;
+  bool readSizes_ = false;   // sizes were read and used other than by operators
+  bool sizesTagged_ = false;  // the run read sizes it follows (ShadowNode::sizeOf)
+  std::unordered_map<NodeId, std::vector<NodeId>> sliceParts_;  // slice objects: start, stop, step
   bool done_ = false;
   std::map<std::string, record::Atom> runtimeReads_;
 };

@@ -262,6 +262,14 @@ void Monitor::beginAnnotatedCall(Pending& p, PyObject* callable) {
   }
   for (auto& kw : p.keywords)
     if (kw.second >= 0) refs_.use(kw.second);
+  if (sizesTagged_) {
+    std::vector<NodeId> passed = p.positional;
+    for (auto& kw : p.keywords) passed.push_back(kw.second);
+    bool sizes = false;
+    for (NodeId n : passed) sizes = sizes || holdsSizes(n);
+    if (sizes && a.op) hintSizes(passed);  // its operators take them
+    else if (sizes) readSizes_ = true;
+  }
   // Python code under an annotation is summarized by it, not traced.
   // (A native callee's callbacks, sorted's key or map's function, are traced.)
   bool pythonClass =
@@ -315,7 +323,7 @@ bool Monitor::breaksOnAnnotatedArgument(const Pending& p, size_t i) {
   NodeId n = p.positional[i];
   const ShadowNode& node = refs_.node(n);
   if (node.kind == NodeKind::Tensor) {
-    readSizes_ = readSizes_ || a.input(i).metadata_only;
+    readSizes_ = readSizes_ || (a.input(i).metadata_only && !isSizeCall(p));  // size() is followed
     bool readsContents = a.input(i).value_read && !a.input(i).metadata_only;
     bool converts = a.constant && !p.suppressOps;  // torch.as_tensor(t): operators (beginAnnotatedCall)
     if (readsContents && !a.op && !converts) {
@@ -391,6 +399,17 @@ bool Monitor::finishCall(Step& s) {
     return false;
   }
   s.out[0] = p.annotation ? applyAnnotation(p, result) : newNode(result);
+  if (s.out[0] >= 0 && isSizeCall(p)) {
+    if (PyTuple_Check(result)) {
+      tagSizes(s.out[0], p.positional[0]);
+    } else if (p.positionalObjs.size() > 1 && PyLong_CheckExact(p.positionalObjs[1])) {
+      int64_t dim = PyLong_AsLongLong(p.positionalObjs[1]);
+      if (dim < 0) dim += tensorOf(p.positionalObjs[0]).dim();
+      tagSize(s.out[0], p.positional[0], dim);
+    } else {
+      readSizes_ = true;  // x.size(dim=1): not followed
+    }
+  }
   return s.out[0] != kNoNode;
 }
 

@@ -66,6 +66,7 @@ bool Monitor::finishFormatValue(Step& s) {
 // BUILD_SET, BUILD_STRING, BUILD_SLICE: opaque values built from followed inputs.
 bool Monitor::finishBuildValue(Step& s) {
   s.out[0] = derived(s.p, s.outObj(0));
+  if (sizesTagged_ && s.ins().op == Op::BUILD_SLICE && s.out[0] >= 0) sliceParts_[s.out[0]] = s.p.inputs;
   return true;
 }
 

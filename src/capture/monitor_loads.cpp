@@ -182,10 +182,11 @@ NodeId Monitor::loadAttr(NodeId owner, PyObject* ownerObj, PyObject* name, PyObj
         return newNode(value);
       }
       if (isTensorMetadata(attr)) {
-        readSizes_ = readSizes_ || attr == "shape";
         if ((attr == "shape") && ops_->hasDataDependentShape(tensorOf(ownerObj)))
           graphBreak("the shape of a tensor whose size depends on tensor contents is read");
-        return newNode(value);
+        NodeId n = newNode(value);
+        if (attr == "shape") tagSizes(n, owner);
+        return n;
       }
       if (isTensor(value) && ops_->valueOf(tensorOf(value)) >= 0) return newNode(value);  // made by an op (x.T)
       if (!isTensor(value) && PyCallable_Check(value)) return newNode(value);  // a method: fixed by the class

@@ -340,6 +340,57 @@ bool OpRecorder::argFor(const c10::IValue& v, const c10::Argument& param, record
   return false;
 }
 
+// The size hint a number stands for, when exactly one size (and no plain
+// number of the call) has that value.
+const OpRecorder::SizeHint* OpRecorder::sizeFor(int64_t number) const {
+  const SizeHint* found = nullptr;
+  for (auto& h : hints_) {
+    if (h.number != number) continue;
+    if (h.value < 0 || (found && (found->value != h.value || found->dim != h.dim))) return nullptr;
+    found = &h;
+  }
+  return found;
+}
+
+int OpRecorder::sizeNode(const SizeHint& h, const std::string& where) {
+  auto [it, fresh] = sizeNodes_.try_emplace({h.value, h.dim}, 0);
+  if (!fresh) return it->second;
+  record::Node n;
+  n.kind = record::NodeKind::CallFunction;
+  n.target = "aten::size";
+  n.overload = "int";
+  n.name = names_.create("size");
+  n.args = {record::Arg::node(h.value), record::Arg::integer(h.dim)};
+  n.where = where;
+  graph_.nodes.push_back(std::move(n));
+  return it->second = int(graph_.nodes.size() - 1);
+}
+
+// Integers (and int lists) of an operator that are sizes the program read:
+// an int list equal to the call's integers matches them by position
+// (x.view(b, n, 4, 64)), anything else by value where that is unambiguous.
+void OpRecorder::liftSizes(record::Arg& a, const std::string& where) {
+  using K = record::Arg::Kind;
+  if (a.kind == K::Int) {
+    if (const SizeHint* h = sizeFor(a.i)) a = record::Arg::node(sizeNode(*h, where));
+    return;
+  }
+  if (a.kind != K::IntList) return;
+  bool positional = a.ints.size() == hints_.size();
+  for (size_t k = 0; positional && k < a.ints.size(); ++k) positional = a.ints[k] == hints_[k].number;
+  std::vector<int64_t> pairs;
+  bool lifted = false;
+  for (size_t k = 0; k < a.ints.size(); ++k) {
+    const SizeHint* h = positional ? (hints_[k].value >= 0 ? &hints_[k] : nullptr) : sizeFor(a.ints[k]);
+    pairs.push_back(h ? 1 : 0);
+    pairs.push_back(h ? sizeNode(*h, where) : a.ints[k]);
+    lifted = lifted || h;
+  }
+  if (!lifted) return;
+  a.kind = K::SizeList;
+  a.ints = std::move(pairs);
+}
+
 void OpRecorder::onOperator(const std::string& name, const std::string& overload,
                             const std::vector<c10::IValue>& inputs, const std::vector<c10::IValue>& outputs) {
   if (isMetadataOp(name)) return;
@@ -369,6 +420,7 @@ void OpRecorder::onOperator(const std::string& name, const std::string& overload
   for (size_t i = 0; i < inputs.size() && i < params.size(); ++i) {
     record::Arg a;
     if (!argFor(inputs[i], params[i], a, op)) return;
+    if (!hints_.empty()) liftSizes(a, n.where);
     if (inputs[i].isTensor() && hasDataDependentShape(inputs[i].toTensor())) dataShape = true;
     n.args.push_back(std::move(a));
   }

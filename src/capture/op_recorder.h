@@ -63,6 +63,19 @@ class OpRecorder {
   bool hasDataDependentShape(const at::Tensor& t) const;
   // The node writes one of its tensor arguments: never dead code.
 
+  // The integers the Python call now running passes (flattened, in order),
+  // each a size read from a graph value (`value` >= 0: dimension `dim` of
+  // it) or a plain number. The operators the call dispatches take those
+  // sizes as aten::size.int nodes, so a dynamic record reads them from its
+  // tensors; an integer that more than one of them could be stays a number.
+  struct SizeHint {
+    int64_t number = 0;
+    int value = -1;
+    int64_t dim = 0;
+  };
+  void setSizeHints(std::vector<SizeHint> hints) { hints_ = std::move(hints); }
+  void clearSizeHints() { hints_.clear(); }
+
   // Called by the RecordFunction callbacks.
   void onOperator(const std::string& name, const std::string& overload, const std::vector<c10::IValue>& inputs,
                   const std::vector<c10::IValue>& outputs);
@@ -71,6 +84,9 @@ class OpRecorder {
 
  private:
   int bind(const at::Tensor& t, int node);
+  void liftSizes(record::Arg& a, const std::string& where);
+  const SizeHint* sizeFor(int64_t number) const;
+  int sizeNode(const SizeHint& h, const std::string& where);
   bool argFor(const c10::IValue& v, const c10::Argument& param, record::Arg& out, const std::string& op);
   static bool writesArgument(const std::string& name, const c10::FunctionSchema& schema, size_t i,
                              c10::ArrayRef<const c10::IValue> inputs);
@@ -87,6 +103,8 @@ class OpRecorder {
   std::vector<at::Tensor> keepAlive_;  // so TensorImpl addresses are not reused during the run
   std::unordered_set<c10::TensorImpl*> dataDependentShape_;
   record::Namespace names_;  // of the nodes in graph_
+  std::vector<SizeHint> hints_;
+  std::map<std::pair<int, int64_t>, int> sizeNodes_;  // (value, dim) -> its aten::size.int node
   uint64_t callbackHandle_ = 0;
 };
 

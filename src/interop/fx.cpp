@@ -104,6 +104,10 @@ class SourceWriter {
       case Arg::Kind::NodeList:
         for (auto i : a.ints) parts.push_back(ref(i));
         return list(parts);
+      case Arg::Kind::SizeList:
+        for (size_t k = 0; k + 1 < a.ints.size(); k += 2)
+          parts.push_back(a.ints[k] ? ref(a.ints[k + 1]) : std::to_string(a.ints[k + 1]));
+        return list(parts);
       case Arg::Kind::DType:
       case Arg::Kind::Layout:
       case Arg::Kind::MemoryFormat: return "torch." + a.s;

@@ -303,7 +303,7 @@ template <class Ar> void io(Ar& ar, Check& c) {
 }
 
 template <class Ar> void io(Ar& ar, Arg& a) {
-  ioEnum(ar, a.kind, Arg::Kind::WrappedScalar);
+  ioEnum(ar, a.kind, Arg::Kind::SizeList);
   ar.zigzag(a.i);
   ar.f64(a.f);
   ar.str(a.s);
@@ -577,6 +577,12 @@ class Validator {
       if (n.blob >= 0 && (n.outputs.empty() || n.kind != NodeKind::GetAttr)) bad(node + " holds contents but is not a constant");
       if (n.blob >= 0) tensor(uint32_t(n.blob), n.outputs[0], node);
       for (auto& m : n.outputs) meta(m, node);
+      for (auto& a : n.args)
+        if (a.kind == Arg::Kind::SizeList) {
+          bool pairs = a.ints.size() % 2 == 0;
+          for (size_t k = 0; pairs && k < a.ints.size(); k += 2) pairs = a.ints[k] == 0 || a.ints[k] == 1;
+          if (!pairs) bad(node + " has a size list that is not (0, size) or (1, node) pairs");
+        }
       forEachNodeArg(n, [&](int64_t i) {
         if (i < 0 || size_t(i) >= ni) bad(node + " uses a value that is not defined before it");
       });

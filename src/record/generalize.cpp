@@ -1,6 +1,8 @@
 #include "magpy/record/generalize.h"
 
+#include <cstdlib>
 #include <map>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -152,17 +154,24 @@ class Generalizer {
     if (dynamic) m.sym = std::move(dims);
   }
 
-  // y = scale * s + offset through both captures, for the first symbol that fits.
+  // y = scale * s + offset through both captures. Where several symbols
+  // fit, the simplest rule wins (the smallest offset, then scale): the
+  // size checks of replay find a wrong guess, and a call then misses.
   SymDim fit(int64_t y1, int64_t y2, const std::string& node) const {
+    std::optional<SymDim> best;
     for (size_t k = 0; k < sizes_.size(); ++k) {
       auto [v, w] = sizes_[k];
       if (v == w || (y2 - y1) % (w - v) != 0) continue;
       int64_t scale = (y2 - y1) / (w - v);
       if (scale <= 0) continue;
-      return SymDim{int32_t(k), scale, y2 - scale * w};
+      SymDim d{int32_t(k), scale, y2 - scale * w};
+      if (!best || std::make_pair(std::abs(d.offset), d.scale) < std::make_pair(std::abs(best->offset), best->scale))
+        best = d;
     }
-    throw Apart{node + "'s size changes from " + std::to_string(y1) + " to " + std::to_string(y2) +
-                ", which no argument size explains"};
+    if (!best)
+      throw Apart{node + "'s size changes from " + std::to_string(y1) + " to " + std::to_string(y2) +
+                  ", which no argument size explains"};
+    return *best;
   }
 
   void mock(const MockSpec& a, const MockSpec& b) const {

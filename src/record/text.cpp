@@ -36,6 +36,12 @@ std::string argText(const Arg& a, const Graph& g) {
       for (auto i : a.ints) parts.push_back(ref(i));
       return "[" + join(parts, ", ") + "]";
     }
+    case Arg::Kind::SizeList: {
+      std::vector<std::string> parts;
+      for (size_t k = 0; k + 1 < a.ints.size(); k += 2)
+        parts.push_back(a.ints[k] ? ref(a.ints[k + 1]) : std::to_string(a.ints[k + 1]));
+      return "[" + join(parts, ", ") + "]";
+    }
     case Arg::Kind::DType:
     case Arg::Kind::Layout:
     case Arg::Kind::MemoryFormat: return "torch." + a.s;

@@ -18,11 +18,12 @@ namespace {
 // One operand of a step: a constant boxed at load time, a slot, or a list
 // of slots packed into a c10::List at run time.
 struct Operand {
-  enum class Kind : uint8_t { Const, Slot, TensorList, OptionalTensorList };
+  enum class Kind : uint8_t { Const, Slot, TensorList, OptionalTensorList, SizeList };
   Kind kind = Kind::Const;
   c10::IValue constant;
   int slot = -1;
-  std::vector<int> slots;  // -1: None (optional lists only)
+  std::vector<int> slots;      // -1: None (optional lists), a constant size (SizeList)
+  std::vector<int64_t> sizes;  // SizeList: the constant entries
 };
 
 struct Step {
@@ -147,6 +148,21 @@ void runStep(const Step& step, std::vector<c10::IValue>& slots, std::vector<c10:
         c10::List<c10::optional<at::Tensor>> list;
         for (int s : op.slots)
           list.push_back(s < 0 ? c10::optional<at::Tensor>() : c10::optional<at::Tensor>(slots[size_t(s)].toTensor()));
+        stack.emplace_back(std::move(list));
+        break;
+      }
+      case Operand::Kind::SizeList: {  // sizes read from this call's tensors, and constants
+        c10::List<int64_t> list;
+        list.reserve(op.slots.size());
+        for (size_t k = 0; k < op.slots.size(); ++k) {
+          if (op.slots[k] < 0) {
+            list.push_back(op.sizes[k]);
+            continue;
+          }
+          const c10::IValue& v = slots[size_t(op.slots[k])];
+          if (!v.isInt()) throw Error("a size list entry is not an integer");
+          list.push_back(v.toInt());
+        }
         stack.emplace_back(std::move(list));
         break;
       }
@@ -278,6 +294,14 @@ Plan::Plan(const record::Graph& input, const std::vector<record::TensorBlob>& bl
               op.kind = Operand::Kind::Slot;
               op.slot = slotOf(a.i, where);
               lastUse[size_t(op.slot)] = stepIndex;
+            } else if (a.kind == record::Arg::Kind::SizeList) {
+              op.kind = Operand::Kind::SizeList;
+              for (size_t k = 0; k + 1 < a.ints.size(); k += 2) {
+                int s = a.ints[k] ? slotOf(a.ints[k + 1], where) : -1;
+                if (s >= 0) lastUse[size_t(s)] = stepIndex;
+                op.slots.push_back(s);
+                op.sizes.push_back(a.ints[k] ? 0 : a.ints[k + 1]);
+              }
             } else if (a.kind == record::Arg::Kind::NodeList) {
               op.kind = isOptionalTensorList(params[ai]) ? Operand::Kind::OptionalTensorList : Operand::Kind::TensorList;
               for (auto i : a.ints) {

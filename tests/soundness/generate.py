@@ -206,7 +206,7 @@ def visible(ns, obj):
 
 
 def arguments(spec, mode_type, rng):
-    shape = (2, 3) if "shape" not in spec else rng.choice([(2, 3), (3, 3), (1, 3)])
+    shape = (2, 3) if "shape" not in spec else rng.choice([(2, 3), (3, 3), (1, 3), (5, 3), (8, 3)])
     dtype = torch.float32 if "dtype" not in spec else rng.choice([torch.float32, torch.float64])
     x = torch.arange(float(shape[0] * shape[1]), dtype=dtype).reshape(shape) / 7
     if "grad" in spec:

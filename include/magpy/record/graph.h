@@ -29,6 +29,9 @@ enum class NodeKind : uint8_t {
 const char* toString(NodeKind k);
 
 // One argument of a CallFunction node, typed as the operator schema types it.
+// A size the program read from a tensor (x.shape[1]) and passed on is a
+// Node argument naming an aten::size.int node, or an entry of a SizeList,
+// so replay reads it from the call's tensors (dynamic records).
 struct Arg {
   enum class Kind : uint8_t {
     None, Bool, Int, Float, Str,
@@ -38,6 +41,8 @@ struct Arg {
     DType, Device, Layout, MemoryFormat,  // s = name
     WrappedScalar,  // a Python number passed where a Tensor is expected (x + 2.0):
                     // s = "float64"/"int64"/"bool", value in f or i
+    SizeList,       // an int[] some of whose entries are sizes the graph reads
+                    // (aten::size.int nodes): ints = pairs (0, value) or (1, node)
   };
   Kind kind = Kind::None;
   int64_t i = 0;

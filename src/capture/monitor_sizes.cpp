@@ -1,0 +1,146 @@
+// Sizes the program reads from tensors (x.shape[1], b, n, _ = x.size()),
+// followed from the read to the operators they reach. A size that only
+// moves (locals, tuples and lists, unpacking, slices) and ends as an
+// operator's argument becomes an aten::size.int node of the graph, so a
+// dynamic record reads it from the call's tensors. Any other use (a
+// comparison, a branch, arithmetic, a builtin, a store to state) is a
+// decision magpy does not record yet: the run then reads sizes
+// (readSizes()), and its record keeps its sizes fixed.
+#include "capture/monitor.h"
+#include "capture/monitor_state.h"
+
+namespace magpy::capture {
+namespace {
+
+constexpr int kMaxDepth = 3;       // tuples of tuples of sizes, no deeper
+constexpr size_t kMaxItems = 64;   // a container with more elements is not searched for sizes
+
+}  // namespace
+
+void Monitor::tagSize(NodeId size, NodeId tensor, int64_t dim) {
+  ShadowNode& n = refs_.node(size);
+  if (n.kind != NodeKind::Atom || n.atom.kind != record::Atom::Kind::Int) return;
+  PyObject* t = refs_.node(tensor).obj;
+  n.sizeOf = tensor;
+  n.sizeDim = int32_t(dim);
+  n.sizeValue = t && isTensor(t) ? ops_->valueOf(tensorOf(t)) : -1;
+  sizesTagged_ = true;
+}
+
+// x.shape, x.size(): each element of the torch.Size is a dimension of x.
+void Monitor::tagSizes(NodeId sizes, NodeId tensor) {
+  const auto& refs = refs_.node(sizes).last().refs;
+  for (auto& e : refs)
+    if (e.rel.kind == Relation::Kind::Index && e.target >= 0) tagSize(e.target, tensor, e.rel.index);
+}
+
+// x.shape[:2]: the elements of the new tuple are those sizes.
+void Monitor::sliceSizes(NodeId from, PyObject* slice, NodeId to) {
+  Py_ssize_t start, stop, step, count;
+  Py_ssize_t length = Py_ssize_t(refs_.node(from).last().refs.size());
+  if (PySlice_GetIndicesEx(slice, length, &start, &stop, &step, &count) < 0) {
+    PyErr_Clear();
+    return;
+  }
+  for (Py_ssize_t k = 0; k < count; ++k) {
+    NodeId source = refs_.node(from).refOf(Relation::at(start + k * step), refs_.node(from).versions.size() - 1);
+    NodeId target = refs_.node(to).refOf(Relation::at(k), refs_.node(to).versions.size() - 1);
+    if (source < 0 || target < 0 || refs_.node(source).sizeOf == kNoNode) continue;
+    const ShadowNode& s = refs_.node(source);
+    tagSize(target, s.sizeOf, s.sizeDim);
+    refs_.node(target).sizeValue = s.sizeValue;
+  }
+}
+
+bool Monitor::isSizeCall(const Pending& p) const {
+  const std::string& n = p.calleeName;
+  return n.size() > 5 && n.compare(n.size() - 5, 5, ".size") == 0 && !p.positionalObjs.empty() &&
+         isTensor(p.positionalObjs[0]);
+}
+
+bool Monitor::holdsSizes(NodeId n, int depth) const {
+  if (n < 0 || depth > kMaxDepth) return false;
+  const ShadowNode& node = refs_.node(n);
+  if (node.sizeOf != kNoNode) return true;
+  if (node.kind == NodeKind::Tuple || node.kind == NodeKind::List) {
+    const auto& refs = node.last().refs;
+    for (size_t k = 0; k < refs.size() && k < kMaxItems; ++k)
+      if (holdsSizes(refs[k].target, depth + 1)) return true;
+    return refs.size() > kMaxItems;  // not searched: counted as holding sizes
+  }
+  auto it = sliceParts_.find(n);
+  if (it == sliceParts_.end()) return false;
+  for (NodeId part : it->second)
+    if (holdsSizes(part, depth + 1)) return true;
+  return false;
+}
+
+// The integers a value holds, in order, each a size or a plain number.
+void Monitor::flattenInts(NodeId n, std::vector<OpRecorder::SizeHint>& out, int depth) {
+  if (n < 0 || depth > kMaxDepth) return;
+  const ShadowNode& node = refs_.node(n);
+  if (node.kind == NodeKind::Atom && node.atom.kind == record::Atom::Kind::Int) {
+    OpRecorder::SizeHint h;
+    h.number = node.atom.i;
+    if (node.sizeOf != kNoNode) {
+      // The size of the tensor as read: if the tensor has since become
+      // another graph value (written in place), the number stays a number.
+      const at::Tensor& t = tensorOf(refs_.node(node.sizeOf).obj);
+      int now = ops_->valueOf(t);
+      if (now < 0 && node.sizeValue < 0) now = externalTensor(t);
+      bool same = node.sizeValue >= 0 ? now == node.sizeValue
+                                      : now >= 0 && ops_->graph().nodes[size_t(now)].isInput();
+      if (same) {
+        h.value = now;
+        h.dim = node.sizeDim;
+      }
+    }
+    out.push_back(h);
+    return;
+  }
+  if (node.kind == NodeKind::Tuple || node.kind == NodeKind::List) {
+    for (auto& e : node.last().refs) flattenInts(e.target, out, depth + 1);
+    return;
+  }
+  auto it = sliceParts_.find(n);
+  if (it != sliceParts_.end())
+    for (NodeId part : it->second) flattenInts(part, out, depth + 1);
+}
+
+void Monitor::hintSizes(const std::vector<NodeId>& values) {
+  std::vector<OpRecorder::SizeHint> hints;
+  for (NodeId v : values) flattenInts(v, hints, 0);
+  ops_->setSizeHints(std::move(hints));
+}
+
+// At an instruction's start: where the sizes among its inputs go.
+void Monitor::followSizes(Pending& p) {
+  bool any = false;
+  for (NodeId n : p.inputs) any = any || holdsSizes(n);
+  if (!any) return;
+  switch (p.ins.op) {
+    case Op::STORE_FAST: case Op::STORE_DEREF: case Op::COPY: case Op::SWAP: case Op::POP_TOP:
+    case Op::BUILD_TUPLE: case Op::BUILD_LIST: case Op::BUILD_SLICE: case Op::LIST_APPEND:
+    case Op::LIST_EXTEND: case Op::LIST_TO_TUPLE: case Op::UNPACK_SEQUENCE:
+    case Op::PRECALL: case Op::CALL: case Op::CALL_FUNCTION_EX:  // beginAnnotatedCall decides
+      return;
+    case Op::RETURN_VALUE:
+      if (frames_.size() > 1) return;  // to a traced caller
+      break;
+    case Op::BINARY_SUBSCR: {
+      NodeKind container = refs_.node(p.inputs[0]).kind;
+      if (container == NodeKind::Tensor) {  // x[:, :n]: indexing operators take n
+        hintSizes({p.inputs[1]});
+        return;
+      }
+      PyObject* key = p.inputObjs[1].get();
+      if (container == NodeKind::Tuple && (PyLong_CheckExact(key) || PySlice_Check(key))) return;
+      break;
+    }
+    default:
+      break;
+  }
+  readSizes_ = true;
+}
+
+}  // namespace magpy::capture
