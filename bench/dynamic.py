@@ -39,6 +39,8 @@ def scenarios(small, calls):
         (f"DenseNet-121, batch uniform in [2, 16], {calls} calls (Figure 17)", ["--model", "densenet121", "--vary", "batch"],
          uniform),
         ("BERT-base, 10 sequence lengths 32-256", ["--model", "bert", "--vary", "seq"], bert_seqs),
+        ("DeBERTa-like, batch 8, 6 sequence lengths 32-256 (Figure 17)", ["--model", "deberta", "--vary", "seq", "--batch", "8"],
+         bert_seqs[:4] if small else seqs[:6]),
     ]
 
 
@@ -60,15 +62,18 @@ sys.path.insert(0, {models!r})
 {build}
 f = magpy.compile(model)
 with torch.no_grad():
-    for n in {batches}:
-        f(x(n))
+    for n in {sizes}:
+        f(*x(n))
 """
 
+# name: (what changes, its size in the timed call, the code that builds `model` and `x(n)`, the inputs of size n)
 REPLAY_MODELS = {
-    "mlp": "model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10)).eval()\n"
-           "x = lambda n: torch.randn(n, 64)",
-    "resnet50": "import torchvision\nmodel = torchvision.models.resnet50().eval()\n"
-                "x = lambda n: torch.randn(n, 3, {size}, {size})",
+    "mlp": ("batch", 4, "model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))"
+            ".eval()\nx = lambda n: (torch.randn(n, 64),)"),
+    "resnet50": ("batch", 4, "import torchvision\nmodel = torchvision.models.resnet50().eval()\n"
+                 "x = lambda n: (torch.randn(n, 3, {image}, {image}),)"),
+    "bert": ("sequence", 128, "from bert import build\nmodel, (ids, mask) = build(small={small})\n"
+             "x = lambda n: (ids[:, :n].contiguous(), mask[:, :n].contiguous())"),
 }
 
 
@@ -82,17 +87,18 @@ def replay_time(record, repeat):
     return per_call, float(m.group(3))
 
 
-def replay_costs(work, small, batch, repeat, rounds):
+def replay_costs(work, small, repeat, rounds):
     rows = []
-    for name, build in REPLAY_MODELS.items():
-        build = build.format(size=64 if small else 224)
+    for name, (varies, size, build) in REPLAY_MODELS.items():
+        build = build.format(image=64 if small else 224, small=small)
+        size = min(size, 16) if small else size
         records = {}
-        # Static: one call at `batch`. Dynamic: `batch`, then another size,
+        # Static: one call at `size`. Dynamic: `size`, then another size,
         # which makes the first record dynamic; both serve the first call.
-        for kind, batches in (("static", [batch]), ("dynamic", [batch, 2, batch])):
+        for kind, sizes in (("static", [size]), ("dynamic", [size, size // 2, size])):
             script = os.path.join(work, f"replay_{name}_{kind}.py")
             with open(script, "w") as f:
-                f.write(MODEL_SCRIPT.format(models=MODELS, build=build, batches=batches))
+                f.write(MODEL_SCRIPT.format(models=MODELS, build=build, sizes=sizes))
             records[kind] = os.path.join(work, f"replay_{name}_{kind}.mgp")
             subprocess.run([os.path.join(BIN, "magpy-capture"), "-q", "-o", records[kind], script], check=True)
         times = {"static": [], "dynamic": []}
@@ -100,7 +106,7 @@ def replay_costs(work, small, batch, repeat, rounds):
             for kind in ("static", "dynamic"):
                 times[kind].append(replay_time(records[kind], repeat))
         med = {k: (statistics.median(t for t, _ in v), statistics.median(g for _, g in v)) for k, v in times.items()}
-        rows.append((name, batch, med["static"], med["dynamic"]))
+        rows.append((name, f"{varies} {size}", med["static"], med["dynamic"]))
     return rows
 
 
@@ -129,10 +135,10 @@ def main():
                          f"{auto['eager_s']:.2f} |")
         lines += ["", "## Native replay: dynamic record against the static record of the same model", "",
                   "Median of the medians of alternating `magpy-run --repeat` rounds, same batch size and inputs.", "",
-                  "| model | batch | static (ms/call) | dynamic (ms/call) | dynamic / static | guards static / dynamic (us) |",
+                  "| model | what changes | static (ms/call) | dynamic (ms/call) | dynamic / static | guards static / dynamic (us) |",
                   "|---|---:|---:|---:|---:|---|"]
-        for name, batch, (st, sg), (dt, dg) in replay_costs(work, args.small, 4, args.repeat, args.rounds):
-            lines.append(f"| {name} | {batch} | {st:.3f} | {dt:.3f} | {dt / st:.3f} | {sg:.2f} / {dg:.2f} |")
+        for name, what, (st, sg), (dt, dg) in replay_costs(work, args.small, args.repeat, args.rounds):
+            lines.append(f"| {name} | {what} | {st:.3f} | {dt:.3f} | {dt / st:.3f} | {sg:.2f} / {dg:.2f} |")
     with open(args.out, "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

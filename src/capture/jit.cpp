@@ -232,6 +232,8 @@ struct Session::Impl {
     if (!breaks.empty()) built = buildBreakRecord(monitor, spec, breaks);
     built.record.origin = fn.entries.empty() ? "first call" : "call " + std::to_string(fn.calls - 1) + ": " + why;
     size_t replaced = breaks.empty() && !monitor.readSizes() ? generalizeInto(fn, built.record) : SIZE_MAX;
+    if (options.explain && monitor.readSizes() && options.dynamic && fn.dynamic)
+      std::cerr << "magpy: " << fn.name << ": this record keeps its sizes: " << monitor.sizeUse() << "\n";
     if (options.explain)
       for (auto& b : built.record.breaks)
         std::cerr << "magpy: " << fn.name << ": graph break " << (b.where.empty() ? "" : "at ") << record::toString(b)

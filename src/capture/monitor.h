@@ -59,7 +59,8 @@ class Monitor : public OpRecorder::Delegate {
   // iteration) or used sizes it read (shape, size()) other than by passing
   // them to operators: it may then decide on them, so its record's sizes
   // must not become dynamic.
-  bool readSizes() const { return readSizes_; }
+  bool readSizes() const { return !sizeUse_.empty(); }
+  const std::string& sizeUse() const { return sizeUse_; }  // the first such use, and where
   NodeId resultNode() const { return result_; }
   // A copy of a tensor's contents from before the run first wrote it.
   const at::Tensor* entryContent(const at::Tensor& t) const;
@@ -201,9 +202,11 @@ class Monitor : public OpRecorder::Delegate {
   bool holdsSizes(NodeId n, int depth = 0) const;
   void followSizes(Pending& p);
   void sliceSizes(NodeId from, PyObject* slice, NodeId to);
+  void concatSizes(NodeId left, NodeId right, NodeId to);
   void hintSizes(const std::vector<NodeId>& values);
   void flattenInts(NodeId n, std::vector<OpRecorder::SizeHint>& out, int depth);
   bool isSizeCall(const Pending& p) const;
+  void useSizes(const std::string& how);
 
   // Nodes, tensors, breaks (monitor.cpp).
   bool externalOpaque(NodeId id) const;
@@ -246,7 +249,7 @@ class Monitor : public OpRecorder::Delegate {
   PyFrameObject* callerFrame_ = nullptr;
   NodeId result_ = kNoNode;
   bool broken_ = false;
-  bool readSizes_ = false;   // sizes were read and used other than by operators
+  std::string sizeUse_;       // the first read or use of sizes other than by operators; empty: none
   bool sizesTagged_ = false;  // the run read sizes it follows (ShadowNode::sizeOf)
   std::unordered_map<NodeId, std::vector<NodeId>> sliceParts_;  // slice objects: start, stop, step
   bool done_ = false;

@@ -268,7 +268,7 @@ void Monitor::beginAnnotatedCall(Pending& p, PyObject* callable) {
     bool sizes = false;
     for (NodeId n : passed) sizes = sizes || holdsSizes(n);
     if (sizes && a.op) hintSizes(passed);  // its operators take them
-    else if (sizes) readSizes_ = true;
+    else if (sizes) useSizes(p.calleeName + " takes a size");
   }
   // Python code under an annotation is summarized by it, not traced.
   // (A native callee's callbacks, sorted's key or map's function, are traced.)
@@ -323,7 +323,7 @@ bool Monitor::breaksOnAnnotatedArgument(const Pending& p, size_t i) {
   NodeId n = p.positional[i];
   const ShadowNode& node = refs_.node(n);
   if (node.kind == NodeKind::Tensor) {
-    readSizes_ = readSizes_ || (a.input(i).metadata_only && !isSizeCall(p));  // size() is followed
+    if (a.input(i).metadata_only && !isSizeCall(p)) useSizes(p.calleeName + " reads a size");  // size() is followed
     bool readsContents = a.input(i).value_read && !a.input(i).metadata_only;
     bool converts = a.constant && !p.suppressOps;  // torch.as_tensor(t): operators (beginAnnotatedCall)
     if (readsContents && !a.op && !converts) {
@@ -407,7 +407,7 @@ bool Monitor::finishCall(Step& s) {
       if (dim < 0) dim += tensorOf(p.positionalObjs[0]).dim();
       tagSize(s.out[0], p.positional[0], dim);
     } else {
-      readSizes_ = true;  // x.size(dim=1): not followed
+      useSizes("size() with a keyword");  // not followed
     }
   }
   return s.out[0] != kNoNode;

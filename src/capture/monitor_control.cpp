@@ -40,6 +40,8 @@ bool Monitor::finishBinaryOp(Step& s) {
     return true;
   }
   s.out[0] = operatorResult(s.p, v);
+  if (sizesTagged_ && s.out[0] >= 0 && PyTuple_Check(s.inObj(0)) && PyTuple_Check(s.inObj(1)) && PyTuple_Check(v))
+    concatSizes(s.in(0), s.in(1), s.out[0]);  // x.size()[:-1] + (h, d)
   return s.out[0] != kNoNode;
 }
 
@@ -72,7 +74,7 @@ bool Monitor::finishBuildValue(Step& s) {
 
 // outputs: the object, its length
 bool Monitor::finishGetLen(Step& s) {
-  readSizes_ = readSizes_ || refs_.node(s.in(0)).kind == NodeKind::Tensor;
+  if (refs_.node(s.in(0)).kind == NodeKind::Tensor) useSizes("len() of a tensor");
   s.out[0] = s.in(0);
   s.out[1] = derived(s.p, s.outObj(1));
   return true;
@@ -156,7 +158,7 @@ void Monitor::checkTruthTest(const Pending& p) {
 // a graph with a fixed count would be wrong on the next call.
 bool Monitor::breaksOnContentLength(PyObject* iterated, const char* doing) {
   if (!iterated || !isTensor(iterated)) return false;
-  readSizes_ = true;
+  useSizes(std::string(doing) + " a tensor");
   if (!ops_->hasDataDependentShape(tensorOf(iterated))) return false;
   graphBreak(std::string(doing) + " a tensor whose length depends on tensor contents");
   return true;

@@ -5,7 +5,7 @@
 // dynamic record reads it from the call's tensors. Any other use (a
 // comparison, a branch, arithmetic, a builtin, a store to state) is a
 // decision magpy does not record yet: the run then reads sizes
-// (readSizes()), and its record keeps its sizes fixed.
+// (readSizes(), sizeUse() says where), and its record keeps its sizes.
 #include "capture/monitor.h"
 #include "capture/monitor_state.h"
 
@@ -50,6 +50,21 @@ void Monitor::sliceSizes(NodeId from, PyObject* slice, NodeId to) {
     tagSize(target, s.sizeOf, s.sizeDim);
     refs_.node(target).sizeValue = s.sizeValue;
   }
+}
+
+// x.size()[:-1] + (h, d): the new tuple's elements are those of both.
+void Monitor::concatSizes(NodeId left, NodeId right, NodeId to) {
+  const auto& out = refs_.node(to).last().refs;
+  size_t k = 0;
+  for (NodeId part : {left, right})
+    for (auto& e : refs_.node(part).last().refs) {
+      if (k >= out.size()) return;
+      NodeId target = out[k++].target;
+      if (e.target < 0 || target < 0 || refs_.node(e.target).sizeOf == kNoNode) continue;
+      const ShadowNode& s = refs_.node(e.target);
+      tagSize(target, s.sizeOf, s.sizeDim);
+      refs_.node(target).sizeValue = s.sizeValue;
+    }
 }
 
 bool Monitor::isSizeCall(const Pending& p) const {
@@ -127,6 +142,11 @@ void Monitor::followSizes(Pending& p) {
     case Op::RETURN_VALUE:
       if (frames_.size() > 1) return;  // to a traced caller
       break;
+    case Op::BINARY_OP: {  // tuple + tuple: the sizes move into the new tuple
+      bool tuples = PyTuple_Check(p.inputObjs[0].get()) && PyTuple_Check(p.inputObjs[1].get());
+      if (tuples && (p.ins.arg == 0 || p.ins.arg == 13)) return;  // NB_ADD, NB_INPLACE_ADD
+      break;
+    }
     case Op::BINARY_SUBSCR: {
       NodeKind container = refs_.node(p.inputs[0]).kind;
       if (container == NodeKind::Tensor) {  // x[:, :n]: indexing operators take n
@@ -140,7 +160,13 @@ void Monitor::followSizes(Pending& p) {
     default:
       break;
   }
-  readSizes_ = true;
+  useSizes(std::string(opName(p.ins.op)) + " uses a size");
+}
+
+void Monitor::useSizes(const std::string& how) {
+  if (!sizeUse_.empty()) return;
+  sizeUse_ = how;
+  if (!frames_.empty()) sizeUse_ += " at " + where(*frames_.back());
 }
 
 }  // namespace magpy::capture

@@ -162,4 +162,7 @@ TEST(Generalize, DynamicRecordsRoundTripAndHostileSizesAreRefused) {
   refused([](Record& r) { r.graph.nodes[5].outputs[0].sym.push_back({}); }, "dynamic sizes for");
   refused([](Record& r) { r.graph.nodes[5].outputs[0].sym[0].scale = int64_t(1) << 40; }, "out of the range");
   refused([](Record& r) { r.graph.nodes[1].outputs[0].sym = {SymDim{-1, 1, 7}}; }, "disagrees with its shape");
+  refused([](Record& r) { r.graph.nodes[3].args[1] = Arg{Arg::Kind::SizeList, 0, 0, "", {1}, {}}; }, "size list");
+  refused([](Record& r) { r.graph.nodes[3].args[1] = Arg{Arg::Kind::SizeList, 0, 0, "", {1, 5}, {}}; }, "not defined before");
+  refused([](Record& r) { r.graph.nodes[3].args[1] = Arg{Arg::Kind::SizeList, 0, 0, "", {2, 0}, {}}; }, "size list");
 }

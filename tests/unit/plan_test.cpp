@@ -149,3 +149,34 @@ TEST(Plan, SymbolsBindOnceAndAreAtLeastTwo) {
   EXPECT_EQ(*s.evaluate(SymDim{0, 2, 1}), 11);
   EXPECT_FALSE(s.evaluate(SymDim{1, 1, 0})) << "unbound";
 }
+
+TEST(Plan, SizeListsReadSizesFromTheCallsTensors) {
+  // x.view(x.size(0), 2, -1): the first size is read from x on every call.
+  Graph g;
+  Node x;
+  x.kind = NodeKind::Placeholder;
+  x.name = "x";
+  x.source = AccessPath::arg(0);
+  x.outputs = {sample::meta({3, 4}, {4, 1})};
+  Node size;
+  size.name = "size";
+  size.target = "aten::size";
+  size.overload = "int";
+  size.args = {Arg::node(0), Arg::integer(0)};
+  Node view;
+  view.name = "view";
+  view.target = "aten::view";
+  Arg shape;
+  shape.kind = Arg::Kind::SizeList;
+  shape.ints = {1, 1, 0, 2, 0, -1};
+  view.args = {Arg::node(0), shape};
+  Node out;
+  out.kind = NodeKind::Output;
+  out.args = {Arg::node(2)};
+  g.nodes = {x, size, view, out};
+  replay::Plan plan(g, {});
+  for (int64_t rows : {3, 5}) {
+    auto result = plan.runWith({at::randn({rows, 4})})[0].toTensor();
+    EXPECT_EQ(result.sizes(), (std::vector<int64_t>{rows, 2, 2}));
+  }
+}
