@@ -89,12 +89,12 @@ struct Session::Impl {
   // an earlier one only in argument sizes; then `made` becomes one dynamic
   // record for both (record/generalize.h). Returns the entry it replaces
   // (the earlier one, when the dynamic record also serves the earlier
-  // call's sizes), or SIZE_MAX to add it. Records whose runs read sizes,
-  // or whose graphs write their inputs in place, stay as they are: a
-  // dynamic record checks its results' sizes while it runs, and a run
-  // stopped half-way must have changed nothing.
+  // call's sizes), or SIZE_MAX to add it. Records whose runs used sizes,
+  // or whose graphs write their inputs in place or draw random numbers,
+  // stay as they are: a dynamic record checks its results' sizes while it
+  // runs, and a run stopped half-way must have changed nothing.
   size_t generalizeInto(Unit& fn, record::Record& made) {
-    if (!options.dynamic || !fn.dynamic || replay::writesInputs(made.graph)) return SIZE_MAX;
+    if (!options.dynamic || !fn.dynamic || !replay::stopsCleanly(made.graph)) return SIZE_MAX;
     for (size_t i = fn.entries.size(); i-- > 0;) {
       const Entry& e = fn.entries[i];
       if (!e.plan || e.readSizes) continue;
@@ -175,7 +175,7 @@ struct Session::Impl {
         try {
           outputs = e.plan->runWith(e.live->inputs(values), &values.symbols());
         } catch (const replay::SizeMismatch& m) {
-          if (e.plan->writesInputs()) throw;
+          if (!e.plan->stopsCleanly()) throw;
           fn.graphTime += since(t1);
           misses.push_back(replay::GuardMiss{"(sizes)", "results of the sizes the record computes", m.what()});
           continue;

@@ -52,16 +52,21 @@ record::Graph inputsFirst(const record::Graph& g) {
   return out;
 }
 
-size_t dropoutEval(record::Graph& g) {
+// dropout(x, p, train=False): the identity, no draw.
+bool isEvalDropout(const Node& n) {
   static const std::set<std::string> kDropouts = {"aten::dropout", "aten::feature_dropout", "aten::alpha_dropout",
                                                   "aten::feature_alpha_dropout"};
+  return kDropouts.count(n.target) && n.args.size() >= 3 && n.args[2].kind == Arg::Kind::Bool && !n.args[2].i &&
+         n.args[0].kind == Arg::Kind::Node;
+}
+
+size_t dropoutEval(record::Graph& g) {
   Replacements replacements(g.nodes.size());
   std::vector<bool> keep(g.nodes.size(), true);
   size_t removed = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
-    if (!kDropouts.count(n.target) || n.args.size() < 3 || n.args[2].kind != Arg::Kind::Bool || n.args[2].i) continue;
-    if (n.args[0].kind != Arg::Kind::Node) continue;
+    if (!isEvalDropout(n)) continue;
     replacements.replace(i, n.args[0].i);
     keep[i] = false;
     ++removed;
@@ -457,12 +462,12 @@ std::vector<bool> writtenOrEscaping(const record::Graph& g) {
   return out;
 }
 
-bool writesInputs(const record::Graph& g) {
+bool stopsCleanly(const record::Graph& g) {
   auto roots = storageRoots(g);
   StorageUse use = storageUse(g, roots);
   for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (g.nodes[i].isInput() && use.written[i]) return true;
-  return false;
+    if ((g.nodes[i].isInput() && use.written[i]) || (isRandom(g.nodes[i]) && !isEvalDropout(g.nodes[i]))) return false;
+  return true;
 }
 
 OptimizedGraph optimize(const record::Graph& graph, const PassOptions& o, bool inference) {

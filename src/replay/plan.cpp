@@ -205,7 +205,7 @@ struct Plan::Impl {
   size_t numSlots = 0;
   bool changesGeometry = false;
   bool dynamic = false;
-  bool writesInputs = false;
+  bool stopsCleanly = true;
 };
 
 Plan::Plan(const record::Graph& input, const std::vector<record::TensorBlob>& blobs, const PlanOptions& options)
@@ -215,7 +215,7 @@ Plan::Plan(const record::Graph& input, const std::vector<record::TensorBlob>& bl
   const record::Graph& graph = optimized.graph;
   impl_->applied = optimized.applied;
   std::vector<bool> ownedPerRun = writtenOrEscaping(graph);
-  impl_->writesInputs = replay::writesInputs(graph);
+  impl_->stopsCleanly = replay::stopsCleanly(graph);
   for (auto& n : graph.nodes)
     for (auto& m : n.outputs) impl_->dynamic = impl_->dynamic || m.dynamic();
   c10::Device device(options.device);
@@ -372,7 +372,7 @@ const std::vector<std::string>& Plan::optimizations() const { return impl_->appl
 
 bool Plan::changesGeometry() const { return impl_->changesGeometry; }
 bool Plan::dynamic() const { return impl_->dynamic; }
-bool Plan::writesInputs() const { return impl_->writesInputs; }
+bool Plan::stopsCleanly() const { return impl_->stopsCleanly; }
 
 namespace {
 

@@ -190,7 +190,7 @@ CallOutcome Session::call(size_t function, std::vector<Value> args, Value kwargs
       auto& cudaGraph = p.cudaGraphs[function][r];
       outputs = cudaGraph ? cudaGraph->run(access.inputs(values)) : plan.runWith(access.inputs(values), &values.symbols());
     } catch (const SizeMismatch& e) {
-      if (plan.writesInputs()) throw Error(p.file.functions[function].name + " record " + std::to_string(r) + ": " + e.what());
+      if (!plan.stopsCleanly()) throw Error(p.file.functions[function].name + " record " + std::to_string(r) + ": " + e.what());
       misses.push_back(GuardMiss{"(sizes)", "results of the sizes the record computes", e.what()});
       continue;
     } catch (const Error& e) {

@@ -68,3 +68,17 @@ for n in [2, 4, 3]:
     x, bias = torch.randn(n, 2), torch.randn(n, 2)
     assert same(keeps(x, bias=bias), reference(x, bias=bias)) and same_state(subject, reference), n
 expect_stats(keeps, records=1, hits=1, breaks=0)
+
+# Dropout in training mode draws random numbers: a call that a size check
+# stopped half-way would already have drawn some, so such records keep
+# their sizes (each call draws exactly what eager draws).
+torch.manual_seed(0)
+noisy, noisy_eager = nn.Dropout(0.5).train(), nn.Dropout(0.5).train()
+drop = magpy.compile(noisy)
+for i, n in enumerate([2, 4, 3, 4]):
+    x = torch.ones(n, 3)
+    torch.manual_seed(100 + i)
+    got = drop(x)
+    torch.manual_seed(100 + i)
+    assert same(got, noisy_eager(x)), n
+expect_stats(drop, records=3, hits=1, breaks=0)

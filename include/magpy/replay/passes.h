@@ -58,10 +58,11 @@ bool isRandom(const record::Node& node);         // draws from a generator
 // merged with an identical one, not cached, not shared with the next call.
 std::vector<bool> writtenOrEscaping(const record::Graph& graph);
 
-// Whether the graph writes in place into a tensor it reads from outside
-// (an argument, a parameter, a buffer), batch norm's running statistics
-// included: a run stopped half-way could not be undone.
-bool writesInputs(const record::Graph& graph);
+// Whether a run of the graph stopped half-way changed nothing a program
+// can observe: no tensor it reads from outside (an argument, a parameter,
+// a buffer, batch norm's running statistics) written in place, no random
+// number drawn.
+bool stopsCleanly(const record::Graph& graph);
 
 // Empty when every tensor the graph reads was written by a recorded
 // operator; otherwise which node reads memory that only an allocation

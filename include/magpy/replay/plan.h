@@ -18,9 +18,9 @@ namespace magpy::replay {
 struct SymbolValues;
 
 // A dynamic graph's operator gave a result of other sizes than the record
-// says for this call's sizes: the record does not describe this call. The
-// plan of a dynamic record writes no input in place (capture makes none
-// that does), so nothing the call can observe has changed yet.
+// says for this call's sizes: the record does not describe this call.
+// Where the plan stopsCleanly() (capture makes no dynamic record that does
+// not), nothing the call can observe has changed yet: a miss.
 struct SizeMismatch : Error {
   using Error::Error;
 };
@@ -61,9 +61,10 @@ class Plan {
   // Whether an operator changes the sizes or strides of a tensor in place
   // (record::changesGeometry): state metadata may differ after a run.
   bool changesGeometry() const;
-  // Whether the graph has dynamic sizes; whether it writes one of its inputs in place.
+  // Whether the graph has dynamic sizes; whether a run stopped half-way
+  // changed nothing observable (replay::stopsCleanly).
   bool dynamic() const;
-  bool writesInputs() const;
+  bool stopsCleanly() const;
 
  private:
   struct Impl;
