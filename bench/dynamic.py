@@ -15,12 +15,17 @@ native replay. Writes build/bench/dynamic.md.
 import argparse
 import json
 import os
+import platform
 import random
 import re
 import statistics
 import subprocess
 import sys
 import tempfile
+
+import torch
+
+import models
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -120,8 +125,9 @@ def main():
     args = p.parse_args()
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     lines = ["# Dynamic records", "",
-             f"`/usr/bin/python3 bench/dynamic.py{' --small' if args.small else ''}`; 2 cores, 1 intra-op thread "
-             "for replay.", "",
+             f"`/usr/bin/python3 bench/dynamic.py{' --small' if args.small else ''}` (about 15 minutes); "
+             f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, BLAS: {models.blas()}; 1 intra-op "
+             "thread for replay. One run; timings on this shared machine vary by 10-30% between runs.", "",
              "## Changing sizes while capturing (total time of the calls, magpy JIT and eager, same inputs)", "",
              "| scenario | sizes | records auto / off | monitored auto / off | magpy auto (s) | magpy off (s) | eager (s) |",
              "|---|---|---:|---:|---:|---:|---:|"]
