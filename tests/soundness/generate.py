@@ -140,6 +140,27 @@ def layout_in_place(r, k):
             [f"y = y + (1 if G_m{k}.is_contiguous() else 2)", f"G_m{k}.t_()", f"y = y + G_m{k}[0, 1]"], [])
 
 
+@template
+def size_passed_on(r, k):
+    # Sizes read and passed straight to operators: a dynamic record reads them from its tensors.
+    return ([], [f"b{k}, n{k} = y.size()", f"z{k} = y.view(b{k}, n{k}, 1).sum(-1) + torch.arange(n{k})",
+                 f"y = y + z{k}.reshape(y.shape)[: b{k}] + torch.zeros(y.shape)"], [])
+
+
+@template
+def size_decision(r, k):
+    # Sizes compared or computed with: such a record keeps its sizes.
+    return ([], [f"if y.shape[0] > {r.choice([1, 2, 4])}:", "    y = y.flip(0)", "y = y * (y.size(0) % 3 + 1)"], [])
+
+
+@template
+def size_bounds_state(r, k):
+    # An argument's size bounds a slice of state that the script replaces between calls.
+    return ([f"G_rows{k} = torch.arange(30.0).reshape(10, 3)"], [f"y = y + G_rows{k}[: y.shape[0]].sum(-1, keepdim=True)"],
+            # an explicit dtype: another template's mutation may change the default between the two copies
+            [f"ns['G_rows{k}'] = torch.arange(30, dtype=torch.float32).reshape(10, 3) * rng.choice([1.0, 2.0])"])
+
+
 ARGUMENT_KINDS = ["shape", "dtype", "scale", "mode", "scales", "no_grad", "grad"]
 
 
