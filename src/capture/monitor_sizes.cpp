@@ -12,18 +12,20 @@
 namespace magpy::capture {
 namespace {
 
-constexpr int kMaxDepth = 3;       // tuples of tuples of sizes, no deeper
-constexpr size_t kMaxItems = 64;   // a container with more elements is not searched for sizes
+// Searched for sizes at every instruction of a run that read some: kept
+// small. A container beyond them counts as holding sizes.
+constexpr int kMaxDepth = 2;       // a tuple of tuples of sizes, no deeper
+constexpr size_t kMaxItems = 16;
 
 }  // namespace
 
 void Monitor::tagSize(NodeId size, NodeId tensor, int64_t dim) {
   ShadowNode& n = refs_.node(size);
-  if (n.kind != NodeKind::Atom || n.atom.kind != record::Atom::Kind::Int) return;
   PyObject* t = refs_.node(tensor).obj;
+  if (n.kind != NodeKind::Atom || n.atom.kind != record::Atom::Kind::Int || !t || !isTensor(t)) return;
   n.sizeOf = tensor;
   n.sizeDim = int32_t(dim);
-  n.sizeValue = t && isTensor(t) ? ops_->valueOf(tensorOf(t)) : -1;
+  n.sizeValue = ops_->valueOf(tensorOf(t));
   sizesTagged_ = true;
 }
 
