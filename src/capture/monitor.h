@@ -203,6 +203,7 @@ class Monitor : public OpRecorder::Delegate {
   void followSizes(Pending& p);
   void sliceSizes(NodeId from, PyObject* slice, NodeId to);
   void concatSizes(NodeId left, NodeId right, NodeId to);
+  void copySizeTag(NodeId from, NodeId to);
   void hintSizes(const std::vector<NodeId>& values);
   void flattenInts(NodeId n, std::vector<OpRecorder::SizeHint>& out, int depth);
   bool isSizeCall(const Pending& p) const;

@@ -46,12 +46,18 @@ void Monitor::sliceSizes(NodeId from, PyObject* slice, NodeId to) {
   }
   for (Py_ssize_t k = 0; k < count; ++k) {
     NodeId source = refs_.node(from).refOf(Relation::at(start + k * step), refs_.node(from).versions.size() - 1);
-    NodeId target = refs_.node(to).refOf(Relation::at(k), refs_.node(to).versions.size() - 1);
-    if (source < 0 || target < 0 || refs_.node(source).sizeOf == kNoNode) continue;
-    const ShadowNode& s = refs_.node(source);
-    tagSize(target, s.sizeOf, s.sizeDim);
-    refs_.node(target).sizeValue = s.sizeValue;
+    copySizeTag(source, refs_.node(to).refOf(Relation::at(k), refs_.node(to).versions.size() - 1));
   }
+}
+
+void Monitor::copySizeTag(NodeId from, NodeId to) {
+  if (from < 0 || to < 0 || refs_.node(from).sizeOf == kNoNode) return;
+  const ShadowNode& s = refs_.node(from);
+  ShadowNode& t = refs_.node(to);
+  if (t.kind != NodeKind::Atom || t.atom.kind != record::Atom::Kind::Int) return;
+  t.sizeOf = s.sizeOf;
+  t.sizeDim = s.sizeDim;
+  t.sizeValue = s.sizeValue;
 }
 
 // x.size()[:-1] + (h, d): the new tuple's elements are those of both.
@@ -61,11 +67,7 @@ void Monitor::concatSizes(NodeId left, NodeId right, NodeId to) {
   for (NodeId part : {left, right})
     for (auto& e : refs_.node(part).last().refs) {
       if (k >= out.size()) return;
-      NodeId target = out[k++].target;
-      if (e.target < 0 || target < 0 || refs_.node(e.target).sizeOf == kNoNode) continue;
-      const ShadowNode& s = refs_.node(e.target);
-      tagSize(target, s.sizeOf, s.sizeDim);
-      refs_.node(target).sizeValue = s.sizeValue;
+      copySizeTag(e.target, out[k++].target);
     }
 }
 

@@ -14,6 +14,29 @@
 using namespace magpy;
 using namespace magpy::record;
 
+namespace {
+
+// A placeholder for args[0], and an operator node.
+Node argument(std::vector<TensorMeta> outputs = {}) {
+  Node x;
+  x.kind = NodeKind::Placeholder;
+  x.name = x.target = "x";
+  x.source = AccessPath::arg(0);
+  x.outputs = std::move(outputs);
+  return x;
+}
+
+Node op(const std::string& name, const std::string& target, const std::string& overload, std::vector<Arg> args) {
+  Node n;
+  n.name = name;
+  n.target = target;
+  n.overload = overload;
+  n.args = std::move(args);
+  return n;
+}
+
+}  // namespace
+
 TEST(Plan, RunsTheSampleGraph) {
   RecordFile f = sample::sampleFile();
   replay::Plan plan(f.functions[0].records[0].graph, f.blobs);
@@ -87,15 +110,8 @@ TEST(Plan, FillsArgumentsANewerLibtorchAdded) {
   // A record made where relu... took fewer arguments still runs: missing
   // trailing arguments take the schema's defaults (softmax's dtype).
   Graph g;
-  Node x;
-  x.kind = NodeKind::Placeholder;
-  x.name = x.target = "x";
-  x.source = AccessPath::arg(0);
-  Node sm;
-  sm.name = "softmax";
-  sm.target = "aten::softmax";
-  sm.overload = "int";
-  sm.args = {Arg::node(0), Arg::integer(0)};
+  Node x = argument();
+  Node sm = op("softmax", "aten::softmax", "int", {Arg::node(0), Arg::integer(0)});
   Node out;
   out.kind = NodeKind::Output;
   out.args = {Arg::node(1)};
@@ -113,15 +129,8 @@ TEST(Plan, DynamicGraphsCheckEachResultAgainstTheCallsSizes) {
     return m;
   };
   Graph g;
-  Node x;
-  x.kind = NodeKind::Placeholder;
-  x.name = "x";
-  x.source = AccessPath::arg(0);
-  x.outputs = {dynamicMeta({{0, 1, 0}, {-1, 1, 3}})};
-  Node relu;
-  relu.name = "relu";
-  relu.target = "aten::relu";
-  relu.args = {Arg::node(0)};
+  Node x = argument({dynamicMeta({{0, 1, 0}, {-1, 1, 3}})});
+  Node relu = op("relu", "aten::relu", "", {Arg::node(0)});
   relu.outputs = x.outputs;
   Node out;
   out.kind = NodeKind::Output;
@@ -153,23 +162,12 @@ TEST(Plan, SymbolsBindOnceAndAreAtLeastTwo) {
 TEST(Plan, SizeListsReadSizesFromTheCallsTensors) {
   // x.view(x.size(0), 2, -1): the first size is read from x on every call.
   Graph g;
-  Node x;
-  x.kind = NodeKind::Placeholder;
-  x.name = "x";
-  x.source = AccessPath::arg(0);
-  x.outputs = {sample::meta({3, 4}, {4, 1})};
-  Node size;
-  size.name = "size";
-  size.target = "aten::size";
-  size.overload = "int";
-  size.args = {Arg::node(0), Arg::integer(0)};
-  Node view;
-  view.name = "view";
-  view.target = "aten::view";
+  Node x = argument({sample::meta({3, 4}, {4, 1})});
+  Node size = op("size", "aten::size", "int", {Arg::node(0), Arg::integer(0)});
   Arg shape;
   shape.kind = Arg::Kind::SizeList;
   shape.ints = {1, 1, 0, 2, 0, -1};
-  view.args = {Arg::node(0), shape};
+  Node view = op("view", "aten::view", "", {Arg::node(0), shape});
   Node out;
   out.kind = NodeKind::Output;
   out.args = {Arg::node(2)};
