@@ -107,7 +107,7 @@ std::string nodeText(const Node& n, const Graph& g) {
     for (auto& a : n.args) args.push_back(argText(a, g));
     s = (n.kind == NodeKind::Output ? "output" : n.opName()) + "(" + join(args, ", ") + ")";
   }
-  for (auto& m : n.outputs) s += " : " + m.dtype + formatInts(m.shape);
+  for (auto& m : n.outputs) s += " : " + typeText(m);
   return s;
 }
 

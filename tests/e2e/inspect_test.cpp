@@ -146,7 +146,7 @@ TEST_P(Diff, NamesTheOneChange) {
   EXPECT_TRUE(contains(same.out, "\"same\": true")) << same.out;
 }
 
-INSTANTIATE_TEST_SUITE_P(Variants, Diff, ::testing::Values("shape", "global", "layer", "weight"),
+INSTANTIATE_TEST_SUITE_P(Variants, Diff, ::testing::Values("shape", "global", "layer", "weight", "batches"),
                          [](const auto& info) { return std::string(info.param); });
 
 TEST(Report, BreaksAndTheAnnotationThatRemovesThem) {
@@ -176,4 +176,21 @@ TEST(Report, BreaksAndTheAnnotationThatRemovesThem) {
   std::string after = s.read("after.txt");
   EXPECT_TRUE(contains(after, "record 0: one graph of 3 operators")) << after;
   EXPECT_FALSE(contains(after, "graph breaks")) << after;
+}
+
+// --explain says which record a new one joined as a dynamic record, or
+// where the program used a size (and so kept its sizes).
+TEST(Explain, DynamicRecordsSayWhatTheyJoinedAndWhyNot) {
+  Scratch s("explain_dynamic");
+  std::string program = sourceDir() + "/tests/e2e/programs/variants.py";
+  Result joined = s.run("magpy-capture -q --explain -o batches.mgp " + program + " batches");
+  ASSERT_EQ(joined.status, 0) << joined.err;
+  s.write("reads.py",
+          "import torch, magpy\n"
+          "f = magpy.compile(lambda x: x * 2 if x.shape[0] > 2 else x)\n"
+          "f(torch.ones(2, 3)); f(torch.ones(4, 3))\n");
+  Result kept = s.run("magpy-capture -q --explain reads.py");
+  ASSERT_EQ(kept.status, 0) << kept.err;
+  std::string text = joined.err + kept.err;
+  EXPECT_EQ(text, golden("explain_dynamic.txt", text));
 }

@@ -6,6 +6,7 @@ one way, for the golden tests of magpy-inspect diff:
     global   SCALE = 0.5 instead of 1.0
     layer    a second Linear layer after the first
     weight   one weight of the first layer changed
+    batches  a second call at batch 4: one dynamic record (batch s0)
 """
 import sys
 
@@ -38,6 +39,7 @@ if variant == "weight":
     with torch.no_grad():
         net.fc.weight[0, 0] += 1.0
 compiled = magpy.compile(net)
-for _ in range(2):
-    out = compiled(x)
-assert torch.equal(out, net(x)), "compiled result differs from eager"
+second = torch.randn(4, 4, generator=torch.Generator().manual_seed(2)) if variant == "batches" else x
+for call in (x, second):
+    out = compiled(call)
+    assert torch.equal(out, net(call)), "compiled result differs from eager"
