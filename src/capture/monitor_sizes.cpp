@@ -73,7 +73,7 @@ void Monitor::concatSizes(NodeId left, NodeId right, NodeId to) {
 
 bool Monitor::isSizeCall(const Pending& p) const {
   const std::string& n = p.calleeName;
-  return n.size() > 5 && n.compare(n.size() - 5, 5, ".size") == 0 && !p.positionalObjs.empty() &&
+  return p.annotation && !p.annotation->op && n.size() > 5 && n.compare(n.size() - 5, 5, ".size") == 0 && !p.positionalObjs.empty() &&
          isTensor(p.positionalObjs[0]);
 }
 

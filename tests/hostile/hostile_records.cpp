@@ -5,6 +5,7 @@
 
 #include "magpy/record/format.h"
 #include "magpy/support/hash.h"
+#include "../unit/sample.h"
 
 namespace magpy::hostile {
 namespace {
@@ -145,11 +146,7 @@ RecordFile oneCall(std::vector<Node> nodes, Value args = container(Value::Kind::
 }
 
 Node op(const std::string& name, const std::string& target, const std::string& overload, std::vector<Arg> args) {
-  Node n;
-  n.name = name;
-  n.target = target;
-  n.overload = overload;
-  n.args = std::move(args);
+  Node n = sample::opNode(name, target, overload, std::move(args));
   n.where = "hostile.py:1";
   return n;
 }

@@ -19,10 +19,7 @@ Check tensorCheck(std::vector<int64_t> shape, std::vector<int64_t> strides) {
 }
 
 Node op(const std::string& name, const std::string& target, std::vector<Arg> args, TensorMeta out) {
-  Node n;
-  n.name = name;
-  n.target = target;
-  n.args = std::move(args);
+  Node n = sample::opNode(name, target, "", std::move(args));
   n.outputs = {std::move(out)};
   return n;
 }

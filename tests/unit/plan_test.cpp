@@ -16,7 +16,7 @@ using namespace magpy::record;
 
 namespace {
 
-// A placeholder for args[0], and an operator node.
+// A placeholder for args[0].
 Node argument(std::vector<TensorMeta> outputs = {}) {
   Node x;
   x.kind = NodeKind::Placeholder;
@@ -26,14 +26,7 @@ Node argument(std::vector<TensorMeta> outputs = {}) {
   return x;
 }
 
-Node op(const std::string& name, const std::string& target, const std::string& overload, std::vector<Arg> args) {
-  Node n;
-  n.name = name;
-  n.target = target;
-  n.overload = overload;
-  n.args = std::move(args);
-  return n;
-}
+using sample::opNode;
 
 }  // namespace
 
@@ -111,7 +104,7 @@ TEST(Plan, FillsArgumentsANewerLibtorchAdded) {
   // trailing arguments take the schema's defaults (softmax's dtype).
   Graph g;
   Node x = argument();
-  Node sm = op("softmax", "aten::softmax", "int", {Arg::node(0), Arg::integer(0)});
+  Node sm = opNode("softmax", "aten::softmax", "int", {Arg::node(0), Arg::integer(0)});
   Node out;
   out.kind = NodeKind::Output;
   out.args = {Arg::node(1)};
@@ -130,7 +123,7 @@ TEST(Plan, DynamicGraphsCheckEachResultAgainstTheCallsSizes) {
   };
   Graph g;
   Node x = argument({dynamicMeta({{0, 1, 0}, {-1, 1, 3}})});
-  Node relu = op("relu", "aten::relu", "", {Arg::node(0)});
+  Node relu = opNode("relu", "aten::relu", "", {Arg::node(0)});
   relu.outputs = x.outputs;
   Node out;
   out.kind = NodeKind::Output;
@@ -163,11 +156,11 @@ TEST(Plan, SizeListsReadSizesFromTheCallsTensors) {
   // x.view(x.size(0), 2, -1): the first size is read from x on every call.
   Graph g;
   Node x = argument({sample::meta({3, 4}, {4, 1})});
-  Node size = op("size", "aten::size", "int", {Arg::node(0), Arg::integer(0)});
+  Node size = opNode("size", "aten::size", "int", {Arg::node(0), Arg::integer(0)});
   Arg shape;
   shape.kind = Arg::Kind::SizeList;
   shape.ints = {1, 1, 0, 2, 0, -1};
-  Node view = op("view", "aten::view", "", {Arg::node(0), shape});
+  Node view = opNode("view", "aten::view", "", {Arg::node(0), shape});
   Node out;
   out.kind = NodeKind::Output;
   out.args = {Arg::node(2)};

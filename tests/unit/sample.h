@@ -15,6 +15,17 @@ inline record::TensorBlob floatBlob(std::vector<int64_t> shape, std::vector<floa
   return b;
 }
 
+// An operator node: target "aten::view", overload "" for the default one.
+inline record::Node opNode(const std::string& name, const std::string& target, const std::string& overload,
+                           std::vector<record::Arg> args) {
+  record::Node n;
+  n.name = name;
+  n.target = target;
+  n.overload = overload;
+  n.args = std::move(args);
+  return n;
+}
+
 inline record::TensorMeta meta(std::vector<int64_t> shape, std::vector<int64_t> strides) {
   record::TensorMeta m;
   m.shape = std::move(shape);
