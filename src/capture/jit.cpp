@@ -114,6 +114,103 @@ struct Session::Impl {
     return SIZE_MAX;
   }
 
+  // Guard fail reason detection (MagPy 6.1): where every guard a record
+  // misses on is a number of the state that now has another value of the
+  // same type, the function's calls differ in that number. Its later runs
+  // lift it (monitor_numbers.cpp).
+  void learnVaryingNumbers(Unit& fn, const LiveRoots& roots) {
+    for (auto& e : fn.entries) {
+      if (!e.plan || e.retired) continue;
+      LiveStore store = e.live->store(roots);
+      LiveRecord::Values values(store, e.live->tree());
+      std::vector<size_t> missed;
+      try {
+        missed = e.live->misses(values);
+      } catch (const std::exception&) {
+        continue;
+      }
+      std::vector<std::pair<const record::Guard*, record::Atom>> changed;
+      for (size_t i : missed) {
+        const record::Guard& g = e.record.guards[i];
+        bool number = g.check.kind == record::Check::Kind::Equals && g.path.root != record::AccessPath::Root::Runtime &&
+                      (g.check.atom.kind == record::Atom::Kind::Int || g.check.atom.kind == record::Atom::Kind::Float);
+        PyRef now = number ? resolveLive(g.path, roots) : PyRef();
+        auto atom = now ? atomOf(now.get()) : std::nullopt;
+        if (!atom || atom->kind != g.check.atom.kind) {
+          changed.clear();
+          break;
+        }
+        changed.push_back({&g, *atom});
+      }
+      for (auto& [g, now] : changed)
+        if (!fn.sizingNumbers.count(g->path) && fn.varyingNumbers.insert(g->path).second && options.explain)
+          std::cerr << "magpy: " << fn.name << ": " << record::toString(g->path) << " changes between calls ("
+                    << record::toString(g->check.atom) << ", now " << record::toString(now) << "): lifting it into the graph\n";
+    }
+  }
+
+  // A record whose lifted numbers may vary serves every call an earlier
+  // record that differs only in their values serves: it replaces the latest
+  // such record. Returns its index, or SIZE_MAX.
+  size_t coveredByNumbers(const Unit& fn, const record::Record& made) const {
+    auto covers = [](const record::Guard& mine, const record::Guard& theirs) {
+      if (mine == theirs) return true;
+      bool relaxed = mine.check.kind == record::Check::Kind::Type && theirs.check.kind == record::Check::Kind::Equals &&
+                     mine.path == theirs.path;
+      if (!relaxed) return false;
+      record::Atom::Kind k = theirs.check.atom.kind;
+      return (k == record::Atom::Kind::Int && mine.check.s == "builtins.int") ||
+             (k == record::Atom::Kind::Float && mine.check.s == "builtins.float");
+    };
+    if (!made.breaks.empty()) return SIZE_MAX;
+    for (size_t i = fn.entries.size(); i-- > 0;) {
+      const record::Record& earlier = fn.entries[i].record;
+      if (!fn.entries[i].plan || fn.entries[i].retired || earlier.guards.size() != made.guards.size()) continue;
+      bool all = true;
+      for (size_t k = 0; all && k < made.guards.size(); ++k) all = covers(made.guards[k], earlier.guards[k]);
+      if (all) return i;
+    }
+    return SIZE_MAX;
+  }
+
+  // A record with lifted numbers whose results' sizes changed with them:
+  // graphs keep the sizes seen at capture, so these numbers stay guarded
+  // from now on, and the JIT stops trying the record (it stays in the file:
+  // it served the calls before, and replay checks its sizes too).
+  void retireIfNumbersSize(Unit& fn, size_t r) {
+    Entry& e = fn.entries[r];
+    std::string paths;
+    for (auto& g : e.record.guards)
+      if (g.check.kind == record::Check::Kind::Type && fn.varyingNumbers.count(g.path)) {
+        fn.varyingNumbers.erase(g.path);
+        fn.sizingNumbers.insert(g.path);
+        paths += (paths.empty() ? "" : ", ") + record::toString(g.path);
+      }
+    if (paths.empty()) return;
+    e.retired = true;
+    if (options.explain)
+      std::cerr << "magpy: " << fn.name << ": record " << r << " computes other sizes for other values of " << paths
+                << ": they stay guarded from now on\n";
+  }
+
+  void explainNumbers(const Unit& fn, const CallSpec& spec, const record::Record& made, const Monitor& monitor,
+                      size_t replaced) const {
+    std::string lifted, kept;
+    for (auto& g : made.guards) {
+      if (!spec.varyingNumbers.count(g.path)) continue;
+      std::string& list = g.check.kind == record::Check::Kind::Type ? lifted : kept;
+      list += (list.empty() ? "" : ", ") + record::toString(g.path);
+    }
+    if (!lifted.empty())
+      std::cerr << "magpy: " << fn.name << ": this record computes with " << lifted << " in its graph, for any value"
+                << (replaced == SIZE_MAX ? "" : "; it replaces record " + std::to_string(replaced)) << "\n";
+    if (!kept.empty())
+      std::cerr << "magpy: " << fn.name << ": this record keeps the value of " << kept << ": "
+                << (monitor.numberUse().empty() ? "the run may stop half-way (it writes its inputs in place or draws random numbers)"
+                                                : monitor.numberUse())
+                << "\n";
+  }
+
   // ---- progress ----
 
   // A line on stderr, redrawn at most four times a second, for captures
@@ -150,6 +247,7 @@ struct Session::Impl {
     auto since = [](Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); };
     for (size_t r = 0; r < fn.entries.size(); ++r) {
       Entry& e = fn.entries[r];
+      if (e.retired) continue;
       LiveStore store = e.live->store(inv.roots);
       LiveRecord::Values values(store, e.live->tree());
       auto t0 = Clock::now();
@@ -176,6 +274,7 @@ struct Session::Impl {
           outputs = e.plan->runWith(e.live->inputs(values), &values.symbols());
         } catch (const replay::SizeMismatch& m) {
           if (!e.plan->stopsCleanly()) throw;
+          retireIfNumbersSize(fn, r);
           fn.graphTime += since(t1);
           misses.push_back(replay::GuardMiss{"(sizes)", "results of the sizes the record computes", m.what()});
           continue;
@@ -203,11 +302,13 @@ struct Session::Impl {
     if (misses.size() > kShown) why += "; and " + std::to_string(misses.size() - kShown) + " more records missed";
     if (options.explain && !misses.empty())
       std::cerr << "magpy: " << fn.name << ": call " << fn.calls - 1 << " matches no record (" << why << "); monitoring it\n";
+    if (options.dynamic && fn.dynamic) learnVaryingNumbers(fn, inv.roots);
     Monitor monitor(annotations);
     CallSpec spec = fn.shape;
     spec.args = inv.roots.args;
     spec.kwargs = inv.roots.kwargs;
     spec.invoke = inv.run;
+    spec.varyingNumbers = fn.varyingNumbers;
     ++monitoringDepth();
     auto t3 = Clock::now();
     PyRef result = PyRef::steal(monitor.run(spec));
@@ -231,7 +332,10 @@ struct Session::Impl {
     }
     if (!breaks.empty()) built = buildBreakRecord(monitor, spec, breaks);
     built.record.origin = fn.entries.empty() ? "first call" : "call " + std::to_string(fn.calls - 1) + ": " + why;
-    size_t replaced = breaks.empty() && !monitor.readSizes() ? generalizeInto(fn, built.record) : SIZE_MAX;
+    size_t replaced = coveredByNumbers(fn, built.record);
+    if (options.explain && !spec.varyingNumbers.empty())
+      explainNumbers(fn, spec, built.record, monitor, replaced);
+    if (replaced == SIZE_MAX && breaks.empty() && !monitor.readSizes()) replaced = generalizeInto(fn, built.record);
     if (options.explain && monitor.readSizes() && options.dynamic && fn.dynamic)
       std::cerr << "magpy: " << fn.name << ": this record keeps its sizes: " << monitor.sizeUse() << "\n";
     if (options.explain)

@@ -314,6 +314,8 @@ std::optional<replay::GuardMiss> LiveRecord::check(Values& values) const {
   return access_.firstMiss(values, replay::RecordAccess::Guards::All, expected_);
 }
 
+std::vector<size_t> LiveRecord::misses(Values& values) const { return access_.misses(values, expected_); }
+
 std::vector<c10::IValue> LiveRecord::inputs(Values& values) const { return access_.inputs(values); }
 
 PyRef LiveRecord::mock(const std::vector<c10::IValue>& outputs, Values& values) const {

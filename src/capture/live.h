@@ -102,6 +102,7 @@ class LiveRecord {
   const replay::PathTree& tree() const { return access_.tree(); }
 
   std::optional<replay::GuardMiss> check(Values& v) const;
+  std::vector<size_t> misses(Values& v) const;  // every guard that does not hold
   std::vector<c10::IValue> inputs(Values& v) const;  // throws Error
   PyRef mock(const std::vector<c10::IValue>& outputs, Values& v) const;  // throws Error
 

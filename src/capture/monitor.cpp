@@ -80,6 +80,7 @@ const record::TensorMeta* Monitor::entryMeta(NodeId id) const {
 
 PyObject* Monitor::run(const CallSpec& call) {
   call_ = &call;
+  liftNumbers_ = !call.varyingNumbers.empty();
   callerFrame_ = PyEval_GetFrame();
   readRuntimeState("default_dtype");
 
@@ -251,6 +252,7 @@ void Monitor::begin(ShadowFrame& sf, const Instruction& ins) {
   if (!takeInputs(sf, ins)) return;
   Pending& p = sf.pending;
   if (sizesTagged_) followSizes(p);
+  if (liftNumbers_) followNumbers(p);
   if (locationCode_.get() != reinterpret_cast<PyObject*>(sf.view.code()))
     locationCode_ = PyRef::borrow(reinterpret_cast<PyObject*>(sf.view.code()));
   locationLine_ = p.line;
@@ -320,7 +322,7 @@ void Monitor::finish(ShadowFrame& sf) {
   // A break while finishing is reported at the frame's current line with
   // no instruction: the pending one is no longer running.
   sf.pending.active = false;
-  ops_->clearSizeHints();
+  fixUnliftedNumbers();
   pushOutputs(sf, sf.pending);
   sf.pending.clear();
 }

@@ -38,6 +38,10 @@ struct CallSpec {
   PyObject* args = nullptr;       // tuple
   PyObject* kwargs = nullptr;     // dict or null
   std::string homeModule;         // the module G[...] refers to
+  // Numbers the JIT saw change between calls (MagPy 6.1): the run lifts
+  // the ints and floats it reads from its state into the graph, and the
+  // record builder lets these paths vary where the run allows it.
+  std::set<record::AccessPath> varyingNumbers;
   // Runs the call (its first Python frame is the root of the run); by
   // default, self(*args, **kwargs).
   std::function<PyObject*()> invoke;
@@ -61,6 +65,14 @@ class Monitor : public OpRecorder::Delegate {
   // must not become dynamic.
   bool readSizes() const { return !sizeUse_.empty(); }
   const std::string& sizeUse() const { return sizeUse_; }  // the first such use, and where
+  // Whether the run computed with the number at node id only in ways the
+  // graph repeats (arithmetic, operator arguments, stores): then its record
+  // holds for any value of it. False unless the call lifts numbers.
+  bool numberFree(NodeId id) const;
+  // The graph node of a number the run lifted (an input is added for one
+  // read from the state and not used yet), or -1.
+  int liftedNumber(NodeId id);
+  const std::string& numberUse() const { return numberUse_; }  // the first use that fixes a number, and where
   NodeId resultNode() const { return result_; }
   // A copy of a tensor's contents from before the run first wrote it.
   const at::Tensor* entryContent(const at::Tensor& t) const;
@@ -209,6 +221,16 @@ class Monitor : public OpRecorder::Delegate {
   bool isSizeCall(const Pending& p) const;
   void useSizes(const std::string& how);
 
+  // Numbers the program keeps in its state, lifted (monitor_numbers.cpp).
+  bool liftable(NodeId n) const;
+  bool holdsNumbers(NodeId n, int depth = 0) const;
+  int numberNode(NodeId n);
+  void followNumbers(Pending& p);
+  void liftArithmetic(Step& s);
+  void fixNumbers(NodeId n, const std::string& how, int depth = 0);
+  void fixGraphNumber(int node, const std::string& how);
+  void fixUnliftedNumbers();
+
   // Nodes, tensors, breaks (monitor.cpp).
   bool externalOpaque(NodeId id) const;
   // callee: the native function the break is about, when an annotation would remove it.
@@ -253,6 +275,10 @@ class Monitor : public OpRecorder::Delegate {
   std::string sizeUse_;       // the first read or use of sizes other than by operators; empty: none
   bool sizesTagged_ = false;  // the run read sizes it follows (ShadowNode::sizeOf)
   std::unordered_map<NodeId, std::vector<NodeId>> sliceParts_;  // slice objects: start, stop, step
+  bool liftNumbers_ = false;      // CallSpec::varyingNumbers is not empty
+  std::set<NodeId> fixedNumbers_;  // numbers of the state whose value the run depends on
+  bool allNumbersFixed_ = false;   // a use too deep to follow: all of them
+  std::string numberUse_;
   bool done_ = false;
   std::map<std::string, record::Atom> runtimeReads_;
 };

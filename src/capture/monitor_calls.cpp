@@ -262,12 +262,20 @@ void Monitor::beginAnnotatedCall(Pending& p, PyObject* callable) {
   }
   for (auto& kw : p.keywords)
     if (kw.second >= 0) refs_.use(kw.second);
-  if (sizesTagged_) {
+  if (sizesTagged_ || liftNumbers_) {
     std::vector<NodeId> passed = p.positional;
     for (auto& kw : p.keywords) passed.push_back(kw.second);
-    bool sizes = false;
-    for (NodeId n : passed) sizes = sizes || holdsSizes(n);
-    if (sizes && a.op) hintSizes(passed);  // its operators take them
+    bool sizes = false, numbers = false;
+    for (NodeId n : passed) {
+      sizes = sizes || (sizesTagged_ && holdsSizes(n));
+      numbers = numbers || (liftNumbers_ && holdsNumbers(n));
+    }
+    // Its operators take them. Numbers only where native code (torch's
+    // bindings) passes them on as they are: a Python function under an
+    // annotation may compute with them unseen.
+    if (numbers && (!a.op || PyFunction_Check(callable)))
+      for (NodeId n : passed) fixNumbers(n, p.calleeName + " takes a number");
+    if ((sizes || numbers) && a.op) hintSizes(passed);
     else if (sizes) useSizes(p.calleeName + " takes a size");
   }
   // Python code under an annotation is summarized by it, not traced.

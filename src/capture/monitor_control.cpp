@@ -40,6 +40,7 @@ bool Monitor::finishBinaryOp(Step& s) {
     return true;
   }
   s.out[0] = operatorResult(s.p, v);
+  if (liftNumbers_) liftArithmetic(s);
   if (sizesTagged_ && s.out[0] >= 0 && PyTuple_Check(s.inObj(0)) && PyTuple_Check(s.inObj(1)) && PyTuple_Check(v))
     concatSizes(s.in(0), s.in(1), s.out[0]);  // x.size()[:-1] + (h, d)
   return s.out[0] != kNoNode;
@@ -68,7 +69,7 @@ bool Monitor::finishFormatValue(Step& s) {
 // BUILD_SET, BUILD_STRING, BUILD_SLICE: opaque values built from followed inputs.
 bool Monitor::finishBuildValue(Step& s) {
   s.out[0] = derived(s.p, s.outObj(0));
-  if (sizesTagged_ && s.ins().op == Op::BUILD_SLICE && s.out[0] >= 0) sliceParts_[s.out[0]] = s.p.inputs;
+  if ((sizesTagged_ || liftNumbers_) && s.ins().op == Op::BUILD_SLICE && s.out[0] >= 0) sliceParts_[s.out[0]] = s.p.inputs;
   return true;
 }
 

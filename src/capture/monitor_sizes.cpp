@@ -94,13 +94,24 @@ bool Monitor::holdsSizes(NodeId n, int depth) const {
   return false;
 }
 
-// The integers a value holds, in order, each a size or a plain number.
+// The numbers a value holds, in order: each a size, a lifted number (runs
+// that lift numbers; floats only there), or a plain number. Numbers an
+// operator call passes where no hint reaches (nested deeper, in a dict)
+// are fixed.
 void Monitor::flattenInts(NodeId n, std::vector<OpRecorder::SizeHint>& out, int depth) {
-  if (n < 0 || depth > kMaxDepth) return;
+  if (n < 0) return;
+  if (depth > kMaxDepth) {
+    if (liftNumbers_) fixNumbers(n, "an operator takes numbers nested too deeply", depth);
+    return;
+  }
   const ShadowNode& node = refs_.node(n);
-  if (node.kind == NodeKind::Atom && node.atom.kind == record::Atom::Kind::Int) {
+  bool isInt = node.kind == NodeKind::Atom && node.atom.kind == record::Atom::Kind::Int;
+  bool isFloat = node.kind == NodeKind::Atom && node.atom.kind == record::Atom::Kind::Float;
+  if (isInt || (isFloat && liftNumbers_)) {
     OpRecorder::SizeHint h;
-    h.number = node.atom.i;
+    h.number = isInt ? node.atom.i : 0;
+    h.real = isFloat;
+    h.f = node.atom.f;
     if (node.sizeOf != kNoNode) {
       // The size of the tensor as read: if the tensor has since become
       // another graph value (written in place), the number stays a number.
@@ -113,12 +124,18 @@ void Monitor::flattenInts(NodeId n, std::vector<OpRecorder::SizeHint>& out, int 
         h.value = now;
         h.dim = node.sizeDim;
       }
+    } else if (liftNumbers_ && liftable(n)) {
+      h.node = numberNode(n);
     }
     out.push_back(h);
     return;
   }
   if (node.kind == NodeKind::Tuple || node.kind == NodeKind::List) {
     for (auto& e : node.last().refs) flattenInts(e.target, out, depth + 1);
+    return;
+  }
+  if (node.kind == NodeKind::Dict) {
+    if (liftNumbers_) fixNumbers(n, "an operator takes numbers in a dict", depth);
     return;
   }
   auto it = sliceParts_.find(n);

@@ -1,5 +1,8 @@
 #include "capture/op_recorder.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/record_function.h>
@@ -176,6 +179,28 @@ int OpRecorder::addInput(const at::Tensor& t, std::string name) {
   return bind(t, int(graph_.nodes.size() - 1));
 }
 
+int OpRecorder::addNumberInput(const std::string& type) {
+  record::Node n;
+  n.kind = record::NodeKind::Placeholder;  // the record builder decides placeholder vs get_attr from the path
+  n.name = names_.create("number");
+  n.target = n.name;
+  n.number = type;
+  graph_.nodes.push_back(std::move(n));
+  return int(graph_.nodes.size() - 1);
+}
+
+int OpRecorder::addNumberOp(const std::string& target, std::vector<record::Arg> args, const std::string& type) {
+  record::Node n;
+  n.kind = record::NodeKind::CallFunction;
+  n.target = target;
+  n.name = names_.create(target.substr(target.find('.') + 1));
+  n.args = std::move(args);
+  n.number = type;
+  n.where = delegate_.sourceLocation();
+  graph_.nodes.push_back(std::move(n));
+  return int(graph_.nodes.size() - 1);
+}
+
 int OpRecorder::addConstant(const at::Tensor& t, int64_t blob) {
   record::Node n;
   n.kind = record::NodeKind::GetAttr;
@@ -342,17 +367,48 @@ bool OpRecorder::argFor(const c10::IValue& v, const c10::Argument& param, record
 
 // The size hint a number stands for, when exactly one size (and no plain
 // number of the call) has that value.
-const OpRecorder::SizeHint* OpRecorder::sizeFor(int64_t number) const {
-  const SizeHint* found = nullptr;
-  for (auto& h : hints_) {
-    if (h.number != number) continue;
-    if (h.value < 0 || (found && (found->value != h.value || found->dim != h.dim))) return nullptr;
-    found = &h;
-  }
-  return found;
+namespace {
+
+bool sameBits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+// How many of an operator's scalar arguments have a hint's value.
+size_t occurrences(const record::Arg& a, const OpRecorder::SizeHint& h) {
+  using K = record::Arg::Kind;
+  bool wrappedInt = a.kind == K::WrappedScalar && a.s == "int64", wrappedReal = a.kind == K::WrappedScalar && a.s == "float64";
+  if (a.kind == K::Int || wrappedInt) return !h.real && a.i == h.number;
+  if (a.kind == K::Float || wrappedReal) return h.real && sameBits(a.f, h.f);
+  if (a.kind == K::IntList && !h.real) return size_t(std::count(a.ints.begin(), a.ints.end(), h.number));
+  return 0;
 }
 
-int OpRecorder::sizeNode(const SizeHint& h, const std::string& where) {
+}  // namespace
+
+// The hint a number argument is: the one hint with its value, where that
+// names a size or lifted number. Where several hints (or a plain number)
+// have the value, none is taken, and lifted numbers with it conflict.
+OpRecorder::SizeHint* OpRecorder::hintFor(bool real, int64_t i, double f) {
+  SizeHint* found = nullptr;
+  bool ambiguous = false;
+  auto same = [&](const SizeHint& h) { return h.real == real && (real ? sameBits(h.f, f) : h.number == i); };
+  for (auto& h : hints_) {
+    if (!same(h)) continue;
+    bool named = h.value >= 0 || h.node >= 0;
+    if (!named || (found && (found->value != h.value || found->dim != h.dim || found->node != h.node))) ambiguous = true;
+    found = &h;
+  }
+  if (ambiguous) {
+    for (auto& h : hints_)
+      if (same(h) && h.node >= 0) h.conflict = true;
+    return nullptr;
+  }
+  return found && !found->conflict ? found : nullptr;
+}
+
+int OpRecorder::hintNode(SizeHint& h, const std::string& where) {
+  if (h.node >= 0) {
+    h.lifted = true;
+    return h.node;
+  }
   auto [it, fresh] = sizeNodes_.try_emplace({h.value, h.dim}, 0);
   if (!fresh) return it->second;
   record::Node n;
@@ -366,29 +422,60 @@ int OpRecorder::sizeNode(const SizeHint& h, const std::string& where) {
   return it->second = int(graph_.nodes.size() - 1);
 }
 
-// Integers (and int lists) of an operator that are sizes the program read:
-// an int list equal to the call's integers matches them by position
-// (x.view(b, n, 4, 64)), anything else by value where that is unambiguous.
-void OpRecorder::liftSizes(record::Arg& a, const std::string& where) {
-  using K = record::Arg::Kind;
-  if (a.kind == K::Int) {
-    if (const SizeHint* h = sizeFor(a.i)) a = record::Arg::node(sizeNode(*h, where));
-    return;
+// An operator's arguments that are sizes the program read or numbers it
+// lifted. A lifted number's value in two arguments of one operator
+// (slice(x, 1, 0, 1, 1) for x[:, :n] with n = 1) cannot be told apart: it
+// conflicts, and the run then depends on its value.
+void OpRecorder::liftHints(std::vector<record::Arg>& args, const std::string& where) {
+  for (auto& h : hints_) {
+    if (h.node < 0) continue;
+    size_t seen = 0;
+    for (auto& a : args) seen += occurrences(a, h);
+    if (seen > 1) h.conflict = true;
   }
-  if (a.kind != K::IntList) return;
+  for (auto& a : args) liftHint(a, where);
+}
+
+// An int list equal to the call's numbers matches them by position
+// (x.view(b, n, 4, 64)), anything else by value where that is unambiguous.
+void OpRecorder::liftHint(record::Arg& a, const std::string& where) {
+  using K = record::Arg::Kind;
+  auto liftTo = [&](SizeHint* h, bool numbersOnly) {
+    if (h && (!numbersOnly || h->node >= 0)) a = record::Arg::node(hintNode(*h, where));
+  };
+  switch (a.kind) {
+    case K::Int: return liftTo(hintFor(false, a.i, 0), false);
+    case K::Float: return liftTo(hintFor(true, 0, a.f), true);
+    case K::WrappedScalar:
+      if (a.s == "int64") liftTo(hintFor(false, a.i, 0), true);
+      if (a.s == "float64") liftTo(hintFor(true, 0, a.f), true);
+      return;
+    case K::IntList: break;
+    default: return;
+  }
   bool positional = a.ints.size() == hints_.size();
-  for (size_t k = 0; positional && k < a.ints.size(); ++k) positional = a.ints[k] == hints_[k].number;
+  for (size_t k = 0; positional && k < a.ints.size(); ++k) positional = !hints_[k].real && a.ints[k] == hints_[k].number;
   std::vector<int64_t> pairs;
   bool lifted = false;
   for (size_t k = 0; k < a.ints.size(); ++k) {
-    const SizeHint* h = positional ? (hints_[k].value >= 0 ? &hints_[k] : nullptr) : sizeFor(a.ints[k]);
+    SizeHint* h = nullptr;
+    if (!positional) h = hintFor(false, a.ints[k], 0);
+    else if ((hints_[k].value >= 0 || hints_[k].node >= 0) && !hints_[k].conflict) h = &hints_[k];
     pairs.push_back(h ? 1 : 0);
-    pairs.push_back(h ? sizeNode(*h, where) : a.ints[k]);
+    pairs.push_back(h ? hintNode(*h, where) : a.ints[k]);
     lifted = lifted || h;
   }
   if (!lifted) return;
   a.kind = K::SizeList;
   a.ints = std::move(pairs);
+}
+
+std::vector<int> OpRecorder::takeUnliftedNumbers() {
+  std::vector<int> out;
+  for (auto& h : hints_)
+    if (h.node >= 0 && (!h.lifted || h.conflict)) out.push_back(h.node);
+  hints_.clear();
+  return out;
 }
 
 void OpRecorder::onOperator(const std::string& name, const std::string& overload,
@@ -420,10 +507,10 @@ void OpRecorder::onOperator(const std::string& name, const std::string& overload
   for (size_t i = 0; i < inputs.size() && i < params.size(); ++i) {
     record::Arg a;
     if (!argFor(inputs[i], params[i], a, op)) return;
-    if (!hints_.empty()) liftSizes(a, n.where);
     if (inputs[i].isTensor() && hasDataDependentShape(inputs[i].toTensor())) dataShape = true;
     n.args.push_back(std::move(a));
   }
+  if (!hints_.empty()) liftHints(n.args, n.where);
 
   // Flatten the results, each with its index among the operator's returns
   // (in a tensor list, among the list's elements): one tensor, several, or

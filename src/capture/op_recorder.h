@@ -63,18 +63,32 @@ class OpRecorder {
   bool hasDataDependentShape(const at::Tensor& t) const;
   // The node writes one of its tensor arguments: never dead code.
 
-  // The integers the Python call now running passes (flattened, in order),
-  // each a size read from a graph value (`value` >= 0: dimension `dim` of
-  // it) or a plain number. The operators the call dispatches take those
-  // sizes as aten::size.int nodes, so a dynamic record reads them from its
-  // tensors; an integer that more than one of them could be stays a number.
+  // A lifted Python number (record::Node::number): an input that reads it
+  // from the state, or arithmetic on such numbers and constants.
+  int addNumberInput(const std::string& type);
+  int addNumberOp(const std::string& target, std::vector<record::Arg> args, const std::string& type);
+
+  // The numbers the Python call now running passes (flattened, in order):
+  // a size read from a graph value (`value` >= 0: dimension `dim` of it),
+  // a lifted number (`node` >= 0), or a plain number. The operators the
+  // call dispatches take sizes as aten::size.int nodes and lifted numbers
+  // as their nodes; a number that more than one hint could be stays a
+  // number. A lifted number an operator takes in no argument, or also
+  // takes as a plain number where it cannot tell which is which, is
+  // reported by takeUnliftedNumbers(): the run depends on its value.
   struct SizeHint {
     int64_t number = 0;
     int value = -1;
     int64_t dim = 0;
+    int node = -1;
+    bool real = false;  // a float: its value is `f`
+    double f = 0;
+    bool lifted = false;    // some operator took it as its node
+    bool conflict = false;  // some operator took its value as a plain number
   };
   void setSizeHints(std::vector<SizeHint> hints) { hints_ = std::move(hints); }
-  void clearSizeHints() { hints_.clear(); }
+  // Clears the hints; returns the lifted numbers' nodes the operators did not take.
+  std::vector<int> takeUnliftedNumbers();
 
   // Called by the RecordFunction callbacks.
   void onOperator(const std::string& name, const std::string& overload, const std::vector<c10::IValue>& inputs,
@@ -84,9 +98,10 @@ class OpRecorder {
 
  private:
   int bind(const at::Tensor& t, int node);
-  void liftSizes(record::Arg& a, const std::string& where);
-  const SizeHint* sizeFor(int64_t number) const;
-  int sizeNode(const SizeHint& h, const std::string& where);
+  void liftHints(std::vector<record::Arg>& args, const std::string& where);
+  void liftHint(record::Arg& a, const std::string& where);
+  SizeHint* hintFor(bool real, int64_t i, double f);
+  int hintNode(SizeHint& h, const std::string& where);
   bool argFor(const c10::IValue& v, const c10::Argument& param, record::Arg& out, const std::string& op);
   static bool writesArgument(const std::string& name, const c10::FunctionSchema& schema, size_t i,
                              c10::ArrayRef<const c10::IValue> inputs);

@@ -32,6 +32,9 @@ struct Instruction {
 
 // Sub-operations of BINARY_OP's argument, in CPython's numbering.
 bool binaryOpIsInPlace(int arg);     // "+=" and friends
+// The graph's number operator (record::isNumberOp) for BINARY_OP's +, -, *,
+// /, // (and their in-place forms); null for the others.
+const char* numberBinaryOp(int arg);
 
 // Families of instructions.
 // Instructions during which Python code may legitimately run (special

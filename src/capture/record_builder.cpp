@@ -87,8 +87,8 @@ class Builder {
                     " is read: its __torch_function__ runs Python on every operator, which a graph cannot repeat");
     }
     guards();
-    graphInputs();
     mock();
+    graphInputs();  // after the mock, which may lift a number it writes
     finishGraph();
     entryState();
     refGraphView();
@@ -130,6 +130,16 @@ class Builder {
       record::Check c;
       switch (n.kind) {
         case NodeKind::Atom:
+          if (call_.varyingNumbers.count(path) && m_.numberFree(id) && replay::stopsCleanly(m_.ops().graph())) {
+            // A lifted number whose value the run did not depend on (MagPy 6.2.1):
+            // any value of its type will do. A run that can stop half-way (a
+            // size check failing after an in-place write) keeps the value.
+            PyTypeObject* type = n.atom.kind == record::Atom::Kind::Int ? &PyLong_Type : &PyFloat_Type;
+            c.kind = K::Type;
+            c.s = typeName(type);
+            addGuard(path, c, reinterpret_cast<PyObject*>(type));
+            break;
+          }
           c.kind = K::Equals;
           c.atom = n.atom;
           addGuard(path, c);
@@ -237,7 +247,8 @@ class Builder {
     for (auto& [index, shadow] : m_.graphInputs()) {
       auto it = entry_.first.find(shadow);
       if (it == entry_.first.end())
-        throw Error("a tensor the graph reads is not part of the call's state (it was made outside the graph)");
+        throw Error(std::string("a ") + (nodes[size_t(index)].number.empty() ? "tensor" : "number") +
+                    " the graph reads is not part of the call's state (it was made outside the graph)");
       record::Node& n = nodes[size_t(index)];
       n.source = it->second;
       const AccessPath& p = it->second;
@@ -260,6 +271,7 @@ class Builder {
     bool atEntry = entry_.first.count(id) > 0;
     if (n.kind == NodeKind::Atom) {
       if (n.dataDependent) throw Error("the function returns or stores a Python number computed from tensor contents");
+      if (int value = m_.liftedNumber(id); value >= 0) return output(value);
       return record::ValueExpr::constant(n.atom);
     }
     if (atEntry) return record::ValueExpr::read(entry_.first[id]);  // the same object, not a copy
@@ -267,9 +279,7 @@ class Builder {
       case NodeKind::Tensor: {
         int value = m_.ops().valueOf(tensorOf(n.obj));
         if (value < 0) throw Error("the function returns or stores a tensor that no graph operation made");
-        auto it = std::find(outputs_.begin(), outputs_.end(), value);
-        if (it == outputs_.end()) it = outputs_.insert(outputs_.end(), value);
-        return record::ValueExpr::output(int64_t(it - outputs_.begin()));
+        return output(value);
       }
       case NodeKind::Tuple:
       case NodeKind::List:
@@ -295,6 +305,12 @@ class Builder {
       default:
         throw Error("the function returns or stores a new " + typeName(Py_TYPE(n.obj)) + " object, which a record cannot rebuild");
     }
+  }
+
+  record::ValueExpr output(int value) {
+    auto it = std::find(outputs_.begin(), outputs_.end(), value);
+    if (it == outputs_.end()) it = outputs_.insert(outputs_.end(), value);
+    return record::ValueExpr::output(int64_t(it - outputs_.begin()));
   }
 
   static record::Atom keyAtom(const Relation& r) {

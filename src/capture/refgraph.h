@@ -92,6 +92,9 @@ struct ShadowNode {
   NodeId sizeOf = kNoNode;
   int32_t sizeDim = -1;
   int32_t sizeValue = -1;
+  // A lifted number (capture/monitor_numbers.cpp): the graph node that
+  // reads or computes this int or float; -1: none (yet).
+  int32_t number = -1;
 
   const ShadowVersion& last() const { return versions.back(); }
   NodeId refOf(const Relation& r, size_t version) const;  // kNoNode if absent

@@ -29,6 +29,9 @@ struct Entry {
   std::map<size_t, PathTrie> args;        // what the record reads below each argument
   std::map<std::string, PathTrie> kwargs;
   bool readSizes = false;                 // its run's Python code read tensor sizes: they stay fixed
+  // A record with lifted numbers whose operators computed other sizes for
+  // other values: its numbers change sizes, so the JIT no longer tries it.
+  bool retired = false;
 };
 
 struct Unit {
@@ -38,6 +41,9 @@ struct Unit {
   size_t parent = SIZE_MAX;  // segments: the compiled function they serve
   std::vector<Entry> entries;
   bool dynamic = true;       // records whose argument sizes change become one dynamic record
+  // Numbers of the state its calls were seen to differ in: runs lift them (CallSpec).
+  std::set<record::AccessPath> varyingNumbers;
+  std::set<record::AccessPath> sizingNumbers;  // numbers that changed the sizes of a record's results: not lifted again
   record::Value self;        // the state its records read, as first read
   bool haveSelf = false;
   std::set<record::AccessPath> statePaths;   // self- and module-rooted paths its records read

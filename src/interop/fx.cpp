@@ -123,6 +123,10 @@ class SourceWriter {
   std::string line(size_t i) const {
     const Node& n = g_.nodes[i];
     const std::string& v = vars_[i];
+    if (n.isInput() && !n.number.empty())
+      throw Error("node %" + n.name + " reads the Python number " + toString(n.source) +
+                  " from the state (a lifted number), which the torch.fx export does not carry yet; export a record "
+                  "captured with --dynamic off");
     switch (n.kind) {
       case NodeKind::Placeholder: return v + " = graph.placeholder(" + quote(n.name) + ")";
       case NodeKind::GetAttr: return v + " = graph.get_attr(" + quote(attrTarget(n, g_)) + ")";
@@ -136,6 +140,8 @@ class SourceWriter {
         throw Error("node %" + n.name + " is a " + toString(n.kind) + ", which capture does not make");
       case NodeKind::CallFunction: break;
     }
+    if (record::isNumberOp(n.target))  // Python's arithmetic, as torch.fx records it on symbolic sizes
+      return v + " = call(" + quote(n.name) + ", " + n.target + ", (" + arg(n.args.at(0)) + ", " + arg(n.args.at(1)) + "))";
     if (n.target == "getitem")
       return v + " = call(" + quote(n.name) + ", operator.getitem, (" + arg(n.args.at(0)) + ", " + arg(n.args.at(1)) + "))";
     const c10::FunctionSchema& schema = schemaOf(n);

@@ -321,6 +321,7 @@ template <class Ar> void io(Ar& ar, Node& n) {
   ar.zigzag(n.blob);
   ioVec(ar, "outputs", n.outputs, [&](TensorMeta& m) { io(ar, m); });
   ar.str(n.where);
+  ar.str(n.number);
 }
 
 template <class Ar> void io(Ar& ar, ValueExpr& e) {
@@ -577,6 +578,7 @@ class Validator {
       if (n.blob >= 0 && (n.outputs.empty() || n.kind != NodeKind::GetAttr)) bad(node + " holds contents but is not a constant");
       if (n.blob >= 0) tensor(uint32_t(n.blob), n.outputs[0], node);
       for (auto& m : n.outputs) meta(m, node);
+      number(n, node);
       for (auto& a : n.args)
         if (a.kind == Arg::Kind::SizeList) {
           bool pairs = a.ints.size() % 2 == 0;
@@ -592,6 +594,19 @@ class Validator {
       }
     }
     return outputs;
+  }
+
+  // A lifted number is an input with no tensor metadata, or arithmetic
+  // on two operands; nothing else says it computes a number.
+  void number(const Node& n, const std::string& node) const {
+    if (n.number.empty()) {
+      if (isNumberOp(n.target)) bad(node + " does number arithmetic but has no number type");
+      return;
+    }
+    if (n.number != "int" && n.number != "float") bad(node + " has number type '" + n.number + "' (int or float)");
+    bool input = n.isInput() && n.blob < 0 && n.outputs.empty();
+    bool arithmetic = n.kind == NodeKind::CallFunction && isNumberOp(n.target) && n.args.size() == 2 && n.outputs.empty();
+    if (!input && !arithmetic) bad(node + " has a number type but is neither a number input nor number arithmetic");
   }
 
   void expr(const ValueExpr& e, size_t outputs, const std::string& what) const {

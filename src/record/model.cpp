@@ -33,6 +33,18 @@ const Node* Graph::output() const {
   return nullptr;
 }
 
+bool isNumberOp(const std::string& target) {
+  return target == "operator.add" || target == "operator.sub" || target == "operator.mul" ||
+         target == "operator.truediv" || target == "operator.floordiv";
+}
+
+std::string numberOpResult(const std::string& target, const std::string& left, const std::string& right) {
+  bool known = (left == "int" || left == "float") && (right == "int" || right == "float");
+  if (!isNumberOp(target) || !known) return "";
+  if (target == "operator.truediv") return "float";
+  return left == "int" && right == "int" ? "int" : "float";
+}
+
 size_t Graph::numOps() const {
   size_t n = 0;
   for (auto& node : nodes) n += node.isOp();

@@ -129,10 +129,12 @@ std::vector<std::string> roleNames(uint8_t roles) {
 
 namespace {
 
-std::string metaText(const std::vector<TensorMeta>& outs) {
-  if (outs.empty()) return "";
+// What a node's value is: "  : float32[2, 3]", "  : int" (a lifted number).
+std::string metaText(const Node& n) {
+  if (!n.number.empty()) return "  : " + n.number;
+  if (n.outputs.empty()) return "";
   std::vector<std::string> parts;
-  for (auto& m : outs) parts.push_back(typeText(m));
+  for (auto& m : n.outputs) parts.push_back(typeText(m));
   return "  : " + join(parts, ", ");
 }
 
@@ -244,6 +246,7 @@ void graphJson(const Graph& g, JsonWriter& j) {
       }
       j.endArray();
     }
+    if (!n.number.empty()) j.field("number", n.number);
     if (!n.where.empty()) j.field("where", n.where);
     j.endObject();
   }
@@ -452,7 +455,7 @@ std::string printGraph(const Graph& g) {
       case NodeKind::Placeholder:
       case NodeKind::GetAttr:
         out << "%" << n.name << " = " << toString(n.kind) << " "
-            << (n.blob >= 0 ? "constant blob " + std::to_string(n.blob) : toString(n.source)) << metaText(n.outputs);
+            << (n.blob >= 0 ? "constant blob " + std::to_string(n.blob) : toString(n.source)) << metaText(n);
         break;
       case NodeKind::Output: {
         std::vector<std::string> parts;
@@ -463,7 +466,7 @@ std::string printGraph(const Graph& g) {
       default: {
         std::vector<std::string> parts;
         for (auto& a : n.args) parts.push_back(argText(a, g));
-        out << "%" << n.name << " = " << n.opName() << "(" << join(parts, ", ") << ")" << metaText(n.outputs);
+        out << "%" << n.name << " = " << n.opName() << "(" << join(parts, ", ") << ")" << metaText(n);
         if (!n.where.empty()) out << "  # " << n.where;
         if (std::string why = policyConcern(n); !why.empty())
           out << "  # outside the operator policy: " << why << " (magpy-run needs --trust-record)";

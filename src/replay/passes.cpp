@@ -299,7 +299,9 @@ std::vector<bool> foldable(const record::Graph& g) {
     forEachNodeArg(n, [&](int64_t j) { sources[i].insert(sources[size_t(j)].begin(), sources[size_t(j)].end()); });
     if (n.kind != NodeKind::CallFunction || hasSideEffects(n) || sources[i].empty()) continue;
     bool ok = !touched(i);
-    for (size_t src : sources[i]) ok = ok && g.nodes[src].kind == NodeKind::GetAttr && !use.written[src];
+    // Parameters only: a lifted number changes from call to call, and the
+    // fold cache keys on tensors' identity and version.
+    for (size_t src : sources[i]) ok = ok && g.nodes[src].kind == NodeKind::GetAttr && g.nodes[src].number.empty() && !use.written[src];
     fold[i] = ok;
   }
   return fold;

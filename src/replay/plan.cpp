@@ -4,6 +4,8 @@
 #include <ATen/ops/scalar_tensor.h>
 
 #include <algorithm>
+#include <cmath>
+#include <optional>
 #include <set>
 
 #include "magpy/record/graph_utils.h"
@@ -18,7 +20,9 @@ namespace {
 // One operand of a step: a constant boxed at load time, a slot, or a list
 // of slots packed into a c10::List at run time.
 struct Operand {
-  enum class Kind : uint8_t { Const, Slot, TensorList, OptionalTensorList, SizeList };
+  // WrappedNumber: a lifted Python number where the operator takes a Tensor
+  // (x * gain), made the 0-dim "wrapped number" tensor Python makes.
+  enum class Kind : uint8_t { Const, Slot, TensorList, OptionalTensorList, SizeList, WrappedNumber };
   Kind kind = Kind::Const;
   c10::IValue constant;
   int slot = -1;
@@ -26,8 +30,12 @@ struct Operand {
   std::vector<int64_t> sizes;  // SizeList: the constant entries
 };
 
+// Python's arithmetic on lifted numbers (record::isNumberOp).
+enum class NumberOp : uint8_t { None, Add, Sub, Mul, TrueDiv, FloorDiv };
+
 struct Step {
-  c10::OperatorHandle op;
+  std::optional<c10::OperatorHandle> op;  // none for a NumberOp
+  NumberOp number = NumberOp::None;
   std::string name;          // "aten::add.Tensor"
   std::string node;          // "%add_1 (model.py:14)", for errors
   bool checkGeometry = false;  // sizes/strides/offset come from the record: check them first
@@ -36,9 +44,44 @@ struct Step {
   bool unpackList = false;   // the op returns one Tensor[]: its elements go to `outputs`
   bool folded = false;       // depends only on parameters: computed once while they are unchanged
   std::vector<int> release;  // slots dead after this step
-  // Dynamic graphs: results whose sizes depend on the call's symbols.
+  // Results whose sizes depend on the call's symbols, or on lifted numbers
+  // (then checked against the sizes seen at capture).
   std::vector<std::pair<int, std::vector<record::SymDim>>> sizeChecks;
+
+  std::vector<int> operandSlots() const {
+    std::vector<int> out;
+    for (auto& op : operands) {
+      if (op.slot >= 0) out.push_back(op.slot);
+      for (int s : op.slots)
+        if (s >= 0) out.push_back(s);
+    }
+    return out;
+  }
 };
+
+std::vector<record::SymDim> fixedSizes(const std::vector<int64_t>& shape) {
+  std::vector<record::SymDim> dims(shape.size());
+  for (size_t d = 0; d < shape.size(); ++d) dims[d].offset = shape[d];
+  return dims;
+}
+
+// The number a schema type is: 'i' int, 'f' float, 0 neither.
+char numberType(const c10::Type& t) {
+  if (t.kind() == c10::TypeKind::IntType || t.kind() == c10::TypeKind::SymIntType) return 'i';
+  if (t.kind() == c10::TypeKind::FloatType) return 'f';
+  return 0;
+}
+
+// How a lifted number reaches an operator argument: as itself where the
+// schema takes that number (or any Scalar), wrapped where it takes a Tensor.
+Operand::Kind numberOperand(const c10::Argument& param, char number, const std::string& where) {
+  c10::TypePtr t = param.real_type();
+  if (t->kind() == c10::TypeKind::OptionalType) t = t->containedType(0);
+  if (t->kind() == c10::TypeKind::TensorType) return Operand::Kind::WrappedNumber;
+  if (t->kind() == c10::TypeKind::NumberType || numberType(*t) == number) return Operand::Kind::Slot;
+  throw Error(where + ": argument '" + param.name() + "' takes " + t->str() + ", the record passes a lifted " +
+              (number == 'i' ? "int" : "float"));
+}
 
 c10::IValue constantFor(const record::Arg& a, const c10::Argument& schemaArg, const std::string& where) {
   using K = record::Arg::Kind;
@@ -123,6 +166,95 @@ void checkGeometry(const Step& step, const std::vector<c10::IValue>& stack) {
         "-byte storage");
 }
 
+// Python's semantics: int arithmetic stays exact (an overflow of int64 is
+// refused, not wrapped), / gives a float, // floors.
+c10::IValue numberOp(NumberOp op, const c10::IValue& a, const c10::IValue& b) {
+  if (a.isInt() && b.isInt() && op != NumberOp::TrueDiv) {
+    int64_t x = a.toInt(), y = b.toInt(), r = 0;
+    bool overflow = false;
+    switch (op) {
+      case NumberOp::Add: overflow = __builtin_add_overflow(x, y, &r); break;
+      case NumberOp::Sub: overflow = __builtin_sub_overflow(x, y, &r); break;
+      case NumberOp::Mul: overflow = __builtin_mul_overflow(x, y, &r); break;
+      case NumberOp::FloorDiv:
+        if (y == 0) throw Error("integer division by zero");
+        if (x == INT64_MIN && y == -1) overflow = true;
+        else r = x / y - ((x % y != 0) && ((x < 0) != (y < 0)));
+        break;
+      default: break;
+    }
+    if (overflow) throw Error("integer arithmetic overflows 64 bits");
+    return c10::IValue(r);
+  }
+  double x = a.isInt() ? double(a.toInt()) : a.toDouble(), y = b.isInt() ? double(b.toInt()) : b.toDouble();
+  switch (op) {
+    case NumberOp::Add: return c10::IValue(x + y);
+    case NumberOp::Sub: return c10::IValue(x - y);
+    case NumberOp::Mul: return c10::IValue(x * y);
+    case NumberOp::TrueDiv:
+      if (y == 0) throw Error("float division by zero");
+      return c10::IValue(x / y);
+    case NumberOp::FloorDiv: {  // as Python's float //: through fmod, so x == (x // y) * y + x % y
+      if (y == 0) throw Error("float floor division by zero");
+      double mod = std::fmod(x, y), div = (x - mod) / y;
+      if (mod != 0 && ((y < 0) != (mod < 0))) div -= 1.0;
+      if (div == 0) return c10::IValue(std::copysign(0.0, x / y));
+      double floored = std::floor(div);
+      return c10::IValue(div - floored > 0.5 ? floored + 1.0 : floored);
+    }
+    default: break;
+  }
+  throw Error("unknown number operator");
+}
+
+NumberOp numberOpOf(const std::string& target) {
+  if (target == "operator.add") return NumberOp::Add;
+  if (target == "operator.sub") return NumberOp::Sub;
+  if (target == "operator.mul") return NumberOp::Mul;
+  if (target == "operator.truediv") return NumberOp::TrueDiv;
+  if (target == "operator.floordiv") return NumberOp::FloorDiv;
+  return NumberOp::None;
+}
+
+// operator.add(a, b) and its kin: each operand a lifted number or a
+// constant; the result's type must be the one Python's arithmetic gives.
+template <class NewSlot>
+Step numberStep(const record::Node& n, const std::string& where, const std::vector<std::vector<int>>& nodeSlots,
+                const std::vector<char>& slotNumber, const std::vector<bool>& slotLifted, NewSlot& newSlot) {
+  Step step;
+  step.number = numberOpOf(n.target);
+  step.name = n.target;
+  step.node = record::nameAndSource(n);
+  if (step.number == NumberOp::None || n.args.size() != 2 || (n.number != "int" && n.number != "float"))
+    throw Error(where + ": " + n.target + " is no number operator magpy-run knows (operator.add, sub, mul, truediv, floordiv "
+                "of two operands)");
+  std::string types[2];
+  bool lifted = false;
+  for (size_t k = 0; k < 2; ++k) {
+    const record::Arg& a = n.args[k];
+    Operand op;
+    if (a.kind == record::Arg::Kind::Node) {
+      if (a.i < 0 || size_t(a.i) >= nodeSlots.size() || nodeSlots[size_t(a.i)].size() != 1 ||
+          !slotNumber[size_t(nodeSlots[size_t(a.i)][0])])
+        throw Error(where + ": " + n.target + " takes a value that is not a number");
+      op.kind = Operand::Kind::Slot;
+      op.slot = nodeSlots[size_t(a.i)][0];
+      types[k] = slotNumber[size_t(op.slot)] == 'i' ? "int" : "float";
+      lifted = lifted || slotLifted[size_t(op.slot)];
+    } else if (a.kind == record::Arg::Kind::Int || a.kind == record::Arg::Kind::Float) {
+      op.constant = a.kind == record::Arg::Kind::Int ? c10::IValue(a.i) : c10::IValue(a.f);
+      types[k] = a.kind == record::Arg::Kind::Int ? "int" : "float";
+    } else {
+      throw Error(where + ": " + n.target + " takes numbers");
+    }
+    step.operands.push_back(std::move(op));
+  }
+  if (record::numberOpResult(n.target, types[0], types[1]) != n.number)
+    throw Error(where + ": " + n.target + " of " + types[0] + " and " + types[1] + " does not give " + n.number);
+  step.outputs.push_back(newSlot(n.number[0], lifted));
+  return step;
+}
+
 bool isOptionalTensorList(const c10::Argument& a) {
   auto list = a.type()->cast<c10::ListType>();
   return list && list->getElementType()->kind() == c10::TypeKind::OptionalType;
@@ -151,6 +283,14 @@ void runStep(const Step& step, std::vector<c10::IValue>& slots, std::vector<c10:
         stack.emplace_back(std::move(list));
         break;
       }
+      case Operand::Kind::WrappedNumber: {
+        const c10::IValue& v = slots[size_t(op.slot)];
+        at::Tensor t = v.isInt() ? at::scalar_tensor(v.toInt(), at::TensorOptions().dtype(at::kLong))
+                                 : at::scalar_tensor(v.toDouble(), at::TensorOptions().dtype(at::kDouble));
+        t.unsafeGetTensorImpl()->set_wrapped_number(true);
+        stack.emplace_back(std::move(t));
+        break;
+      }
       case Operand::Kind::SizeList: {  // sizes read from this call's tensors, and constants
         c10::List<int64_t> list;
         list.reserve(op.slots.size());
@@ -168,8 +308,12 @@ void runStep(const Step& step, std::vector<c10::IValue>& slots, std::vector<c10:
       }
     }
   }
+  if (step.number != NumberOp::None) {
+    slots[size_t(step.outputs[0])] = numberOp(step.number, stack[0], stack[1]);
+    return;
+  }
   if (step.checkGeometry) checkGeometry(step, stack);
-  step.op.callBoxed(&stack);
+  step.op->callBoxed(&stack);
   if (step.unpackList) {
     auto list = stack[0].toTensorVector();
     if (list.size() != step.outputs.size())
@@ -199,6 +343,7 @@ struct Plan::Impl {
   mutable std::vector<std::pair<const c10::TensorImpl*, uint32_t>> foldKey;
   mutable std::vector<c10::IValue> foldValues;
   std::vector<int> inputSlots;
+  std::vector<char> inputNumbers;  // per input: 0 a tensor, 'i'/'f' a lifted int/float
   std::vector<record::AccessPath> inputPaths;
   std::vector<Step> steps;
   std::vector<int> outputSlots;
@@ -222,8 +367,14 @@ Plan::Plan(const record::Graph& input, const std::vector<record::TensorBlob>& bl
   auto& dispatcher = c10::Dispatcher::singleton();
   std::vector<std::vector<int>> nodeSlots(graph.nodes.size());
   std::vector<int> lastUse;
-  auto newSlot = [&] {
+  // Per slot: 0 a tensor, or the Python number it holds ('i' int, 'f'
+  // float); lifted: computed from a number the call's state supplies.
+  std::vector<char> slotNumber;
+  std::vector<bool> slotLifted;
+  auto newSlot = [&](char number = 0, bool lifted = false) {
     lastUse.push_back(-1);
+    slotNumber.push_back(number);
+    slotLifted.push_back(lifted);
     return int(impl_->numSlots++);
   };
   auto slotOf = [&](int64_t node, const std::string& where) {
@@ -238,13 +389,15 @@ Plan::Plan(const record::Graph& input, const std::vector<record::TensorBlob>& bl
     switch (n.kind) {
       case record::NodeKind::Placeholder:
       case record::NodeKind::GetAttr: {
-        int s = newSlot();
+        int s = newSlot(n.number.empty() ? 0 : n.number[0], !n.number.empty());
         nodeSlots[ni] = {s};
+        if (n.blob >= 0 && !n.number.empty()) throw Error(where + ": a number input holds tensor contents");
         if (n.blob >= 0) {
           if (size_t(n.blob) >= blobs.size() || n.outputs.empty()) throw Error(where + ": constant without contents");
           impl_->constants.push_back({s, c10::IValue(tensorFromBlob(blobs[size_t(n.blob)], n.outputs[0]).to(device)), ownedPerRun[ni]});
         } else {
           impl_->inputSlots.push_back(s);
+          impl_->inputNumbers.push_back(slotNumber[size_t(s)]);
           impl_->inputPaths.push_back(n.source);
         }
         break;
@@ -267,6 +420,12 @@ Plan::Plan(const record::Graph& input, const std::vector<record::TensorBlob>& bl
           nodeSlots[ni] = {source[size_t(n.args[1].i)]};
           break;
         }
+        if (!n.number.empty() || record::isNumberOp(n.target)) {
+          impl_->steps.push_back(numberStep(n, where, nodeSlots, slotNumber, slotLifted, newSlot));
+          for (int s : impl_->steps.back().operandSlots()) lastUse[size_t(s)] = int(impl_->steps.size() - 1);
+          nodeSlots[ni] = impl_->steps.back().outputs;
+          break;
+        }
         auto handle = dispatcher.findSchema({n.target, n.overload});
         if (!handle)
           throw Error(where + ": operator " + n.opName() + " does not exist in this libtorch (" + libtorchVersion() +
@@ -277,8 +436,13 @@ Plan::Plan(const record::Graph& input, const std::vector<record::TensorBlob>& bl
         if (n.args.size() > params.size())
           throw Error(where + ": " + n.opName() + " takes " + std::to_string(params.size()) + " arguments in this libtorch, the record passes " +
                       std::to_string(n.args.size()));
-        Step step{*handle, n.opName(), record::nameAndSource(n), record::checksGeometry(n.target), {}, {}, false,
-                  optimized.folded[ni], {}};
+        Step step;
+        step.op = *handle;
+        step.name = n.opName();
+        step.node = record::nameAndSource(n);
+        step.checkGeometry = record::checksGeometry(n.target);
+        step.folded = optimized.folded[ni];
+        bool lifted = false;  // takes a number the call's state supplies
         impl_->changesGeometry = impl_->changesGeometry || record::changesGeometry(n.target);
         int stepIndex = int(impl_->steps.size());
         for (size_t ai = 0; ai < params.size(); ++ai) {
@@ -294,10 +458,16 @@ Plan::Plan(const record::Graph& input, const std::vector<record::TensorBlob>& bl
               op.kind = Operand::Kind::Slot;
               op.slot = slotOf(a.i, where);
               lastUse[size_t(op.slot)] = stepIndex;
+              if (char number = slotNumber[size_t(op.slot)]) {
+                op.kind = numberOperand(params[ai], number, where + " (" + n.opName() + ")");
+                lifted = lifted || slotLifted[size_t(op.slot)];
+              }
             } else if (a.kind == record::Arg::Kind::SizeList) {
               op.kind = Operand::Kind::SizeList;
               for (size_t k = 0; k + 1 < a.ints.size(); k += 2) {
                 int s = a.ints[k] ? slotOf(a.ints[k + 1], where) : -1;
+                if (s >= 0 && slotNumber[size_t(s)] != 'i') throw Error(where + ": a size list entry is not an integer");
+                if (s >= 0) lifted = lifted || slotLifted[size_t(s)];
                 if (s >= 0) lastUse[size_t(s)] = stepIndex;
                 op.slots.push_back(s);
                 op.sizes.push_back(a.ints[k] ? 0 : a.ints[k + 1]);
@@ -325,10 +495,16 @@ Plan::Plan(const record::Graph& input, const std::vector<record::TensorBlob>& bl
           step.unpackList = true;  // split/unbind/chunk: one slot per element seen at capture
           returns = n.outputs.size();
         }
-        for (size_t r = 0; r < returns; ++r) step.outputs.push_back(newSlot());
+        for (size_t r = 0; r < returns; ++r) {
+          char number = step.unpackList ? 0 : numberType(*schema.returns()[r].real_type());
+          step.outputs.push_back(newSlot(number, number && lifted));
+        }
         if (n.outputs.size() == step.outputs.size())
-          for (size_t r = 0; r < returns; ++r)
-            if (n.outputs[r].dynamic()) step.sizeChecks.push_back({step.outputs[r], n.outputs[r].sym});
+          for (size_t r = 0; r < returns; ++r) {
+            const record::TensorMeta& m = n.outputs[r];
+            if (m.dynamic()) step.sizeChecks.push_back({step.outputs[r], m.sym});
+            else if (lifted) step.sizeChecks.push_back({step.outputs[r], fixedSizes(m.shape)});
+          }
         nodeSlots[ni] = step.outputs;
         impl_->steps.push_back(std::move(step));
         break;
@@ -432,7 +608,15 @@ std::vector<c10::IValue> Plan::runWith(std::vector<c10::IValue> inputs, const Sy
       p.foldValues.clear();
     }
   }
-  for (size_t i = 0; i < inputs.size(); ++i) slots[size_t(p.inputSlots[i])] = std::move(inputs[i]);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const c10::IValue& v = inputs[i];
+    char number = p.inputNumbers[i];
+    bool ok = number == 'i' ? v.isInt() : number == 'f' ? v.isDouble() : v.isTensor();
+    if (!ok)
+      throw Error("graph input " + record::toString(p.inputPaths[i]) + " must be " +
+                  (number == 'i' ? "an int" : number == 'f' ? "a float" : "a tensor") + ", got a " + v.tagKind());
+    slots[size_t(p.inputSlots[i])] = std::move(inputs[i]);
+  }
 
   std::vector<c10::IValue> stack;
   for (const Step& step : p.steps) {
@@ -444,7 +628,8 @@ std::vector<c10::IValue> Plan::runWith(std::vector<c10::IValue> inputs, const Sy
     } catch (const Error& e) {
       throw Error("while running " + step.node + ": " + e.what());
     }
-    if (!step.sizeChecks.empty() && symbols) checkSizes(step, slots, *symbols);
+    static const SymbolValues kNoSymbols;
+    if (!step.sizeChecks.empty()) checkSizes(step, slots, symbols ? *symbols : kNoSymbols);
     if (step.folded)  // kept for the next runs, in the order foldOutputs lists them
       for (int s : step.outputs) p.foldValues.push_back(slots[size_t(s)]);
     for (int s : step.release) slots[size_t(s)] = c10::IValue();

@@ -1,6 +1,6 @@
-// The .mgp file format, version 5 (2 added the RefGraph view to records
+// The .mgp file format, version 6 (2 added the RefGraph view to records
 // and tuple dict keys, 3 when the state was taken, 4 the dict class of
-// mock expressions, 5 dynamic sizes in tensor metadata). This header is the only place that knows
+// mock expressions, 5 dynamic sizes in tensor metadata, 6 lifted numbers). This header is the only place that knows
 // the byte layout; everything else works on RecordFile.
 //
 // Grammar (all integers little-endian; "varint" is unsigned LEB128, "zigzag"
@@ -21,6 +21,7 @@
 //   graph       := count:varint node*
 //   node        := kind:u8 name:string target:string overload:string
 //                  count:varint arg* source:path blob:zigzag count:varint meta* where:string
+//                  number:string   ("int"/"float": a lifted Python number; "": a tensor)
 //   arg         := kind:u8 i:zigzag f:f64 s:string ints:zigzags floats:f64s
 //   mock        := result:expr count:varint effect*
 //   expr        := kind:u8 atom index:zigzag path count:varint expr* keys:atoms type:string
@@ -61,7 +62,7 @@
 
 namespace magpy::record {
 
-constexpr uint32_t kFormatVersion = 5;
+constexpr uint32_t kFormatVersion = 6;
 
 // Values, constants and mock expressions nest at most this deep, and access
 // paths have at most this many steps: the reader refuses deeper ones (so no

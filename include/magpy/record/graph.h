@@ -6,6 +6,12 @@
 // ("aten::add" with overload "Tensor") or, for ATen operators that return
 // several values, "getitem" picks one of them (as torch.fx does with
 // operator.getitem). The Output node lists the values the mock uses.
+//
+// Dynamic records (MagPy 6.2) also compute Python numbers: aten::size.int
+// reads a size from a tensor, an input may read an int or float the
+// program keeps in its state, and "operator.add" and its kin
+// (isNumberOp) do Python's arithmetic on them, as torch.fx's symbolic
+// integers do. Operators take such values where the program passed them.
 #pragma once
 
 #include <cstdint>
@@ -18,8 +24,8 @@
 namespace magpy::record {
 
 enum class NodeKind : uint8_t {
-  Placeholder,   // a tensor read from the call's arguments
-  GetAttr,       // a tensor read from state (parameters, buffers, globals)
+  Placeholder,   // a tensor (or lifted number) read from the call's arguments
+  GetAttr,       // a tensor (or lifted number) read from state (parameters, buffers, globals)
   CallFunction,  // an ATen operator, or "getitem"
   CallMethod,    // kept for torch.fx compatibility; capture does not emit it
   CallModule,    // kept for torch.fx compatibility; capture does not emit it
@@ -69,11 +75,21 @@ struct Node {
   int64_t blob = -1;     // GetAttr of a constant tensor made during the run: its blob
   std::vector<TensorMeta> outputs;  // metadata of each tensor result seen at capture
   std::string where;     // user source location that issued the op: "mlp.py:14"
+  // A lifted Python number (MagPy 6.2.1): "int" or "float" for an input
+  // that reads one from the state and for number arithmetic
+  // (isNumberOp); empty for tensors and ATen operators.
+  std::string number;
 
-  bool isOp() const { return kind == NodeKind::CallFunction && target != "getitem"; }
+  bool isOp() const { return kind == NodeKind::CallFunction && target != "getitem" && number.empty(); }
   bool isInput() const { return kind == NodeKind::Placeholder || kind == NodeKind::GetAttr; }
   std::string opName() const { return overload.empty() ? target : target + "." + overload; }
 };
+
+// Python's arithmetic on lifted numbers: operator.add, sub, mul, truediv, floordiv.
+bool isNumberOp(const std::string& target);
+// The type ("int"/"float") of a number operator's result for its operands'
+// types, or "" where the operator does not take them.
+std::string numberOpResult(const std::string& target, const std::string& left, const std::string& right);
 
 struct Graph {
   std::vector<Node> nodes;

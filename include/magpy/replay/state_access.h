@@ -138,7 +138,11 @@ class RecordAccess {
   std::optional<GuardMiss> firstMiss(Resolution<Store>& r, Guards which,
                                      const std::vector<typename Store::Expected>& expected = {}) const;
 
-  // The graph's inputs (tensors). Throws Error.
+  // Every guard that does not hold, by its index in the record's guards.
+  template <class Store>
+  std::vector<size_t> misses(Resolution<Store>& r, const std::vector<typename Store::Expected>& expected = {}) const;
+
+  // The graph's inputs (tensors, lifted numbers). Throws Error.
   template <class Store>
   std::vector<c10::IValue> inputs(Resolution<Store>& r) const;
 
@@ -260,17 +264,32 @@ std::optional<GuardMiss> RecordAccess::firstMiss(Resolution<Store>& r, Guards wh
 }
 
 template <class Store>
+std::vector<size_t> RecordAccess::misses(Resolution<Store>& r, const std::vector<typename Store::Expected>& expected) const {
+  static const typename Store::Expected kNothingExpected{};
+  std::vector<size_t> out;
+  for (size_t i = 0; i < guards_.size(); ++i)
+    if (!holds(guards_[i], r, i < expected.size() ? expected[i] : kNothingExpected)) out.push_back(guards_[i].guard);
+  return out;
+}
+
+template <class Store>
 std::vector<c10::IValue> RecordAccess::inputs(Resolution<Store>& r) const {
   std::vector<c10::IValue> out;
   out.reserve(inputs_.size());
   for (int node : inputs_) {
     const auto& v = r.get(node);
     if (!v) throw Error("graph input " + r.whyMissing(node));
-    const at::Tensor* t = r.store().tensor(v);
-    if (!t)
+    if (const at::Tensor* t = r.store().tensor(v)) {
+      out.emplace_back(*t);
+      continue;
+    }
+    // A lifted number; the plan checks it is the kind its graph computes with.
+    auto a = r.store().atom(v);
+    if (a && a->kind == record::Atom::Kind::Int) out.emplace_back(a->i);
+    else if (a && a->kind == record::Atom::Kind::Float) out.emplace_back(a->f);
+    else
       throw Error("graph input " + record::toString(r.tree().pathOf(node)) + " is " + r.store().describe(v) +
-                  ", not a tensor");
-    out.emplace_back(*t);
+                  ", not a tensor or number");
   }
   return out;
 }

@@ -24,4 +24,17 @@ const char* magpy_py311_opcode_name(int opcode) {
 
 int magpy_py311_first_inplace_binary_op(void) { return NB_INPLACE_ADD; }
 
+/* BINARY_OP's Python arithmetic a graph can redo on numbers: 0 add, 1
+   subtract, 2 multiply, 3 true divide, 4 floor divide (in place or not); -1 other. */
+int magpy_py311_number_binary_op(int arg) {
+  switch (arg) {
+    case NB_ADD: case NB_INPLACE_ADD: return 0;
+    case NB_SUBTRACT: case NB_INPLACE_SUBTRACT: return 1;
+    case NB_MULTIPLY: case NB_INPLACE_MULTIPLY: return 2;
+    case NB_TRUE_DIVIDE: case NB_INPLACE_TRUE_DIVIDE: return 3;
+    case NB_FLOOR_DIVIDE: case NB_INPLACE_FLOOR_DIVIDE: return 4;
+    default: return -1;
+  }
+}
+
 unsigned char magpy_py311_deopt(unsigned char opcode) { return _PyOpcode_Deopt[opcode]; }

@@ -10,6 +10,7 @@
 #endif
 
 extern "C" int magpy_py311_first_inplace_binary_op(void);
+extern "C" int magpy_py311_number_binary_op(int arg);
 
 namespace magpy::capture {
 
@@ -26,6 +27,12 @@ const char* opName(Op op) {
 }
 
 bool binaryOpIsInPlace(int arg) { return arg >= magpy_py311_first_inplace_binary_op(); }
+
+const char* numberBinaryOp(int arg) {
+  static const char* kTargets[] = {"operator.add", "operator.sub", "operator.mul", "operator.truediv", "operator.floordiv"};
+  int k = magpy_py311_number_binary_op(arg);
+  return k < 0 ? nullptr : kTargets[k];
+}
 
 bool mayCallPython(Op op) {
   switch (op) {

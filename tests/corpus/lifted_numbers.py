@@ -1,0 +1,109 @@
+# Python numbers kept in state that change between calls (MagPy 6.2.1):
+# lifted into the graph where the program only computes with them and
+# passes them to operators; kept as guarded values where the program
+# decides on them. Every call is compared with eager, state included.
+import torch
+from harness import compare
+
+
+class Scaled:  # a learning-rate-like float, changed by the script between calls
+    def __init__(self):
+        self.lr = 0.1
+        self.w = torch.randn(4)
+
+    def __call__(self, g):
+        self.w = self.w - self.lr * g
+        return self.w * 2.0
+
+
+def decay(i, subject, reference):
+    for o in (subject, reference):
+        o.lr = 0.1 * (0.9 ** i)
+
+
+compare(Scaled, [(torch.randn(4),)] * 8, between=decay, records=1, monitored=2)
+
+
+class Window:  # a moving offset in slicing, arange and arithmetic: sizes stay, values move
+    def __init__(self):
+        self.start = 2  # 0 and 1 would equal other arguments of aten::slice: kept as values
+
+    def __call__(self, x):
+        end = self.start + 4
+        part = x[:, self.start : end]
+        steps = torch.arange(self.start, end, dtype=x.dtype)
+        self.start = (self.start + 7) // 2 * 2 - 3
+        return part.reshape(-1, 4) * steps, self.start
+
+
+compare(Window, [(torch.randn(3, 40),)] * 8, records=1, monitored=2)
+
+
+class Grow:  # a number that changes sizes (a slice length, a view): the size checks catch
+    def __init__(self):  # it, and its values stay guarded from then on
+        self.n = 2
+
+    def __call__(self, x):
+        k = self.n * 2
+        head = x[:, : self.n]
+        flat = x[:, :k].reshape(-1, k)
+        self.n = self.n + 1
+        return head.sum(1) + flat.sum(), torch.arange(self.n)
+
+
+compare(Grow, [(torch.randn(3, 12),)] * 4, records=3, monitored=4)
+
+
+class Flag:  # an int only ever used as a bool: its value decides, so it stays guarded
+    def __init__(self):
+        self.on = 0
+
+    def __call__(self, x):
+        if self.on:
+            return x * 2
+        return x + 1
+
+
+def toggle(i, subject, reference):
+    for o in (subject, reference):
+        o.on = i % 2 * 5
+
+
+compare(Flag, [(torch.randn(3),)] * 6, between=toggle, records=2, monitored=2)
+
+
+class Layers:  # the number of operators depends on the value: never lifted
+    def __init__(self):
+        self.depth = 1
+
+    def __call__(self, x):
+        for _ in range(self.depth):
+            x = x * 2 + 1
+        self.depth = self.depth + 1
+        return x
+
+
+compare(Layers, [(torch.randn(3),)] * 4, records=4)
+
+
+class Mixed:  # a lifted int and a lifted float in one operator, and a value returned
+    def __init__(self):
+        self.count = 3
+        self.scale = 0.5
+
+    def __call__(self, x):
+        self.count += 1
+        self.scale = self.scale * 1.5
+        return torch.clamp(x * self.scale, max=self.count // 2), self.count / 4
+
+
+compare(Mixed, [(torch.randn(5) * 10,)] * 6, records=1, monitored=2)
+
+
+def shared(a, b):  # dims two inputs must share: one call breaks the agreement
+    return a + b
+
+
+compare(lambda: shared, [(torch.randn(2, 3), torch.randn(2, 3)), (torch.randn(4, 3), torch.randn(4, 3)),
+                         (torch.randn(5, 3), torch.randn(5, 1)), (torch.randn(6, 3), torch.randn(6, 3))],
+        records=2)
