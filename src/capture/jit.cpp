@@ -162,10 +162,25 @@ struct Session::Impl {
       return (k == record::Atom::Kind::Int && mine.check.s == "builtins.int") ||
              (k == record::Atom::Kind::Float && mine.check.s == "builtins.float");
     };
+    // The earlier call ran the same operators with the same result sizes:
+    // the new record's size checks pass for its values too.
+    auto sameOperators = [](const record::Graph& a, const record::Graph& b) {
+      std::vector<const record::Node*> x, y;
+      for (auto& n : a.nodes)
+        if (n.isOp()) x.push_back(&n);
+      for (auto& n : b.nodes)
+        if (n.isOp()) y.push_back(&n);
+      if (x.size() != y.size()) return false;
+      for (size_t k = 0; k < x.size(); ++k)
+        if (x[k]->opName() != y[k]->opName() || x[k]->outputs != y[k]->outputs) return false;
+      return true;
+    };
     if (!made.breaks.empty()) return SIZE_MAX;
     for (size_t i = fn.entries.size(); i-- > 0;) {
       const record::Record& earlier = fn.entries[i].record;
-      if (!fn.entries[i].plan || fn.entries[i].retired || earlier.guards.size() != made.guards.size()) continue;
+      if (!fn.entries[i].plan || fn.entries[i].retired || earlier.guards.size() != made.guards.size() ||
+          !sameOperators(earlier.graph, made.graph))
+        continue;
       bool all = true;
       for (size_t k = 0; all && k < made.guards.size(); ++k) all = covers(made.guards[k], earlier.guards[k]);
       if (all) return i;

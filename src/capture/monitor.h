@@ -228,7 +228,7 @@ class Monitor : public OpRecorder::Delegate {
   void followNumbers(Pending& p);
   void liftArithmetic(Step& s);
   void fixNumbers(NodeId n, const std::string& how, int depth = 0);
-  void fixGraphNumber(int node, const std::string& how);
+  void fixGraphNumber(int node);
   void fixUnliftedNumbers();
 
   // Nodes, tensors, breaks (monitor.cpp).

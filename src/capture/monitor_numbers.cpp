@@ -57,7 +57,7 @@ bool Monitor::holdsNumbers(NodeId n, int depth) const {
 int Monitor::numberNode(NodeId n) {
   ShadowNode& s = refs_.node(n);
   if (s.number < 0) {
-    s.number = ops_->addNumberInput(s.atom.kind == record::Atom::Kind::Int ? "int" : "float");
+    s.number = ops_->addNumberInput(s.atom);
     inputs_.push_back({s.number, n});
   }
   return s.number;
@@ -70,7 +70,7 @@ void Monitor::fixNumbers(NodeId n, const std::string& how, int depth) {
   const ShadowNode& node = refs_.node(n);
   if (liftable(n)) {
     if (numberUse_.empty()) numberUse_ = how + (frames_.empty() ? "" : " at " + where(*frames_.back()));
-    if (node.number >= 0) fixGraphNumber(node.number, how);
+    if (node.number >= 0) fixGraphNumber(node.number);
     else fixedNumbers_.insert(n);
     return;
   }
@@ -90,7 +90,7 @@ void Monitor::fixNumbers(NodeId n, const std::string& how, int depth) {
 }
 
 // Back through the number operators to the inputs that read the state.
-void Monitor::fixGraphNumber(int node, const std::string& how) {
+void Monitor::fixGraphNumber(int node) {
   const record::Node& n = ops_->graph().nodes[size_t(node)];
   if (n.isInput()) {
     for (auto& [value, shadow] : inputs_)
@@ -98,14 +98,16 @@ void Monitor::fixGraphNumber(int node, const std::string& how) {
     return;
   }
   for (auto& a : n.args)
-    if (a.kind == record::Arg::Kind::Node) fixGraphNumber(int(a.i), how);
+    if (a.kind == record::Arg::Kind::Node) fixGraphNumber(int(a.i));
 }
 
 // Hints the operators of the instruction that just finished did not take.
 void Monitor::fixUnliftedNumbers() {
   for (int node : ops_->takeUnliftedNumbers()) {
-    if (numberUse_.empty()) numberUse_ = "an operator takes a number it cannot tell from another argument";
-    fixGraphNumber(node, "");
+    if (numberUse_.empty())
+      numberUse_ = "no operator of the call took the number as an argument of its own (torch may have made it "
+                   "tensor data, or passed its value twice)" + (frames_.empty() ? "" : " at " + where(*frames_.back()));
+    fixGraphNumber(node);
   }
 }
 
@@ -122,8 +124,12 @@ void Monitor::followNumbers(Pending& p) {
     case Op::RETURN_VALUE:  // to a traced caller, or the mock's result
     case Op::PRECALL: case Op::CALL: case Op::CALL_FUNCTION_EX:  // beginAnnotatedCall decides
       return;
-    case Op::STORE_SUBSCR:  // the value moves; the container and key must not be numbers
-      if (!holdsNumbers(p.inputs[1]) && !holdsNumbers(p.inputs[2])) return;
+    case Op::STORE_SUBSCR:  // value, container, key
+      if (isTensor(1)) {  // t[i] = n: the operators that write t take n (torch may make it a constant instead)
+        hintSizes({p.inputs[0], p.inputs[2]});
+        return;
+      }
+      if (!holdsNumbers(p.inputs[1]) && !holdsNumbers(p.inputs[2])) return;  // the value moves into the container
       break;
     case Op::BINARY_OP:
     case Op::COMPARE_OP:
@@ -133,12 +139,16 @@ void Monitor::followNumbers(Pending& p) {
       }
       if (p.ins.op == Op::BINARY_OP && numberBinaryOp(p.ins.arg)) return;  // liftArithmetic decides
       break;
-    case Op::BINARY_SUBSCR:
+    case Op::BINARY_SUBSCR: {
       if (isTensor(0)) {  // x[:, :n]: the indexing operators take n
         hintSizes({p.inputs[1]});
         return;
       }
+      NodeKind container = p.inputs[0] >= 0 ? refs_.node(p.inputs[0]).kind : NodeKind::Object;
+      bool sequence = container == NodeKind::Tuple || container == NodeKind::List || container == NodeKind::Dict;
+      if (sequence && !holdsNumbers(p.inputs[1])) return;  // self.sizes[0]: the element moves out
       break;
+    }
     default:
       break;
   }

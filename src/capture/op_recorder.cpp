@@ -179,12 +179,13 @@ int OpRecorder::addInput(const at::Tensor& t, std::string name) {
   return bind(t, int(graph_.nodes.size() - 1));
 }
 
-int OpRecorder::addNumberInput(const std::string& type) {
+int OpRecorder::addNumberInput(const record::Atom& seen) {
   record::Node n;
   n.kind = record::NodeKind::Placeholder;  // the record builder decides placeholder vs get_attr from the path
   n.name = names_.create("number");
   n.target = n.name;
-  n.number = type;
+  n.number = seen.kind == record::Atom::Kind::Int ? "int" : "float";
+  n.seen = seen;
   graph_.nodes.push_back(std::move(n));
   return int(graph_.nodes.size() - 1);
 }

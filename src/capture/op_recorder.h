@@ -65,7 +65,7 @@ class OpRecorder {
 
   // A lifted Python number (record::Node::number): an input that reads it
   // from the state, or arithmetic on such numbers and constants.
-  int addNumberInput(const std::string& type);
+  int addNumberInput(const record::Atom& seen);
   int addNumberOp(const std::string& target, std::vector<record::Arg> args, const std::string& type);
 
   // The numbers the Python call now running passes (flattened, in order):

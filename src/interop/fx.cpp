@@ -123,10 +123,9 @@ class SourceWriter {
   std::string line(size_t i) const {
     const Node& n = g_.nodes[i];
     const std::string& v = vars_[i];
+    // A lifted number changes from call to call: the module takes it as an argument.
     if (n.isInput() && !n.number.empty())
-      throw Error("node %" + n.name + " reads the Python number " + toString(n.source) +
-                  " from the state (a lifted number), which the torch.fx export does not carry yet; export a record "
-                  "captured with --dynamic off");
+      return v + " = graph.placeholder(" + quote(n.name) + ", type_expr=" + n.number + ")";
     switch (n.kind) {
       case NodeKind::Placeholder: return v + " = graph.placeholder(" + quote(n.name) + ")";
       case NodeKind::GetAttr: return v + " = graph.get_attr(" + quote(attrTarget(n, g_)) + ")";
@@ -214,9 +213,15 @@ Example makeExample(const record::RecordFile& file, size_t fi, size_t ri) {
   }
   state.self = session.self(fi);
 
-  std::map<std::string, at::Tensor> byPath;  // graph inputs by access path, for the native run
+  std::map<std::string, c10::IValue> byPath;  // graph inputs by access path, for the native run
   for (auto& n : graph.nodes) {
-    if (n.kind == NodeKind::Placeholder) {
+    if (n.isInput() && !n.number.empty()) {
+      record::Atom a = call >= 0 ? replay::resolve(n.source, state).atom : n.seen;
+      if (a.kind != (n.number == "int" ? record::Atom::Kind::Int : record::Atom::Kind::Float))
+        throw Error("%" + n.name + " reads " + record::toString(n.source) + ", which is not a Python " + n.number);
+      byPath[record::toString(n.source)] = a.kind == record::Atom::Kind::Int ? c10::IValue(a.i) : c10::IValue(a.f);
+      ex.inputs.push_back(replay::Value::ofAtom(a));
+    } else if (n.kind == NodeKind::Placeholder) {
       at::Tensor t = call >= 0 ? replay::resolve(n.source, state).tensor : tensorLike(n.outputs.at(0));
       if (!t.defined()) throw Error("placeholder %" + n.name + " reads " + record::toString(n.source) + ", which is not a tensor");
       byPath[record::toString(n.source)] = t;
@@ -246,12 +251,15 @@ Example makeExample(const record::RecordFile& file, size_t fi, size_t ri) {
   replay::SymbolValues symbols;
   for (auto& n : graph.nodes) {
     if (n.kind != NodeKind::Placeholder || n.outputs.empty() || !n.outputs[0].dynamic()) continue;
-    auto sizes = byPath.at(record::toString(n.source)).sizes();
+    auto sizes = byPath.at(record::toString(n.source)).toTensor().sizes();
     for (size_t d = 0; d < sizes.size() && d < n.outputs[0].sym.size(); ++d)
       if (n.outputs[0].sym[d].symbol >= 0 && !symbols.unify(n.outputs[0].sym[d].symbol, sizes[d]))
         throw Error("placeholder %" + n.name + " has sizes the record's symbols do not allow");
   }
-  for (auto& out : plan.runWith(std::move(inputs), &symbols)) ex.outputs.push_back(replay::Value::ofTensor(out.toTensor()));
+  for (auto& out : plan.runWith(std::move(inputs), &symbols))
+    ex.outputs.push_back(out.isInt()      ? replay::Value::ofAtom(record::Atom::integer(out.toInt()))
+                         : out.isDouble() ? replay::Value::ofAtom(record::Atom::floating(out.toDouble()))
+                                          : replay::Value::ofTensor(out.toTensor()));
   return ex;
 }
 

@@ -322,6 +322,7 @@ template <class Ar> void io(Ar& ar, Node& n) {
   ioVec(ar, "outputs", n.outputs, [&](TensorMeta& m) { io(ar, m); });
   ar.str(n.where);
   ar.str(n.number);
+  io(ar, n.seen);
 }
 
 template <class Ar> void io(Ar& ar, ValueExpr& e) {
@@ -599,12 +600,16 @@ class Validator {
   // A lifted number is an input with no tensor metadata, or arithmetic
   // on two operands; nothing else says it computes a number.
   void number(const Node& n, const std::string& node) const {
+    if (n.number.empty() || !n.isInput()) {
+      if (n.seen.kind != Atom::Kind::None) bad(node + " has a value seen at capture but is no number input");
+    }
     if (n.number.empty()) {
       if (isNumberOp(n.target)) bad(node + " does number arithmetic but has no number type");
       return;
     }
     if (n.number != "int" && n.number != "float") bad(node + " has number type '" + n.number + "' (int or float)");
-    bool input = n.isInput() && n.blob < 0 && n.outputs.empty();
+    Atom::Kind kind = n.number == "int" ? Atom::Kind::Int : Atom::Kind::Float;
+    bool input = n.isInput() && n.blob < 0 && n.outputs.empty() && n.seen.kind == kind;
     bool arithmetic = n.kind == NodeKind::CallFunction && isNumberOp(n.target) && n.args.size() == 2 && n.outputs.empty();
     if (!input && !arithmetic) bad(node + " has a number type but is neither a number input nor number arithmetic");
   }

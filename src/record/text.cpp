@@ -131,6 +131,7 @@ namespace {
 
 // What a node's value is: "  : float32[2, 3]", "  : int" (a lifted number).
 std::string metaText(const Node& n) {
+  if (!n.number.empty() && n.isInput()) return "  : " + n.number + " (" + toString(n.seen) + " at capture)";
   if (!n.number.empty()) return "  : " + n.number;
   if (n.outputs.empty()) return "";
   std::vector<std::string> parts;
@@ -247,6 +248,7 @@ void graphJson(const Graph& g, JsonWriter& j) {
       j.endArray();
     }
     if (!n.number.empty()) j.field("number", n.number);
+    if (n.isInput() && !n.number.empty()) j.field("seen", toString(n.seen));
     if (!n.where.empty()) j.field("where", n.where);
     j.endObject();
   }

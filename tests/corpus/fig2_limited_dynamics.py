@@ -24,7 +24,7 @@ compare(Fig2, [(x,)] * 3, records=1, graphs=1, hits=2, breaks=0)
 
 def change(i, a, b):
     if i == 1:
-        a.dim = b.dim = 1  # a changed attribute is a new program
+        a.dim = b.dim = 1  # a changed attribute: softmax takes the dim from the state
 
 
-compare(Fig2, [(x,)] * 3, between=change, records=2, hits=1)
+compare(Fig2, [(x,)] * 3, between=change, records=1, hits=1)

@@ -51,7 +51,7 @@ class Grow:  # a number that changes sizes (a slice length, a view): the size ch
         return head.sum(1) + flat.sum(), torch.arange(self.n)
 
 
-compare(Grow, [(torch.randn(3, 12),)] * 4, records=3, monitored=4)
+compare(Grow, [(torch.randn(3, 12),)] * 4, records=4, monitored=4)
 
 
 class Flag:  # an int only ever used as a bool: its value decides, so it stays guarded
@@ -70,6 +70,20 @@ def toggle(i, subject, reference):
 
 
 compare(Flag, [(torch.randn(3),)] * 6, between=toggle, records=2, monitored=2)
+
+
+class Fill:  # a number written into a tensor: torch makes it tensor data, not an operator's argument
+    def __init__(self):
+        self.value = 1.0
+
+    def __call__(self, x):
+        m = torch.zeros(4)
+        m[1:3] = self.value
+        self.value = self.value + 1.0
+        return x + m
+
+
+compare(Fill, [(torch.randn(4),)] * 4, records=4, monitored=4)
 
 
 class Layers:  # the number of operators depends on the value: never lifted

@@ -36,4 +36,4 @@ a, b = torch.randn(3, 2), torch.randn(3, 2)
 compare(Pairs, [(a, b), (torch.randn(3, 2), b), (torch.randn(4, 2), torch.randn(4, 2))], records=2, graphs=2,
         breaks=0, hits=1)
 x = torch.randn(4, 4)
-compare(Masked, [(x,)] * 4, between=refill, records=2, graphs=2, breaks=0, hits=2)
+compare(Masked, [(x,)] * 4, between=refill, records=2, graphs=2, breaks=0, hits=2)  # the fill is tensor data: guarded

@@ -159,10 +159,15 @@ TEST(Run, ExplainsGuardMisses) {
           "f(torch.ones(2))\n"
           "m.scale = 3.0\n"
           "f(torch.ones(2))\n"
-          "assert f._magpy_stats()['records'] == 2\n");
+          "m.scale = 4.0\n"
+          "f(torch.ones(2))\n"
+          "assert f._magpy_stats()['records'] == 1 and f._magpy_stats()['hits'] == 1\n");
   Result cap = s.run("magpy-capture --explain scaled.py");
   ASSERT_EQ(cap.status, 0) << cap.err;
   EXPECT_TRUE(contains(cap.err, "call 1 matches no record (record 0 needs self.scale == 2.0, got 3.0)")) << cap.err;
+  EXPECT_TRUE(contains(cap.err, "self.scale changes between calls (2.0, now 3.0): lifting it into the graph")) << cap.err;
+  EXPECT_TRUE(contains(cap.err, "this record computes with self.scale in its graph, for any value; it replaces record 0"))
+      << cap.err;
   Result run = s.run("magpy-run scaled.mgp");
   EXPECT_EQ(run.status, 0) << run.out << run.err;
   EXPECT_TRUE(contains(run.out, "1 state changes made by the script applied first")) << run.out;

@@ -300,6 +300,12 @@ void loadCases(std::vector<Case>& out) {
     out.push_back({"four_million_calls", wrapBody(body), 2, "MiB of memory"});
   }
   {
+    RecordFile f = oneCall({op("add", "operator.add", "", {Arg::integer(1), Arg::integer(2)})});
+    out.push_back({"number_op_untyped", encode(f), 2, "does number arithmetic but has no number type"});
+    f.functions[0].records[0].graph.nodes[0].number = "complex";
+    out.push_back({"number_type_complex", encode(f), 2, "has number type 'complex'"});
+  }
+  {
     std::string file = encode(oneCall({}));
     out.push_back({"body_size_2p40", withHeaderBodySize(file, uint64_t(1) << 40), 2, "more than the 8 GiB a record may hold"});
     out.push_back({"body_size_5e9", withHeaderBodySize(file, 5000000000ull), 2, "disagree on the body's size"});
@@ -329,6 +335,34 @@ void replayCases(std::vector<Case>& out) {
     RecordFile f = oneCall({op("ones", "aten::ones", "", {ints({int64_t(1) << 30})})});
     f.functions[0].records[0].graph.nodes[0].outputs = {meta({int64_t(1) << 30})};
     out.push_back({"ones_4gb", encode(f), 2, "more than its memory budget", true});
+  }
+  {
+    Node add = op("add", "operator.add", "", {Arg::node(0), Arg::integer(1)});
+    add.number = "int";
+    out.push_back({"number_op_of_tensor", encode(withTensorArg(add)), 2, "operator.add takes a value that is not a number",
+                   true});
+  }
+  {
+    Node mul = op("mul", "operator.mul", "", {Arg::integer(int64_t(1) << 62), Arg::integer(4)});
+    mul.number = "int";
+    out.push_back({"number_overflow", encode(withTensorArg(mul)), 2, "integer arithmetic overflows 64 bits", true});
+  }
+  {
+    Node div = op("div", "operator.truediv", "", {Arg::integer(1), Arg::integer(2)});
+    div.number = "int";  // Python's / gives a float
+    out.push_back({"number_op_type", encode(withTensorArg(div)), 2, "operator.truediv of int and int does not give int", true});
+  }
+  {
+    Node half = op("half", "operator.truediv", "", {Arg::integer(7), Arg::integer(2)});
+    half.number = "float";
+    Node view = op("view", "aten::view", "", {Arg::node(0), Arg::none()});
+    view.args[1].kind = Arg::Kind::SizeList;
+    view.args[1].ints = {1, 1};
+    RecordFile f = withTensorArg(half);
+    auto& nodes = f.functions[0].records[0].graph.nodes;
+    nodes.insert(nodes.end() - 1, view);
+    nodes.back().args = {Arg::node(2)};
+    out.push_back({"float_size", encode(f), 2, "a size list entry is not an integer", true});
   }
   out.push_back({"reshape_alias_oob",
                  encode(withTensorArg(op("alias", "aten::_reshape_alias", "", {Arg::node(0), ints({1 << 20}), ints({1})}))), 2,

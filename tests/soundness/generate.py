@@ -161,6 +161,35 @@ def size_bounds_state(r, k):
             [f"ns['G_rows{k}'] = torch.arange(30, dtype=torch.float32).reshape(10, 3) * rng.choice([1.0, 2.0])"])
 
 
+@template
+def lifted_arithmetic(r, k):
+    # A float the script changes between calls, only computed with: lifted into the graph.
+    return ([f"S.lr{k} = 0.5"], [f"y = y * (self.lr{k} * 2 - 0.25) + self.lr{k} // 0.5"],
+            [f"obj.lr{k} = rng.choice([0.1, 0.5, 1.5, 2.0, -1.0])"])
+
+
+@template
+def number_decides(r, k):
+    # An int the script changes, compared: its value stays guarded.
+    return ([f"G_n{k} = 3"], [f"y = y + (1 if G_n{k} * 2 > 5 else -1)", f"y = y * G_n{k}"],
+            [f"ns['G_n{k}'] = rng.choice([1, 2, 3, 4])"])
+
+
+@template
+def number_bounds(r, k):
+    # An int bounding arange and a slice: lifted where the sizes stay, guarded where they change.
+    return ([f"S.off{k} = 2"],
+            [f"y = y * torch.arange(self.off{k}, self.off{k} + 1, dtype=torch.float32)",
+             f"y = y + torch.arange(12.0)[self.off{k} : self.off{k} + 2].sum()"],
+            [f"obj.off{k} = rng.choice([0, 1, 2, 3, 7, 11])"])
+
+
+@template
+def number_state_write(r, k):
+    # A float global the function rewrites from itself on every call.
+    return ([f"G_c{k} = 1.5"], [f"global G_c{k}", f"G_c{k} = G_c{k} * 2 - 1", f"y = y + G_c{k}"], [])
+
+
 ARGUMENT_KINDS = ["shape", "dtype", "scale", "mode", "scales", "no_grad", "grad"]
 
 

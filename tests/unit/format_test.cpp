@@ -38,6 +38,28 @@ TEST(Format, RoundTripKeepsEverything) {
   EXPECT_EQ(back.env, f.env);
 }
 
+TEST(Format, LiftedNumbersRoundTripAndPrintTheirTypes) {
+  RecordFile f = sample::sampleFile();
+  Graph& g = f.functions[0].records[0].graph;
+  Node steps;
+  steps.kind = NodeKind::GetAttr;
+  steps.name = steps.target = "steps";
+  steps.source = AccessPath::global("", "STEPS");
+  steps.number = "int";
+  steps.seen = Atom::integer(3);
+  Node next = sample::opNode("add_steps", "operator.add", "", {Arg::node(int64_t(g.nodes.size()) - 1), Arg::integer(1)});
+  next.number = "int";
+  g.nodes.insert(g.nodes.end() - 1, steps);
+  next.args[0] = Arg::node(int64_t(g.nodes.size()) - 2);
+  g.nodes.insert(g.nodes.end() - 1, next);
+  g.nodes.back().args.push_back(Arg::node(int64_t(g.nodes.size()) - 2));
+  RecordFile back = decode(encode(f));
+  EXPECT_EQ(printCanonical(back), printCanonical(f));
+  std::string text = printGraph(back.functions[0].records[0].graph);
+  EXPECT_TRUE(contains(text, "%steps = get_attr G['STEPS']  : int (3 at capture)")) << text;
+  EXPECT_TRUE(contains(text, "%add_steps = operator.add(%steps, 1)  : int")) << text;
+}
+
 TEST(Format, EncodingIsDeterministic) {
   EXPECT_EQ(encode(sample::sampleFile()), encode(sample::sampleFile()));
 }

@@ -171,3 +171,88 @@ TEST(Plan, SizeListsReadSizesFromTheCallsTensors) {
     EXPECT_EQ(result.sizes(), (std::vector<int64_t>{rows, 2, 2}));
   }
 }
+
+namespace {
+
+// A lifted number read from the state: G['k'] of the given type.
+Node numberInput(const std::string& type) {
+  Node n;
+  n.kind = NodeKind::GetAttr;
+  n.name = n.target = "k";
+  n.source = AccessPath::global("", "k");
+  n.number = type;
+  n.seen = type == "int" ? Atom::integer(2) : Atom::floating(0.5);
+  return n;
+}
+
+Node numberOp(const std::string& target, std::vector<Arg> args, const std::string& type) {
+  Node n = opNode(target.substr(9), target, "", std::move(args));
+  n.number = type;
+  return n;
+}
+
+Node output(std::vector<Arg> args) {
+  Node out;
+  out.kind = NodeKind::Output;
+  out.args = std::move(args);
+  return out;
+}
+
+}  // namespace
+
+TEST(Plan, NumberOperatorsDoPythonsArithmetic) {
+  // k // 2, k / 2, k * 3 - 1.5 for ints k, as Python computes them.
+  Graph g;
+  g.nodes = {numberInput("int"),
+             numberOp("operator.floordiv", {Arg::node(0), Arg::integer(2)}, "int"),
+             numberOp("operator.truediv", {Arg::node(0), Arg::integer(2)}, "float"),
+             numberOp("operator.mul", {Arg::node(0), Arg::integer(3)}, "int"),
+             numberOp("operator.sub", {Arg::node(3), Arg::floating(1.5)}, "float"),
+             output({Arg::node(1), Arg::node(2), Arg::node(4)})};
+  replay::Plan plan(g, {});
+  for (int64_t k : {-7, -1, 0, 5}) {
+    auto out = plan.runWith({c10::IValue(k)});
+    int64_t floored = k >= 0 ? k / 2 : -((-k + 1) / 2);
+    EXPECT_EQ(out[0].toInt(), floored) << k;
+    EXPECT_DOUBLE_EQ(out[1].toDouble(), double(k) / 2) << k;
+    EXPECT_DOUBLE_EQ(out[2].toDouble(), double(k * 3) - 1.5) << k;
+  }
+  // Float floor division as Python's: -7.5 // 2 == -4.0, 7.5 // -2 == -4.0.
+  Graph h;
+  h.nodes = {numberInput("float"), numberOp("operator.floordiv", {Arg::node(0), Arg::floating(2)}, "float"),
+             numberOp("operator.floordiv", {Arg::node(0), Arg::floating(-2)}, "float"), output({Arg::node(1), Arg::node(2)})};
+  replay::Plan floats(h, {});
+  auto out = floats.runWith({c10::IValue(-7.5)});
+  EXPECT_EQ(out[0].toDouble(), -4.0);
+  EXPECT_EQ(out[1].toDouble(), 3.0);
+  // An int input must be an int: a float is refused before anything runs.
+  EXPECT_THROW(plan.runWith({c10::IValue(2.0)}), Error);
+  // Division by zero is an error, as in Python; so is leaving 64 bits.
+  Graph z;
+  z.nodes = {numberInput("int"), numberOp("operator.floordiv", {Arg::integer(1), Arg::node(0)}, "int"),
+             numberOp("operator.mul", {Arg::node(0), Arg::node(0)}, "int"), output({Arg::node(1), Arg::node(2)})};
+  replay::Plan zero(z, {});
+  EXPECT_THROW(zero.runWith({c10::IValue(int64_t(0))}), Error);
+  EXPECT_THROW(zero.runWith({c10::IValue(int64_t(1) << 40)}), Error);
+}
+
+TEST(Plan, OperatorsTakeLiftedNumbersAndCheckTheSizesTheyGive) {
+  // x * k (k wrapped as Python wraps it), and x[:, k : k + 2] whose sizes
+  // must stay those seen at capture.
+  Graph g;
+  Node x = argument({sample::meta({2, 8}, {8, 1})});
+  Node k = numberInput("int");
+  Node end = numberOp("operator.add", {Arg::node(1), Arg::integer(2)}, "int");
+  Node mul = opNode("mul", "aten::mul", "Tensor", {Arg::node(0), Arg::node(1)});
+  Node slice = opNode("slice", "aten::slice", "Tensor", {Arg::node(3), Arg::integer(1), Arg::node(1), Arg::node(2), Arg::integer(1)});
+  slice.outputs = {sample::meta({2, 2}, {8, 1})};
+  g.nodes = {x, k, end, mul, slice, output({Arg::node(4)})};
+  replay::Plan plan(g, {});
+  at::Tensor in = at::randn({2, 8});
+  for (int64_t start : {0, 3, 6}) {
+    auto out = plan.runWith({in, c10::IValue(start)})[0].toTensor();
+    EXPECT_TRUE(at::allclose(out, at::mul(in.slice(1, start, start + 2), double(start)))) << start;
+  }
+  // At k = 7 the slice clamps to one column: the record does not describe that call.
+  EXPECT_THROW(plan.runWith({in, c10::IValue(int64_t(7))}), replay::SizeMismatch);
+}

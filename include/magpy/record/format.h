@@ -21,7 +21,8 @@
 //   graph       := count:varint node*
 //   node        := kind:u8 name:string target:string overload:string
 //                  count:varint arg* source:path blob:zigzag count:varint meta* where:string
-//                  number:string   ("int"/"float": a lifted Python number; "": a tensor)
+//                  number:string seen:atom   (number: "int"/"float" for a lifted Python number,
+//                                              "" for a tensor; seen: a number input's value at capture)
 //   arg         := kind:u8 i:zigzag f:f64 s:string ints:zigzags floats:f64s
 //   mock        := result:expr count:varint effect*
 //   expr        := kind:u8 atom index:zigzag path count:varint expr* keys:atoms type:string

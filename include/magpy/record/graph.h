@@ -79,6 +79,7 @@ struct Node {
   // that reads one from the state and for number arithmetic
   // (isNumberOp); empty for tensors and ATen operators.
   std::string number;
+  Atom seen;  // a number input: its value at capture (as `outputs` keep a tensor's sizes)
 
   bool isOp() const { return kind == NodeKind::CallFunction && target != "getitem" && number.empty(); }
   bool isInput() const { return kind == NodeKind::Placeholder || kind == NodeKind::GetAttr; }
