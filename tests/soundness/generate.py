@@ -185,6 +185,13 @@ def number_bounds(r, k):
 
 
 @template
+def number_into_tensor(r, k):
+    # A float written into a tensor: torch makes it tensor data, so it stays guarded.
+    return ([f"S.v{k} = 1.0"], [f"m{k} = torch.zeros(y.shape)", f"m{k}.view(-1)[0] = self.v{k}", f"y = y + m{k}"],
+            [f"obj.v{k} = rng.choice([1.0, 2.5, -3.0])"])
+
+
+@template
 def number_state_write(r, k):
     # A float global the function rewrites from itself on every call.
     return ([f"G_c{k} = 1.5"], [f"global G_c{k}", f"G_c{k} = G_c{k} * 2 - 1", f"y = y + G_c{k}"], [])
