@@ -144,7 +144,7 @@ struct Session::Impl {
       }
       for (auto& [g, now] : changed)
         if (!fn.sizingNumbers.count(g->path) && fn.varyingNumbers.insert(g->path).second && options.explain)
-          std::cerr << "magpy: " << fn.name << ": " << record::toString(g->path) << " changes between calls ("
+          std::cerr << "magpy: " << fn.name << ": " << record::toString(g->path) << " changes between calls (was "
                     << record::toString(g->check.atom) << ", now " << record::toString(now) << "): lifting it into the graph\n";
     }
   }
@@ -181,9 +181,12 @@ struct Session::Impl {
       if (!fn.entries[i].plan || fn.entries[i].retired || earlier.guards.size() != made.guards.size() ||
           !sameOperators(earlier.graph, made.graph))
         continue;
-      bool all = true;
-      for (size_t k = 0; all && k < made.guards.size(); ++k) all = covers(made.guards[k], earlier.guards[k]);
-      if (all) return i;
+      bool all = true, relaxed = false;
+      for (size_t k = 0; all && k < made.guards.size(); ++k) {
+        all = covers(made.guards[k], earlier.guards[k]);
+        relaxed = relaxed || !(made.guards[k] == earlier.guards[k]);
+      }
+      if (all && relaxed) return i;
     }
     return SIZE_MAX;
   }
@@ -262,7 +265,10 @@ struct Session::Impl {
     auto since = [](Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); };
     for (size_t r = 0; r < fn.entries.size(); ++r) {
       Entry& e = fn.entries[r];
-      if (e.retired) continue;
+      if (e.retired) {
+        misses.push_back(replay::GuardMiss{"(numbers)", "no more calls", "this record is retired (its numbers change sizes)"});
+        continue;
+      }
       LiveStore store = e.live->store(inv.roots);
       LiveRecord::Values values(store, e.live->tree());
       auto t0 = Clock::now();

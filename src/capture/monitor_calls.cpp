@@ -371,7 +371,12 @@ void Monitor::readLayer(NodeId layer) {
       if (plainOnly && (name.empty() || name[0] == '_')) continue;
       items.push_back({name, v});
     }
-    for (auto& [name, value] : items) registerTensor(refs_.read(layer, Relation::attr(name), value));
+    for (auto& [name, value] : items) {
+      NodeId n = refs_.read(layer, Relation::attr(name), value);
+      registerTensor(n);
+      // The layer's forward is not traced: it uses its numbers as they are.
+      if (liftNumbers_) fixNumbers(n, "a " + typeName(Py_TYPE(obj)) + " layer reads its ." + name);
+    }
   };
   readAll(dict, true);
   for (const char* holder : {record::kModuleParameters, record::kModuleBuffers})

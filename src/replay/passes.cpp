@@ -425,31 +425,39 @@ std::string readsUninitialized(const record::Graph& g) {
     if (allocatesUninitialized(n)) unwritten[i] = {i, numelOf(n)};
     const c10::FunctionSchema* s = n.isOp() ? schemaOf(n) : nullptr;
     bool alias = n.target == "getitem" || (s && returnsAlias(*s));
-    for (size_t a = 0; a < n.args.size(); ++a) {
-      if (n.args[a].kind != Arg::Kind::Node) continue;
-      size_t value = size_t(n.args[a].i);
+    // Argument a of n reads tensor `value`: the reason it reads unwritten memory, or "".
+    auto reads = [&](size_t a, size_t value) -> std::string {
       if (a == 0 && resizesFirstArgument(n)) {
         if (numelOf(n) > numelOf(g.nodes[value]))
           for (size_t r : roots[value]) unwritten[r] = {i, numelOf(n)};
-        continue;
+        return "";
       }
       auto root = unwrittenRoot(value);
-      if (!root) continue;
+      if (!root) return "";
       bool isOut = s && a < s->arguments().size() && s->arguments()[a].is_out();
       if ((a == 0 && overwritesFirstArgument(n)) || isOut) {
         // A write of all of it makes it initialized; a write of part leaves it as it was.
         if (numelOf(g.nodes[value]) == unwritten[*root].numel && numelOf(g.nodes[value]) >= 0) unwritten.erase(*root);
-        continue;
+        return "";
       }
-      if (alias && a == 0 && n.kind != NodeKind::Output) continue;  // a view or alias of it: not a read yet
+      if (alias && a == 0 && n.kind != NodeKind::Output) return "";  // a view or alias of it: not a read yet
       size_t by = unwritten[*root].by;
       if (by != *root)
         return "the graph reads memory no recorded operator wrote: " + describe(by) + " grows " + describe(*root) +
                " and " + describe(i) + " reads it before anything fills the new elements (write all of it first, "
                "e.g. with copy_ or fill_)";
       return "the graph reads memory no recorded operator wrote: " + describe(*root) + " is read by " + describe(i) +
-             " before anything fills it (tensors filled by code outside ATen operators, such as torch.Tensor(list) "
-             "and the typed legacy constructors, cannot be replayed)";
+             " before anything fills it (tensors filled by code outside ATen operators, such as torch.Tensor(list), "
+             "the typed legacy constructors and indexing with a Python list, cannot be replayed)";
+    };
+    // A Node argument, or the entries of a tensor list (x[[1, 0]] indexes with a list of one tensor).
+    for (size_t a = 0; a < n.args.size(); ++a) {
+      std::string why;
+      if (n.args[a].kind == Arg::Kind::Node) why = reads(a, size_t(n.args[a].i));
+      if (n.args[a].kind == Arg::Kind::NodeList)
+        for (int64_t j : n.args[a].ints)
+          if (j >= 0 && why.empty()) why = reads(a, size_t(j));
+      if (!why.empty()) return why;
     }
   }
   return "";

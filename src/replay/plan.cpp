@@ -166,9 +166,20 @@ void checkGeometry(const Step& step, const std::vector<c10::IValue>& stack) {
         "-byte storage");
 }
 
-// Python's semantics: int arithmetic stays exact (an overflow of int64 is
-// refused, not wrapped), / gives a float, // floors.
+// Python's semantics: int arithmetic stays exact, / gives a float, //
+// floors. Where Python would do something a graph cannot (raise
+// ZeroDivisionError, grow an int beyond 64 bits, divide ints beyond 2^53
+// exactly), the record does not describe the call: a miss, so the call runs
+// as Python does.
+[[noreturn]] void notThisCall(const std::string& why) {
+  throw SizeMismatch(why + ": the record does not describe this call");
+}
+
 c10::IValue numberOp(NumberOp op, const c10::IValue& a, const c10::IValue& b) {
+  constexpr int64_t kExact = int64_t(1) << 53;  // ints a double holds exactly
+  if (a.isInt() && b.isInt() && op == NumberOp::TrueDiv &&
+      (a.toInt() > kExact || a.toInt() < -kExact || b.toInt() > kExact || b.toInt() < -kExact))
+    notThisCall("Python divides ints beyond 2^53 exactly");
   if (a.isInt() && b.isInt() && op != NumberOp::TrueDiv) {
     int64_t x = a.toInt(), y = b.toInt(), r = 0;
     bool overflow = false;
@@ -177,13 +188,13 @@ c10::IValue numberOp(NumberOp op, const c10::IValue& a, const c10::IValue& b) {
       case NumberOp::Sub: overflow = __builtin_sub_overflow(x, y, &r); break;
       case NumberOp::Mul: overflow = __builtin_mul_overflow(x, y, &r); break;
       case NumberOp::FloorDiv:
-        if (y == 0) throw Error("integer division by zero");
+        if (y == 0) notThisCall("integer division by zero raises in Python");
         if (x == INT64_MIN && y == -1) overflow = true;
         else r = x / y - ((x % y != 0) && ((x < 0) != (y < 0)));
         break;
       default: break;
     }
-    if (overflow) throw Error("integer arithmetic overflows 64 bits");
+    if (overflow) notThisCall("Python's int grows beyond 64 bits");
     return c10::IValue(r);
   }
   double x = a.isInt() ? double(a.toInt()) : a.toDouble(), y = b.isInt() ? double(b.toInt()) : b.toDouble();
@@ -192,10 +203,10 @@ c10::IValue numberOp(NumberOp op, const c10::IValue& a, const c10::IValue& b) {
     case NumberOp::Sub: return c10::IValue(x - y);
     case NumberOp::Mul: return c10::IValue(x * y);
     case NumberOp::TrueDiv:
-      if (y == 0) throw Error("float division by zero");
+      if (y == 0) notThisCall("float division by zero raises in Python");
       return c10::IValue(x / y);
     case NumberOp::FloorDiv: {  // as Python's float //: through fmod, so x == (x // y) * y + x % y
-      if (y == 0) throw Error("float floor division by zero");
+      if (y == 0) notThisCall("float floor division by zero raises in Python");
       double mod = std::fmod(x, y), div = (x - mod) / y;
       if (mod != 0 && ((y < 0) != (mod < 0))) div -= 1.0;
       if (div == 0) return c10::IValue(std::copysign(0.0, x / y));
@@ -316,9 +327,9 @@ void runStep(const Step& step, std::vector<c10::IValue>& slots, std::vector<c10:
   step.op->callBoxed(&stack);
   if (step.unpackList) {
     auto list = stack[0].toTensorVector();
-    if (list.size() != step.outputs.size())
-      throw Error(step.name + " returned " + std::to_string(list.size()) + " tensors, the record expects " +
-                  std::to_string(step.outputs.size()));
+    if (list.size() != step.outputs.size())  // x.chunk(n): another n
+      throw SizeMismatch(step.name + " returned " + std::to_string(list.size()) + " tensors, the record expects " +
+                         std::to_string(step.outputs.size()));
     for (size_t r = 0; r < list.size(); ++r) slots[size_t(step.outputs[r])] = std::move(list[r]);
   } else {
     for (size_t r = 0; r < step.outputs.size(); ++r) slots[size_t(step.outputs[r])] = std::move(stack[r]);
@@ -571,7 +582,7 @@ void checkSizes(const Step& step, const std::vector<c10::IValue>& slots, const S
     }
     std::string got;
     for (auto x : sizes) got += (got.empty() ? "" : ", ") + std::to_string(x);
-    throw SizeMismatch(step.node + " gave a result of sizes [" + got + "] where the dynamic record expects [" + want +
+    throw SizeMismatch(step.node + " gave a result of sizes [" + got + "] where the record expects [" + want +
                        "]: the record does not describe calls of these sizes");
   }
 }
@@ -625,6 +636,8 @@ std::vector<c10::IValue> Plan::runWith(std::vector<c10::IValue> inputs, const Sy
       runStep(step, slots, stack);
     } catch (const c10::Error& e) {
       throw Error("while running " + step.node + ": " + e.what_without_backtrace());
+    } catch (const SizeMismatch& e) {
+      throw SizeMismatch("while running " + step.node + ": " + e.what());
     } catch (const Error& e) {
       throw Error("while running " + step.node + ": " + e.what());
     }

@@ -3,7 +3,8 @@
 # passes them to operators; kept as guarded values where the program
 # decides on them. Every call is compared with eager, state included.
 import torch
-from harness import compare
+import magpy
+from harness import compare, same
 
 
 class Scaled:  # a learning-rate-like float, changed by the script between calls
@@ -121,3 +122,59 @@ def shared(a, b):  # dims two inputs must share: one call breaks the agreement
 compare(lambda: shared, [(torch.randn(2, 3), torch.randn(2, 3)), (torch.randn(4, 3), torch.randn(4, 3)),
                          (torch.randn(5, 3), torch.randn(5, 1)), (torch.randn(6, 3), torch.randn(6, 3))],
         records=2)
+
+
+class Layer(torch.nn.Module):  # a torch layer reads its own numbers in code magpy does not trace: guarded
+    def __init__(self):
+        super().__init__()
+        self.act = torch.nn.LeakyReLU(0.1)
+
+    def forward(self, x):
+        self.act.negative_slope = self.act.negative_slope + 0.1
+        return self.act(x) * self.act.negative_slope
+
+
+def slope(i, subject, reference):
+    for o in (subject, reference):
+        o.act.negative_slope = [0.1, 0.2, 0.3, 0.1, 0.5][i]
+
+
+compare(Layer, [(torch.randn(5),)] * 5, between=slope, records=4)
+
+
+class Chunks:  # the number of results changes with the number: a miss, not an error
+    def __init__(self):
+        self.n = 1
+
+    def __call__(self, x):
+        return x.chunk(self.n, 1)[0]
+
+
+def rechunk(i, subject, reference):
+    subject.n = reference.n = [1, 2, 3, 2][i]
+
+
+compare(Chunks, [(torch.randn(4, 6),)] * 4, between=rechunk, records=4)  # the record for 2 retires at 3
+
+
+class Ratio:  # Python raises on a zero divisor after the counter moved: so must the compiled call
+    def __init__(self):
+        self.step = 0
+        self.b = 1
+
+    def __call__(self, x):
+        self.step = self.step + 1
+        return x * (self.step / self.b)
+
+
+subject, reference = Ratio(), Ratio()
+f = magpy.compile(subject)
+for i, b in enumerate([1, 2, 3, 0, 2]):
+    subject.b = reference.b = b
+    outcomes = []
+    for run in (f, reference):
+        try:
+            outcomes.append(run(torch.ones(2)))
+        except ZeroDivisionError:
+            outcomes.append("ZeroDivisionError")
+    assert same(outcomes[0], outcomes[1]) and subject.step == reference.step, (i, outcomes)

@@ -15,3 +15,4 @@ class Sub(nn.Module):
 
 
 compare(Sub, [(torch.randn(3, 4),)] * 3, records=1, graphs=1, hits=2, breaks=0)
+

@@ -165,7 +165,7 @@ TEST(Run, ExplainsGuardMisses) {
   Result cap = s.run("magpy-capture --explain scaled.py");
   ASSERT_EQ(cap.status, 0) << cap.err;
   EXPECT_TRUE(contains(cap.err, "call 1 matches no record (record 0 needs self.scale == 2.0, got 3.0)")) << cap.err;
-  EXPECT_TRUE(contains(cap.err, "self.scale changes between calls (2.0, now 3.0): lifting it into the graph")) << cap.err;
+  EXPECT_TRUE(contains(cap.err, "self.scale changes between calls (was 2.0, now 3.0): lifting it into the graph")) << cap.err;
   EXPECT_TRUE(contains(cap.err, "this record computes with self.scale in its graph, for any value; it replaces record 0"))
       << cap.err;
   Result run = s.run("magpy-run scaled.mgp");

@@ -17,8 +17,10 @@ namespace magpy::replay {
 
 struct SymbolValues;
 
-// A dynamic graph's operator gave a result of other sizes than the record
-// says for this call's sizes: the record does not describe this call.
+// The record does not describe this call: an operator gave a result of
+// other sizes than the record says for this call's sizes and numbers (or
+// another number of results), or number arithmetic met what Python would
+// do otherwise (raise ZeroDivisionError, grow an int beyond 64 bits).
 // Where the plan stopsCleanly() (capture makes no dynamic record that does
 // not), nothing the call can observe has changed yet: a miss.
 struct SizeMismatch : Error {
