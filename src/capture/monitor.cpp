@@ -269,6 +269,12 @@ void Monitor::begin(ShadowFrame& sf, const Instruction& ins) {
       breakOnUnsupported(ins.op);
       break;
   }
+  // Numbers passed to a call that neither an annotation summarized nor the
+  // monitor traces into (a native class such as functools.partial keeps
+  // them where no graph sees them): the run depends on their values.
+  bool call = ins.op == Op::CALL || ins.op == Op::CALL_FUNCTION_EX;
+  if (liftNumbers_ && call && !p.inlined && !p.annotation && !p.autogradForward)
+    for (NodeId n : p.inputs) fixNumbers(n, "a call that is neither traced nor annotated takes a number");
   if (!broken_ && testsTruth(ins.op)) checkTruthTest(p);
 }
 

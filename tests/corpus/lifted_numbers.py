@@ -2,6 +2,8 @@
 # lifted into the graph where the program only computes with them and
 # passes them to operators; kept as guarded values where the program
 # decides on them. Every call is compared with eager, state included.
+import functools
+
 import torch
 import magpy
 from harness import compare, same
@@ -178,3 +180,42 @@ for i, b in enumerate([1, 2, 3, 0, 2]):
         except ZeroDivisionError:
             outcomes.append("ZeroDivisionError")
     assert same(outcomes[0], outcomes[1]) and subject.step == reference.step, (i, outcomes)
+
+
+class Partial:  # a number kept inside a native object (functools.partial): the graph cannot see it, so guarded
+    def __init__(self):
+        self.q = 1.0
+
+    def __call__(self, x):
+        return functools.partial(torch.mul, other=self.q)(x)
+
+
+def requant(i, subject, reference):
+    subject.q = reference.q = [1.0, 2.0, 3.0, 4.0][i]
+
+
+compare(Partial, [(torch.ones(2),)] * 4, between=requant, records=4)
+
+
+class Pick:  # an operator refuses a lifted index: the call runs as Python (IndexError, after the count moved)
+    def __init__(self):
+        self.count = 0
+        self.i = 0
+
+    def __call__(self, x):
+        self.count = self.count + 1
+        return x[self.i] * 2
+
+
+subject, reference = Pick(), Pick()
+f = magpy.compile(subject)
+x = torch.randn(4, 3)
+for i, index in enumerate([0, 1, 2, 9, 3]):
+    subject.i = reference.i = index
+    outcomes = []
+    for run in (f, reference):
+        try:
+            outcomes.append(run(x))
+        except IndexError:
+            outcomes.append("IndexError")
+    assert same(outcomes[0], outcomes[1]) and subject.count == reference.count, (i, outcomes)
