@@ -229,6 +229,42 @@ struct Session::Impl {
                 << "\n";
   }
 
+  // Units whose `self` state holds an object another unit's state holds too
+  // (a compiled module inside another, a config object two models share).
+  // Live, they share it; in a record file each function has its own copy
+  // of its state, so one's writes are not seen by the other natively, and
+  // their lifted numbers are pinned to their values (a call that sees the
+  // other's write then misses instead of computing with a stale copy).
+  std::set<const Unit*> unitsSharingState() const {
+    std::map<PyObject*, const Unit*> owner;
+    std::set<const Unit*> sharing;
+    auto mutableObject = [](PyObject* o) {
+      return PyDict_Check(o) || PyList_Check(o) || (Py_TYPE(o)->tp_flags & Py_TPFLAGS_HEAPTYPE && !PyType_Check(o) &&
+                                                    !PyFunction_Check(o) && !isTensor(o));
+    };
+    for (auto& fn : units) {
+      if (!fn->shape.self) continue;
+      LiveRoots roots;
+      roots.self = fn->shape.self;
+      roots.homeModule = fn->shape.homeModule;
+      for (auto& path : fn->statePaths) {
+        if (path.root != record::AccessPath::Root::Self) continue;
+        record::AccessPath prefix = record::AccessPath::self();
+        for (size_t k = 0; k <= path.steps.size(); ++k) {
+          if (k > 0) prefix.steps.push_back(path.steps[k - 1]);
+          PyRef o = resolveLive(prefix, roots);
+          if (!o || !mutableObject(o.get())) continue;
+          auto [it, fresh] = owner.emplace(o.get(), fn.get());
+          if (!fresh && it->second != fn.get()) {
+            sharing.insert(it->second);
+            sharing.insert(fn.get());
+          }
+        }
+      }
+    }
+    return sharing;
+  }
+
   // ---- progress ----
 
   // A line on stderr, redrawn at most four times a second, for captures
@@ -568,12 +604,16 @@ PyObject* Session::stats(size_t index) {
 record::RecordFile Session::recordFile(bool stateAtExit) {
   Impl& s = *impl_;
   record::RecordFile f;
+  std::set<const Unit*> sharing = s.unitsSharingState();
   for (auto& fn : s.units) {
     record::CompiledFunction out;
     out.name = fn->name;
     out.module = fn->shape.homeModule;
     out.self = stateAtExit || !fn->haveSelf ? s.selfNow(*fn) : fn->self;
-    for (auto& e : fn->entries) out.records.push_back(e.record);
+    for (auto& e : fn->entries) {
+      out.records.push_back(e.record);
+      if (sharing.count(fn.get())) record::pinLiftedNumbers(out.records.back());
+    }
     f.functions.push_back(std::move(out));
   }
   for (auto& [module, value] : s.globals) f.globals.push_back({module, value});

@@ -203,4 +203,16 @@ Generalized generalize(const Record& earlier, const Record& later) {
   return out;
 }
 
+void pinLiftedNumbers(Record& r) {
+  for (auto& n : r.graph.nodes) {
+    if (!n.isInput() || n.number.empty()) continue;
+    for (auto& g : r.guards)
+      if (g.path == n.source && g.check.kind == Check::Kind::Type) {
+        g.check = Check{};
+        g.check.kind = Check::Kind::Equals;
+        g.check.atom = n.seen;
+      }
+  }
+}
+
 }  // namespace magpy::record

@@ -34,4 +34,9 @@ struct Generalized {
 // `earlier` may itself be dynamic; `later` is a record just captured.
 Generalized generalize(const Record& earlier, const Record& later);
 
+// The inverse of lifting a number: the record's guard on each number its
+// graph reads from the state checks the value seen at capture again (a
+// `type builtins.int` guard becomes `== 3`). The graph stays as it is.
+void pinLiftedNumbers(Record& r);
+
 }  // namespace magpy::record
