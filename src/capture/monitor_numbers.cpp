@@ -8,8 +8,10 @@
 // number stored into state or returned becomes a graph output for the mock.
 //
 // Any other use (a comparison, a branch, a builtin, a container index, a
-// Python function summarized by its annotation) means the run depends on
-// the value: the number is fixed, and its guard keeps its value.
+// Python function summarized by its annotation, a torch layer reading its
+// own attributes, a native call that keeps it, torch making it tensor data)
+// means the run depends on the value: the number is fixed, and its guard
+// keeps its value.
 #include "capture/monitor.h"
 #include "capture/monitor_state.h"
 
