@@ -2,6 +2,7 @@
 
 #include <deque>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "magpy/record/graph_utils.h"
@@ -130,7 +131,7 @@ class Builder {
       record::Check c;
       switch (n.kind) {
         case NodeKind::Atom:
-          if (call_.varyingNumbers.count(path) && m_.numberFree(id) && replay::stopsCleanly(m_.ops().graph())) {
+          if (call_.varyingNumbers.count(path) && m_.numberFree(id) && graphStopsCleanly()) {
             // A lifted number whose value the run did not depend on (MagPy 6.2.1):
             // any value of its type will do. A run that can stop half-way (a
             // size check failing after an in-place write) keeps the value.
@@ -305,6 +306,13 @@ class Builder {
       default:
         throw Error("the function returns or stores a new " + typeName(Py_TYPE(n.obj)) + " object, which a record cannot rebuild");
     }
+  }
+
+  // Whether a call of the graph may stop half-way without having changed
+  // anything (replay::stopsCleanly), computed once per record.
+  bool graphStopsCleanly() {
+    if (!stopsCleanly_) stopsCleanly_ = replay::stopsCleanly(m_.ops().graph());
+    return *stopsCleanly_;
   }
 
   record::ValueExpr output(int value) {
@@ -583,6 +591,7 @@ class Builder {
   Paths entry_;
   std::set<NodeId> open_;  // entryValue's objects being built: the current one and its holders
   std::vector<int> outputs_;
+  std::optional<bool> stopsCleanly_;
   BuiltRecord out_;
 };
 
