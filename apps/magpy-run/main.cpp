@@ -7,9 +7,11 @@
 #include <chrono>
 #include <iomanip>
 #include <iostream>
+#include <optional>
 
 #include <ATen/Parallel.h>
 
+#include "magpy/replay/profile.h"
 #include "magpy/replay/session.h"
 #include "magpy/replay/state_dict.h"
 #include "magpy/replay/tensors.h"
@@ -32,10 +34,12 @@ struct Options {
   int repeat = 0;
   int threads = 0;
   std::string optimize = "default";
+  std::string backend = "aten";
   std::string device = "cpu";
   bool noCudaGraphs = false;
   bool strictEnv = false;
   bool showOptimizations = false;
+  bool profile = false;
   bool check = true;
   bool explain = false;
   bool keepGoing = false;
@@ -176,10 +180,20 @@ void time(Session& session, const Options& opt) {
     }
     std::vector<double> us;
     magpy::replay::SessionTiming before = session.timing();
+    std::optional<magpy::replay::OperatorProfile> profile;
+    if (opt.profile) profile.emplace();
+    magpy::replay::CallOutcome last;
     for (int k = 0; k < opt.repeat; ++k) {
       auto t0 = std::chrono::steady_clock::now();
-      session.call(f, args, kwargs);
+      last = session.call(f, args, kwargs);
       us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    }
+    if (profile) {
+      double total = 0;
+      for (double u : us) total += u * 1e-6;
+      std::cout << "profile " << file.functions[f].name << " record " << last.record << " ("
+                << (last.compiled ? "compiled" : "aten") << " backend), " << opt.repeat << " calls:\n"
+                << profile->report(size_t(opt.repeat), total);
     }
     std::sort(us.begin(), us.end());
     const auto& after = session.timing();
@@ -224,6 +238,14 @@ int main(int argc, char** argv) {
   app.add_option("--optimize", opt.optimize,
                  "Graph optimizations: default (dce,cse,fold,dropout), all (adds conv-bn), none, or a list")
       ->capture_default_str();
+  app.add_option("--backend", opt.backend,
+                 "How graphs run on CPU: aten (operator by operator, the results eager gives), compiled (lowered to "
+                 "TorchScript and optimized by libtorch), auto (compiled where the first call shows it faster); compiled "
+                 "and auto check the compiled graph against aten on the first call and fall back where it disagrees")
+      ->capture_default_str();
+  app.add_flag("--profile", opt.profile,
+               "With --repeat: print where the timed calls spend their time, per operator (count, total, share), and "
+               "the time outside operators");
   app.add_flag("--show-optimizations", opt.showOptimizations, "Print what the optimizations did to each record");
   app.add_option("--device", opt.device, "Where to replay: cpu, cuda, cuda:N (CUDA needs a CUDA libtorch)")
       ->capture_default_str();
@@ -257,6 +279,7 @@ int main(int argc, char** argv) {
     sessionOptions.device = opt.device;
     sessionOptions.cudaGraphs = !opt.noCudaGraphs;
     sessionOptions.trustRecord = opt.trustRecord;
+    sessionOptions.backend = magpy::replay::parseBackend(opt.backend);
     sessionOptions.memoryBudget = magpy::parseByteSize(opt.memoryBudget);
     auto loadStart = std::chrono::steady_clock::now();
     Session session = Session::open(opt.record, sessionOptions);
@@ -269,17 +292,9 @@ int main(int argc, char** argv) {
     std::cout << "magpy-run: " << opt.record << " (captured by magpy " << env.magpy_version << ", python "
               << env.python_version << ", torch " << env.torch_version << "; replaying on libtorch "
               << magpy::replay::libtorchVersion() << " with " << at::get_num_threads() << " threads, no Python)\n";
-    if (opt.showOptimizations) {
-      const auto& fns = session.file().functions;
-      for (size_t f = 0; f < fns.size(); ++f)
-        for (size_t r = 0; r < fns[f].records.size(); ++r) {
-          std::cout << fns[f].name << " record " << r << ":";
-          for (auto& line : session.optimizations(f, r)) std::cout << " " << line << ";";
-          std::cout << "\n";
-        }
-    }
     if (opt.repeat > 0) std::cout << "loaded in " << std::fixed << std::setprecision(1) << loadMs << " ms\n" << std::defaultfloat;
     if (!opt.output.empty() && opt.inputs.empty()) throw magpy::Error("--output needs --inputs");
+    if (opt.profile && opt.repeat == 0) throw magpy::Error("--profile needs --repeat N (the calls it profiles)");
     if ((!opt.state.empty() || opt.eval) && opt.inputs.empty())
       throw magpy::Error("--state and --eval need --inputs (the logged calls ran with the captured weights and flags)");
     int status = opt.inputs.empty() ? replayLog(session, opt) : runInputs(session, opt);
@@ -288,6 +303,15 @@ int main(int argc, char** argv) {
       rusage usage{};
       getrusage(RUSAGE_SELF, &usage);
       std::cout << "peak memory " << usage.ru_maxrss / 1024 << " MB\n";
+    }
+    if (opt.showOptimizations) {  // after the calls: backends are chosen on a record's first call
+      const auto& fns = session.file().functions;
+      for (size_t f = 0; f < fns.size(); ++f)
+        for (size_t r = 0; r < fns[f].records.size(); ++r) {
+          std::cout << fns[f].name << " record " << r << ":";
+          for (auto& line : session.optimizations(f, r)) std::cout << " " << line << ";";
+          std::cout << "\n";
+        }
     }
     return status;
   });

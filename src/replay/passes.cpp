@@ -480,6 +480,13 @@ bool stopsCleanly(const record::Graph& g) {
   return true;
 }
 
+Backend parseBackend(const std::string& name) {
+  if (name == "aten") return Backend::Aten;
+  if (name == "compiled") return Backend::Compiled;
+  if (name == "auto") return Backend::Auto;
+  throw Error("unknown backend '" + name + "' (use aten, compiled or auto)");
+}
+
 OptimizedGraph optimize(const record::Graph& graph, const PassOptions& o, bool inference) {
   OptimizedGraph out;
   out.graph = inputsFirst(graph);

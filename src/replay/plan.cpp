@@ -1,9 +1,11 @@
 #include "magpy/replay/plan.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/scalar_tensor.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <optional>
 #include <set>
@@ -13,51 +15,11 @@
 #include "magpy/replay/guards.h"
 #include "magpy/replay/tensors.h"
 #include "magpy/support/error.h"
+#include "replay/compiled_graph.h"
+#include "replay/plan_steps.h"
 
 namespace magpy::replay {
 namespace {
-
-// One operand of a step: a constant boxed at load time, a slot, or a list
-// of slots packed into a c10::List at run time.
-struct Operand {
-  // WrappedNumber: a lifted Python number where the operator takes a Tensor
-  // (x * gain), made the 0-dim "wrapped number" tensor Python makes.
-  enum class Kind : uint8_t { Const, Slot, TensorList, OptionalTensorList, SizeList, WrappedNumber };
-  Kind kind = Kind::Const;
-  c10::IValue constant;
-  int slot = -1;
-  std::vector<int> slots;      // -1: None (optional lists), a constant size (SizeList)
-  std::vector<int64_t> sizes;  // SizeList: the constant entries
-};
-
-// Python's arithmetic on lifted numbers (record::isNumberOp).
-enum class NumberOp : uint8_t { None, Add, Sub, Mul, TrueDiv, FloorDiv };
-
-struct Step {
-  std::optional<c10::OperatorHandle> op;  // none for a NumberOp
-  NumberOp number = NumberOp::None;
-  std::string name;          // "aten::add.Tensor"
-  std::string node;          // "%add_1 (model.py:14)", for errors
-  bool checkGeometry = false;  // sizes/strides/offset come from the record: check them first
-  std::vector<Operand> operands;
-  std::vector<int> outputs;  // slot per returned value
-  bool unpackList = false;   // the op returns one Tensor[]: its elements go to `outputs`
-  bool folded = false;       // depends only on parameters: computed once while they are unchanged
-  std::vector<int> release;  // slots dead after this step
-  // Results whose sizes depend on the call's symbols, or on lifted numbers
-  // (then checked against the sizes seen at capture).
-  std::vector<std::pair<int, std::vector<record::SymDim>>> sizeChecks;
-
-  std::vector<int> operandSlots() const {
-    std::vector<int> out;
-    for (auto& op : operands) {
-      if (op.slot >= 0) out.push_back(op.slot);
-      for (int s : op.slots)
-        if (s >= 0) out.push_back(s);
-    }
-    return out;
-  }
-};
 
 std::vector<record::SymDim> fixedSizes(const std::vector<int64_t>& shape) {
   std::vector<record::SymDim> dims(shape.size());
@@ -339,15 +301,8 @@ void runStep(const Step& step, std::vector<c10::IValue>& slots, std::vector<c10:
 }  // namespace
 
 struct Plan::Impl {
-  std::vector<std::string> applied;
-  // Constant tensors made at load. One the graph writes or returns is
-  // copied for each run: a call must not see what the last one did to it.
-  struct Constant {
-    int slot;
-    c10::IValue value;
-    bool copyPerRun;
-  };
-  std::vector<Constant> constants;
+  mutable std::vector<std::string> applied;
+  std::vector<PlanConstant> constants;
   // Folding: the inputs folded steps read, and their results as last computed.
   std::vector<size_t> foldInputs;  // indices into inputSlots
   std::vector<int> foldOutputs;    // slots
@@ -362,7 +317,24 @@ struct Plan::Impl {
   bool changesGeometry = false;
   bool dynamic = false;
   bool stopsCleanly = true;
+
+  // The compiled backend (compiled_graph.h), chosen on the first run.
+  Backend backend = Backend::Aten;
+  std::vector<bool> freezable;     // per input: a state tensor the graph neither writes nor returns
+  std::vector<bool> writtenInput;  // per input: written or returned by the graph
+  std::string refusal;             // why the steps cannot be lowered
+  enum class Use : uint8_t { Undecided, Steps, Compiled };
+  mutable Use use = Use::Undecided;
+  mutable bool ranCompiled = false;
+  mutable std::unique_ptr<CompiledGraph> compiled;
+  mutable int refreezes = 0;
+
+  std::vector<c10::IValue> runSteps(std::vector<c10::IValue> inputs, const SymbolValues* symbols) const;
+  std::vector<c10::IValue> decide(std::vector<c10::IValue> inputs, const SymbolValues* symbols) const;
+  std::vector<c10::IValue> runCompiled(std::vector<c10::IValue> inputs, const SymbolValues* symbols) const;
+  LoweringInput lowering() const { return {steps, inputSlots, constants, outputSlots, numSlots, freezable}; }
 };
+
 
 Plan::Plan(const record::Graph& input, const std::vector<record::TensorBlob>& blobs, const PlanOptions& options)
     : impl_(std::make_unique<Impl>()) {
@@ -372,6 +344,7 @@ Plan::Plan(const record::Graph& input, const std::vector<record::TensorBlob>& bl
   impl_->applied = optimized.applied;
   std::vector<bool> ownedPerRun = writtenOrEscaping(graph);
   impl_->stopsCleanly = replay::stopsCleanly(graph);
+  impl_->backend = options.inference && c10::Device(options.device).is_cpu() ? options.backend : Backend::Aten;
   for (auto& n : graph.nodes)
     for (auto& m : n.outputs) impl_->dynamic = impl_->dynamic || m.dynamic();
   c10::Device device(options.device);
@@ -409,6 +382,8 @@ Plan::Plan(const record::Graph& input, const std::vector<record::TensorBlob>& bl
         } else {
           impl_->inputSlots.push_back(s);
           impl_->inputNumbers.push_back(slotNumber[size_t(s)]);
+          impl_->freezable.push_back(n.kind == record::NodeKind::GetAttr && n.number.empty() && !ownedPerRun[ni]);
+          impl_->writtenInput.push_back(ownedPerRun[ni]);
           impl_->inputPaths.push_back(n.source);
         }
         break;
@@ -548,6 +523,7 @@ Plan::Plan(const record::Graph& input, const std::vector<record::TensorBlob>& bl
       if (lastUse[size_t(s)] < 0) lastUse[size_t(s)] = int(si);
   for (size_t s = 0; s < impl_->numSlots; ++s)
     if (!isOutput[s] && lastUse[s] >= 0) impl_->steps[size_t(lastUse[s])].release.push_back(int(s));
+  if (impl_->backend != Backend::Aten) impl_->refusal = loweringRefusal(impl_->steps);
 }
 
 Plan::~Plan() = default;
@@ -560,6 +536,7 @@ const std::vector<std::string>& Plan::optimizations() const { return impl_->appl
 bool Plan::changesGeometry() const { return impl_->changesGeometry; }
 bool Plan::dynamic() const { return impl_->dynamic; }
 bool Plan::stopsCleanly() const { return impl_->stopsCleanly; }
+bool Plan::ranCompiled() const { return impl_->ranCompiled; }
 
 namespace {
 
@@ -594,6 +571,25 @@ std::vector<c10::IValue> Plan::runWith(std::vector<c10::IValue> inputs, const Sy
   if (p.dynamic && !symbols) throw Error("a graph with dynamic sizes runs only with the sizes its record's guards bound");
   if (inputs.size() != p.inputSlots.size())
     throw Error("the graph takes " + std::to_string(p.inputSlots.size()) + " inputs, got " + std::to_string(inputs.size()));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const c10::IValue& v = inputs[i];
+    char number = p.inputNumbers[i];
+    bool ok = number == 'i' ? v.isInt() : number == 'f' ? v.isDouble() : v.isTensor();
+    if (!ok)
+      throw Error("graph input " + record::toString(p.inputPaths[i]) + " must be " +
+                  (number == 'i' ? "an int" : number == 'f' ? "a float" : "a tensor") + ", got a " + v.tagKind());
+  }
+  p.ranCompiled = false;
+  switch (p.backend == Backend::Aten ? Impl::Use::Steps : p.use) {
+    case Impl::Use::Undecided: return p.decide(std::move(inputs), symbols);
+    case Impl::Use::Compiled: return p.runCompiled(std::move(inputs), symbols);
+    case Impl::Use::Steps: break;
+  }
+  return p.runSteps(std::move(inputs), symbols);
+}
+
+std::vector<c10::IValue> Plan::Impl::runSteps(std::vector<c10::IValue> inputs, const SymbolValues* symbols) const {
+  const Impl& p = *this;
   std::vector<c10::IValue> slots(p.numSlots);
   for (const auto& c : p.constants) slots[size_t(c.slot)] = c.copyPerRun ? c10::IValue(c.value.toTensor().clone()) : c.value;
 
@@ -619,15 +615,7 @@ std::vector<c10::IValue> Plan::runWith(std::vector<c10::IValue> inputs, const Sy
       p.foldValues.clear();
     }
   }
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const c10::IValue& v = inputs[i];
-    char number = p.inputNumbers[i];
-    bool ok = number == 'i' ? v.isInt() : number == 'f' ? v.isDouble() : v.isTensor();
-    if (!ok)
-      throw Error("graph input " + record::toString(p.inputPaths[i]) + " must be " +
-                  (number == 'i' ? "an int" : number == 'f' ? "a float" : "a tensor") + ", got a " + v.tagKind());
-    slots[size_t(p.inputSlots[i])] = std::move(inputs[i]);
-  }
+  for (size_t i = 0; i < inputs.size(); ++i) slots[size_t(p.inputSlots[i])] = std::move(inputs[i]);
 
   std::vector<c10::IValue> stack;
   for (const Step& step : p.steps) {
@@ -651,6 +639,105 @@ std::vector<c10::IValue> Plan::runWith(std::vector<c10::IValue> inputs, const Sy
   out.reserve(p.outputSlots.size());
   for (int s : p.outputSlots) out.push_back(slots[size_t(s)]);
   return out;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double secondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string milliseconds(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3f ms", seconds * 1e3);
+  return text;
+}
+
+}  // namespace
+
+// The first run: lowers the steps, runs the compiled graph on copies of
+// what the graph writes (with the random draws the real run makes), then
+// the steps on the real inputs; their results and writes must agree. Auto
+// keeps the compiled graph where it ran faster. The call's own results
+// always come from the steps.
+std::vector<c10::IValue> Plan::Impl::decide(std::vector<c10::IValue> inputs, const SymbolValues* symbols) const {
+  use = Use::Steps;
+  auto keepSteps = [&](const std::string& why) {
+    applied.push_back("backend: operator by operator, " + why);
+    compiled.reset();
+    return runSteps(std::move(inputs), symbols);
+  };
+  if (!refusal.empty()) return keepSteps("not compiled: " + refusal);
+  try {
+    compiled = std::make_unique<CompiledGraph>(lowering(), inputs);
+  } catch (const Error& e) {
+    return keepSteps(std::string("not compiled: ") + e.what());
+  }
+  std::vector<c10::IValue> trialInputs = inputs;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (writtenInput[i] && inputs[i].isTensor()) trialInputs[i] = inputs[i].toTensor().clone();
+  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  at::Tensor rng = generator.get_state();
+  std::vector<c10::IValue> trial;
+  auto t0 = Clock::now();
+  try {
+    trial = compiled->run(trialInputs);
+  } catch (const std::exception& e) {
+    generator.set_state(rng);
+    return keepSteps(std::string("the compiled graph failed on the first call: ") + e.what());
+  }
+  double compiledTime = secondsSince(t0);
+  if (stopsCleanly) {  // nothing written, nothing drawn: time a second run of each
+    t0 = Clock::now();
+    compiled->run(inputs);
+    compiledTime = std::min(compiledTime, secondsSince(t0));
+  }
+  generator.set_state(rng);
+  std::vector<c10::IValue> realInputs = inputs;  // the same tensors, to compare what the steps wrote
+  t0 = Clock::now();
+  std::vector<c10::IValue> out = runSteps(std::move(inputs), symbols);
+  double stepsTime = secondsSince(t0);
+  if (stopsCleanly) {
+    t0 = Clock::now();
+    runSteps(realInputs, symbols);
+    stepsTime = std::min(stepsTime, secondsSince(t0));
+  }
+  std::string differs = disagreement(trial, out, "result");
+  for (size_t i = 0; differs.empty() && i < realInputs.size(); ++i)
+    if (writtenInput[i]) differs = disagreement({trialInputs[i]}, {realInputs[i]}, "input " + record::toString(inputPaths[i]) + " written,");
+  std::string times = milliseconds(compiledTime) + " compiled vs " + milliseconds(stepsTime) + " operator by operator on the first call";
+  std::string kept = "backend: operator by operator, ";
+  if (!differs.empty()) applied.push_back(kept + "the compiled graph disagrees with it: " + differs);
+  else if (backend == Backend::Auto && compiledTime >= stepsTime) applied.push_back(kept + "faster (" + times + ")");
+  else use = Use::Compiled;
+  if (use == Use::Compiled) applied.push_back("backend: compiled (" + times + "): " + compiled->summary());
+  else compiled.reset();
+  return out;
+}
+
+// A compiled run, after checking the tensors frozen into the graph; where
+// they changed, the graph is lowered again with their new values (a few
+// times: state that keeps changing runs operator by operator from then on).
+std::vector<c10::IValue> Plan::Impl::runCompiled(std::vector<c10::IValue> inputs, const SymbolValues* symbols) const {
+  constexpr int kMaxRefreezes = 3;
+  if (!compiled->stillFrozen(inputs)) {
+    if (++refreezes > kMaxRefreezes) {
+      use = Use::Steps;
+      compiled.reset();
+      applied.push_back("backend: operator by operator from here on, the state tensors frozen into the compiled graph "
+                        "changed between calls " + std::to_string(kMaxRefreezes + 1) + " times");
+      return runSteps(std::move(inputs), symbols);
+    }
+    compiled = std::make_unique<CompiledGraph>(lowering(), inputs);
+  }
+  try {
+    std::vector<c10::IValue> out = compiled->run(inputs);
+    ranCompiled = true;
+    return out;
+  } catch (const std::exception& e) {
+    // Nothing observable happened yet: the steps name the failing node.
+    if (stopsCleanly) return runSteps(std::move(inputs), symbols);
+    throw Error(std::string("while running the compiled graph: ") + e.what());
+  }
 }
 
 }  // namespace magpy::replay

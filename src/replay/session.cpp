@@ -106,7 +106,7 @@ Session::Session(record::RecordFile file, const SessionOptions& options) : impl_
   if (impl_->device.is_cuda() && !at::hasCUDA())
     throw Error("device " + options.device + " asked for, but this libtorch has no CUDA support or no GPU is visible");
   impl_->memoryBudget = options.memoryBudget;
-  PlanOptions planOptions{options.passes, true, options.device, options.trustRecord};
+  PlanOptions planOptions{options.passes, true, options.device, options.trustRecord, options.backend};
   for (auto& fn : f.functions) {
     impl_->selves.push_back(materialize(fn.self, f));
     std::vector<std::unique_ptr<Plan>> plans;
@@ -203,7 +203,7 @@ CallOutcome Session::call(size_t function, std::vector<Value> args, Value kwargs
     auto mock = access.mock(outputs, values);
     p.timing.mock += since(t2);
     if (mock.stateChanged || p.plans[function][r]->changesGeometry()) ++p.stateVersion;
-    return {std::move(*mock.result), r};
+    return {std::move(*mock.result), r, plan.ranCompiled()};
   }
   throw NoMatchingRecord(p.file.functions[function].name, std::move(misses));
 }

@@ -7,6 +7,7 @@
 // or an update replaces or changes a parameter.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,16 @@ struct PassOptions {
   // (dce, cse, fold, conv-bn, dropout); throws Error naming an unknown pass.
   static PassOptions parse(const std::string& text);
 };
+
+// How a plan runs its graph: operator by operator through the dispatcher
+// (Aten), lowered to TorchScript and optimized by libtorch (Compiled, see
+// src/replay/compiled_graph.h), or Auto: compiled where the first call
+// shows it faster. Compiled and Auto check the compiled graph's results
+// against operator-by-operator replay on the first call and keep running
+// operator by operator where they differ, where a graph cannot be lowered,
+// or where the state tensors frozen into it keep changing.
+enum class Backend : uint8_t { Aten, Compiled, Auto };
+Backend parseBackend(const std::string& name);  // "aten", "compiled", "auto"; Error otherwise
 
 struct OptimizedGraph {
   record::Graph graph;

@@ -32,6 +32,7 @@ struct PlanOptions {
   bool inference = false;      // no autograd: parameter-only results may be cached
   std::string device = "cpu";  // constants and factory operators are placed there
   bool trustRecord = false;    // run operators outside the operator policy (record/op_policy.h)
+  Backend backend = Backend::Aten;  // needs inference
 };
 
 // Not thread-safe: a plan caches folded results between runs.
@@ -58,8 +59,11 @@ class Plan {
   // state), in the order runWith() takes them.
   const std::vector<record::AccessPath>& inputPaths() const;
 
-  // What the optimizations did ("cse: 2 duplicate operators merged").
+  // What the optimizations did ("cse: 2 duplicate operators merged"), and
+  // once a call chose it, the backend and why.
   const std::vector<std::string>& optimizations() const;
+  // Whether the last run went through the compiled graph.
+  bool ranCompiled() const;
   // Whether an operator changes the sizes or strides of a tensor in place
   // (record::changesGeometry): state metadata may differ after a run.
   bool changesGeometry() const;

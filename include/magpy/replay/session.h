@@ -37,6 +37,7 @@ class NoMatchingRecord : public Error {
 struct CallOutcome {
   Value result;
   size_t record = 0;  // which record ran
+  bool compiled = false;  // its graph ran on the compiled backend
 };
 
 struct SessionOptions {
@@ -44,6 +45,7 @@ struct SessionOptions {
   std::string device = "cpu";  // where state, inputs and operators live: "cpu", "cuda", "cuda:1"
   bool cudaGraphs = true;      // on CUDA: replay static records as CUDA graphs
   bool trustRecord = false;    // allow operators outside the operator policy (record/op_policy.h)
+  Backend backend = Backend::Aten;  // on CPU: how graphs run (plan.h)
   // CPU tensor memory one call may allocate beyond what was live before it
   // (0: no limit); a call that needs more fails with an Error.
   uint64_t memoryBudget = kDefaultMemoryBudget;

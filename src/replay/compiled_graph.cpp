@@ -1,0 +1,251 @@
+#include "replay/compiled_graph.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/passes/constant_propagation.h>
+#include <torch/csrc/jit/passes/dead_code_elimination.h>
+#include <torch/csrc/jit/passes/frozen_conv_add_relu_fusion.h>
+#include <torch/csrc/jit/passes/frozen_graph_optimizations.h>
+#include <torch/csrc/jit/passes/frozen_linear_transpose.h>
+#include <torch/csrc/jit/passes/frozen_ops_to_mkldnn.h>
+#include <torch/csrc/jit/runtime/interpreter.h>
+
+#include <algorithm>
+#include <map>
+
+#include "magpy/support/error.h"
+
+namespace magpy::replay {
+
+namespace jit = torch::jit;
+
+std::string loweringRefusal(const std::vector<Step>& steps) {
+  for (const Step& step : steps) {
+    if (step.number != NumberOp::None) return step.node + " is Python number arithmetic, which replay checks per call";
+    if (!step.sizeChecks.empty())
+      return step.node + " gives results whose sizes replay checks per call (a dynamic or lifted record)";
+    if (step.checkGeometry) return step.node + " makes a view whose geometry the record gives, which replay checks per call";
+    for (const Operand& op : step.operands)
+      if (op.kind == Operand::Kind::WrappedNumber) return step.node + " takes a lifted number";
+  }
+  return "";
+}
+
+namespace {
+
+const void* storageOf(const c10::IValue& v) {
+  if (!v.isTensor() || !v.toTensor().has_storage()) return nullptr;
+  return v.toTensor().storage().unsafeGetStorageImpl();
+}
+
+jit::Value* constant(jit::Graph& g, const c10::IValue& v, const std::string& where) {
+  try {
+    return g.insertConstant(v);
+  } catch (const c10::Error&) {
+    throw Error(where + ": a constant of type " + v.tagKind() + " cannot be a TorchScript constant");
+  }
+}
+
+// Builds the TorchScript graph of the steps: one node per operator with
+// the schema's overload, lists made with prim::ListConstruct, list results
+// split with prim::ListUnpack.
+class Lowering {
+ public:
+  Lowering(const LoweringInput& plan, jit::Graph& g) : plan_(plan), g_(g), values_(plan.numSlots, nullptr) {}
+
+  void input(int slot, jit::Value* v) { values_[size_t(slot)] = v; }
+
+  void steps() {
+    for (const Step& step : plan_.steps) lower(step);
+  }
+
+  jit::Value* value(int slot, const std::string& where) const {
+    jit::Value* v = values_[size_t(slot)];
+    if (!v) throw Error(where + ": reads a value no step made");
+    return v;
+  }
+
+ private:
+  jit::Value* list(const Operand& op, const std::string& where) {
+    std::vector<jit::Value*> items;
+    c10::TypePtr element = c10::TensorType::get();
+    if (op.kind == Operand::Kind::OptionalTensorList) element = c10::OptionalType::ofTensor();
+    if (op.kind == Operand::Kind::SizeList) element = c10::IntType::get();
+    for (size_t k = 0; k < op.slots.size(); ++k) {
+      int s = op.slots[k];
+      if (s >= 0) items.push_back(value(s, where));
+      else if (op.kind == Operand::Kind::SizeList) items.push_back(constant(g_, c10::IValue(op.sizes[k]), where));
+      else items.push_back(constant(g_, c10::IValue(), where));
+    }
+    return g_.insertNode(g_.createList(element, items))->output();
+  }
+
+  void lower(const Step& step) {
+    const c10::FunctionSchema& schema = step.op->schema();
+    std::vector<jit::Value*> args;
+    for (const Operand& op : step.operands) {
+      switch (op.kind) {
+        case Operand::Kind::Const: args.push_back(constant(g_, op.constant, step.node)); break;
+        case Operand::Kind::Slot: args.push_back(value(op.slot, step.node)); break;
+        case Operand::Kind::TensorList:
+        case Operand::Kind::OptionalTensorList:
+        case Operand::Kind::SizeList: args.push_back(list(op, step.node)); break;
+        case Operand::Kind::WrappedNumber: throw Error(step.node + ": takes a lifted number");
+      }
+    }
+    jit::Node* node = g_.insertNode(g_.create(c10::Symbol::fromQualString(schema.name()), args, schema.returns().size()));
+    for (size_t r = 0; r < schema.returns().size(); ++r) node->output(r)->setType(schema.returns()[r].type());
+    if (!node->maybeOperator())
+      throw Error(step.node + ": TorchScript finds no overload of " + schema.name() + " for the recorded arguments");
+    if (step.unpackList) {
+      jit::Node* unpack = g_.insertNode(g_.createListUnpack(node->output(0), step.outputs.size()));
+      for (size_t r = 0; r < step.outputs.size(); ++r) values_[size_t(step.outputs[r])] = unpack->output(r);
+      return;
+    }
+    for (size_t r = 0; r < step.outputs.size(); ++r) values_[size_t(step.outputs[r])] = node->output(r);
+  }
+
+  const LoweringInput& plan_;
+  jit::Graph& g_;
+  std::vector<jit::Value*> values_;  // per slot
+};
+
+// libtorch's inference passes, in torch.jit.freeze's and then
+// torch.jit.optimize_for_inference's order.
+void optimizeFrozen(std::shared_ptr<jit::Graph>& g) {
+  jit::ConstantPropagation(g);
+  jit::OptimizeFrozenGraph(g, /*optimize_numerics=*/true);
+  jit::FuseFrozenConvAddRelu(g);
+  jit::ConvertFrozenOpsToMKLDNN(g);
+  jit::FrozenLinearTranspose(g);
+  jit::ConstantPropagation(g);
+  jit::EliminateDeadCode(g);
+}
+
+std::string describe(const jit::Graph& g, size_t lowered) {
+  std::map<std::string, size_t> kinds;
+  size_t total = 0;
+  for (const jit::Node* n : g.nodes()) {
+    if (n->kind() == c10::prim::Constant || n->kind() == c10::prim::ListConstruct || n->kind() == c10::prim::ListUnpack) continue;
+    ++kinds[n->kind().toQualString()];
+    ++total;
+  }
+  std::vector<std::pair<size_t, std::string>> order;
+  for (auto& [name, count] : kinds) order.push_back({count, name});
+  std::sort(order.begin(), order.end(), [](auto& a, auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
+  std::string out = std::to_string(lowered) + " operators lowered, " + std::to_string(total) + " after libtorch's passes";
+  for (size_t k = 0; k < order.size() && k < 6; ++k) out += (k ? ", " : ": ") + std::to_string(order[k].first) + " " + order[k].second;
+  if (order.size() > 6) out += ", ...";
+  return out;
+}
+
+}  // namespace
+
+CompiledGraph::CompiledGraph(const LoweringInput& plan, const std::vector<c10::IValue>& inputs)
+    : graph_(std::make_shared<jit::Graph>()) {
+  if (std::string why = loweringRefusal(plan.steps); !why.empty()) throw Error(why);
+  Lowering lowering(plan, *graph_);
+  for (size_t i = 0; i < plan.inputSlots.size(); ++i) {
+    const c10::IValue& v = inputs.at(i);
+    if (plan.freezable[i] && v.isTensor() && v.toTensor().defined() && v.toTensor().has_storage()) {
+      const at::Tensor& t = v.toTensor();
+      frozen_.push_back({i, t.unsafeGetTensorImpl(), t.unsafeGetTensorImpl()->version_counter().current_version(), storageOf(v)});
+      lowering.input(plan.inputSlots[i], constant(*graph_, c10::IValue(t.requires_grad() ? t.detach() : t), "frozen state"));
+      continue;
+    }
+    jit::Value* in = graph_->addInput();
+    if (v.isTensor()) in->setType(c10::TensorType::create(v.toTensor()));
+    else in->setType(v.type());
+    graphInputs_.push_back(i);
+    lowering.input(plan.inputSlots[i], in);
+  }
+  for (size_t c = 0; c < plan.constants.size(); ++c) {
+    const PlanConstant& k = plan.constants[c];
+    if (!k.copyPerRun) {
+      lowering.input(k.slot, constant(*graph_, k.value, "a record constant"));
+      continue;
+    }
+    jit::Value* in = graph_->addInput();
+    in->setType(c10::TensorType::create(k.value.toTensor()));
+    perRunConstants_.push_back(c);
+    constantValues_.push_back(k.value);
+    lowering.input(k.slot, in);
+  }
+  lowering.steps();
+  for (int s : plan.outputSlots) graph_->registerOutput(lowering.value(s, "the output"));
+  outputs_ = plan.outputSlots.size();
+  for (auto& f : frozen_) frozenStorages_.push_back(f.storage);
+  std::sort(frozenStorages_.begin(), frozenStorages_.end());
+  try {
+    optimizeFrozen(graph_);
+    code_ = std::make_unique<jit::Code>(graph_, "magpy_record");
+  } catch (const c10::Error& e) {
+    throw Error(std::string("libtorch could not compile the graph: ") + e.what_without_backtrace());
+  }
+  summary_ = describe(*graph_, plan.steps.size());
+}
+
+CompiledGraph::~CompiledGraph() = default;
+
+bool CompiledGraph::stillFrozen(const std::vector<c10::IValue>& inputs) const {
+  for (const Frozen& f : frozen_) {
+    const c10::IValue& v = inputs[f.input];
+    if (!v.isTensor() || v.toTensor().unsafeGetTensorImpl() != f.impl || f.impl->version_counter().current_version() != f.version)
+      return false;
+  }
+  for (size_t i : graphInputs_)  // a frozen tensor seen through another input could be written by the graph
+    if (const void* s = storageOf(inputs[i]); s && std::binary_search(frozenStorages_.begin(), frozenStorages_.end(), s))
+      return false;
+  return true;
+}
+
+std::vector<c10::IValue> CompiledGraph::run(const std::vector<c10::IValue>& inputs) const {
+  jit::Stack stack;
+  stack.reserve(graphInputs_.size() + perRunConstants_.size());
+  for (size_t i : graphInputs_) stack.push_back(inputs[i]);
+  for (const c10::IValue& c : constantValues_) stack.emplace_back(c.toTensor().clone());
+  jit::InterpreterState(*code_).run(stack);
+  if (stack.size() != outputs_) throw Error("the compiled graph returned " + std::to_string(stack.size()) + " values");
+  return stack;
+}
+
+namespace {
+
+// torch.testing-like bounds, loosened for what libtorch's passes change:
+// folded batch norms and oneDNN kernels sum in other orders.
+std::string tensorDisagreement(const at::Tensor& a, const at::Tensor& b, const std::string& what) {
+  if (a.sizes() != b.sizes() || a.scalar_type() != b.scalar_type())
+    return what + " has sizes " + c10::str(a.sizes()) + " " + c10::toString(a.scalar_type()) + ", operator by operator " +
+           c10::str(b.sizes()) + " " + c10::toString(b.scalar_type());
+  if (a.numel() == 0) return "";
+  if (!c10::isFloatingType(a.scalar_type()) && !c10::isComplexType(a.scalar_type()))
+    return a.cpu().equal(b.cpu()) ? "" : what + " differs";
+  bool half = a.scalar_type() == at::kHalf || a.scalar_type() == at::kBFloat16;
+  double rtol = half ? 1e-2 : 1e-3, atol = half ? 1e-3 : 1e-5;
+  at::Tensor x = a.detach().cpu().to(at::kDouble), y = b.detach().cpu().to(at::kDouble);
+  if (!x.isfinite().equal(y.isfinite())) return what + " is not finite in the same places";
+  at::Tensor finite = y.isfinite();
+  double diff = (x - y).abs().masked_fill(~finite, 0).max().item<double>();
+  double scale = y.abs().masked_fill(~finite, 0).max().item<double>();
+  if (diff <= atol + rtol * scale) return "";
+  return what + " differs by up to " + std::to_string(diff) + " (largest magnitude " + std::to_string(scale) + ")";
+}
+
+}  // namespace
+
+std::string disagreement(const std::vector<c10::IValue>& compiled, const std::vector<c10::IValue>& reference,
+                         const std::string& what) {
+  if (compiled.size() != reference.size()) return what + ": another number of values";
+  for (size_t i = 0; i < compiled.size(); ++i) {
+    const c10::IValue &a = compiled[i], &b = reference[i];
+    std::string name = what + " " + std::to_string(i);
+    if (a.isTensor() && b.isTensor()) {
+      if (std::string d = tensorDisagreement(a.toTensor(), b.toTensor(), name); !d.empty()) return d;
+    } else if (a.isTensor() || b.isTensor() || !(a == b)) {
+      return name + " differs";
+    }
+  }
+  return "";
+}
+
+}  // namespace magpy::replay

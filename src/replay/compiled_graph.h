@@ -1,0 +1,89 @@
+// The compiled backend of a plan: its steps lowered to a TorchScript graph
+// (torch::jit::Graph, built in C++), the state tensors the graph only reads
+// frozen into it as constants, libtorch's inference passes run over it
+// (those behind torch.jit.freeze and torch.jit.optimize_for_inference:
+// conv/linear folding with batch norm, add and mul, oneDNN layouts and
+// fused convolutions, linear weight transposition, dead code), and the
+// result run by TorchScript's interpreter.
+//
+// Frozen tensors are the plan's only assumption about the state: run()
+// takes every input of the plan, and stillFrozen() says whether the frozen
+// ones are the same tensors, unchanged, and shared by no other input. The
+// plan re-lowers, or runs operator by operator, when they are not.
+#pragma once
+
+#include <ATen/core/ivalue.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "replay/plan_steps.h"
+
+namespace torch::jit {
+struct Graph;
+struct Code;
+}  // namespace torch::jit
+
+namespace magpy::replay {
+
+// What a plan holds that the lowering reads.
+struct LoweringInput {
+  const std::vector<Step>& steps;
+  const std::vector<int>& inputSlots;
+  const std::vector<PlanConstant>& constants;
+  const std::vector<int>& outputSlots;
+  size_t numSlots;
+  // Per input: whether it may be frozen (a state tensor the graph neither
+  // writes nor returns).
+  const std::vector<bool>& freezable;
+};
+
+// Why these steps cannot be lowered, or empty: steps whose sizes the plan
+// checks per call (dynamic and lifted records), number arithmetic, views
+// whose geometry the record gives (checked per call against their base).
+std::string loweringRefusal(const std::vector<Step>& steps);
+
+class CompiledGraph {
+ public:
+  // Lowers the steps, freezing the freezable inputs with the values `inputs`
+  // holds. Throws Error when libtorch cannot build or optimize the graph.
+  CompiledGraph(const LoweringInput& plan, const std::vector<c10::IValue>& inputs);
+  ~CompiledGraph();
+
+  // Whether the frozen inputs are the tensors frozen, at the same version,
+  // and no other input shares storage with one.
+  bool stillFrozen(const std::vector<c10::IValue>& inputs) const;
+
+  // Runs the graph on the plan's inputs (frozen ones are skipped); returns
+  // the plan's outputs.
+  std::vector<c10::IValue> run(const std::vector<c10::IValue>& inputs) const;
+
+  // "161 operators lowered, 85 after libtorch's passes: 53 prim::mkldnn_convolution, ..."
+  const std::string& summary() const { return summary_; }
+
+ private:
+  std::shared_ptr<torch::jit::Graph> graph_;
+  std::unique_ptr<torch::jit::Code> code_;
+  std::vector<size_t> graphInputs_;  // plan input index per graph input
+  std::vector<size_t> perRunConstants_;  // constants copied per run, after the inputs
+  std::vector<c10::IValue> constantValues_;
+  struct Frozen {
+    size_t input;
+    const c10::TensorImpl* impl;
+    uint32_t version;
+    const void* storage;
+  };
+  std::vector<Frozen> frozen_;
+  std::vector<const void*> frozenStorages_;  // sorted
+  size_t outputs_ = 0;
+  std::string summary_;
+};
+
+// Whether a compiled run's results agree with operator-by-operator replay's
+// within the dtype's tolerance; empty when they do, otherwise which value
+// differs and by how much.
+std::string disagreement(const std::vector<c10::IValue>& compiled, const std::vector<c10::IValue>& reference,
+                         const std::string& what);
+
+}  // namespace magpy::replay

@@ -1,0 +1,67 @@
+// The steps of an execution plan (replay/plan.cpp), shared with the
+// compiled backend that lowers them (replay/compiled_graph.cpp).
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/ivalue.h>
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "magpy/record/graph.h"
+
+namespace magpy::replay {
+
+// One operand of a step: a constant boxed at load time, a slot, or a list
+// of slots packed into a c10::List at run time.
+struct Operand {
+  // WrappedNumber: a lifted Python number where the operator takes a Tensor
+  // (x * gain), made the 0-dim "wrapped number" tensor Python makes.
+  enum class Kind : uint8_t { Const, Slot, TensorList, OptionalTensorList, SizeList, WrappedNumber };
+  Kind kind = Kind::Const;
+  c10::IValue constant;
+  int slot = -1;
+  std::vector<int> slots;      // -1: None (optional lists), a constant size (SizeList)
+  std::vector<int64_t> sizes;  // SizeList: the constant entries
+};
+
+// Python's arithmetic on lifted numbers (record::isNumberOp).
+enum class NumberOp : uint8_t { None, Add, Sub, Mul, TrueDiv, FloorDiv };
+
+struct Step {
+  std::optional<c10::OperatorHandle> op;  // none for a NumberOp
+  NumberOp number = NumberOp::None;
+  std::string name;          // "aten::add.Tensor"
+  std::string node;          // "%add_1 (model.py:14)", for errors
+  bool checkGeometry = false;  // sizes/strides/offset come from the record: check them first
+  std::vector<Operand> operands;
+  std::vector<int> outputs;  // slot per returned value
+  bool unpackList = false;   // the op returns one Tensor[]: its elements go to `outputs`
+  bool folded = false;       // depends only on parameters: computed once while they are unchanged
+  std::vector<int> release;  // slots dead after this step
+  // Results whose sizes depend on the call's symbols, or on lifted numbers
+  // (then checked against the sizes seen at capture).
+  std::vector<std::pair<int, std::vector<record::SymDim>>> sizeChecks;
+
+  std::vector<int> operandSlots() const {
+    std::vector<int> out;
+    for (auto& op : operands) {
+      if (op.slot >= 0) out.push_back(op.slot);
+      for (int s : op.slots)
+        if (s >= 0) out.push_back(s);
+    }
+    return out;
+  }
+};
+
+// Constant tensors made at load. One the graph writes or returns is
+// copied for each run: a call must not see what the last one did to it.
+struct PlanConstant {
+  int slot;
+  c10::IValue value;
+  bool copyPerRun;
+};
+
+}  // namespace magpy::replay
