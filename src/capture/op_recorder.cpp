@@ -37,15 +37,9 @@ bool isMetadataOp(const std::string& name) {
 // Operators whose result shape depends on tensor contents.
 bool hasDataDependentOutputShape(const std::string& name, const std::string& overload,
                                  const std::vector<c10::IValue>& inputs) {
-  static const std::unordered_set<std::string> kOps = {
-      "aten::nonzero", "aten::masked_select", "aten::unique", "aten::_unique", "aten::_unique2",
-      "aten::unique_dim", "aten::unique_consecutive", "aten::unique_dim_consecutive", "aten::argwhere",
-      "aten::bincount", "aten::nonzero_numpy", "aten::_unique_dim",
-  };
-  if (kOps.count(name)) return true;
-  if (name == "aten::repeat_interleave" && overload == "Tensor") return true;
-  if (name == "aten::where" && overload.empty()) return true;  // where(cond): nonzero
-  if (name == "aten::index" && inputs.size() > 1 && inputs[1].isList()) {
+  if (!record::mayHaveDataDependentSizes(name, overload)) return false;
+  if (name != "aten::index") return true;
+  if (inputs.size() > 1 && inputs[1].isList()) {
     for (const auto& idx : inputs[1].toListRef())
       if (idx.isTensor() && (idx.toTensor().scalar_type() == c10::kBool || idx.toTensor().scalar_type() == c10::kByte))
         return true;

@@ -37,6 +37,9 @@ const Rule kForbidden[] = {
 const char* const kGeometry[] = {"as_strided", "as_strided_", "as_strided_copy", "as_strided_scatter", "_reshape_alias"};
 const char* const kGeometryChanging[] = {"t_", "transpose_", "swapaxes_", "swapdims_", "squeeze_", "unsqueeze_",
                                          "resize_", "resize_as_", "as_strided_", "_resize_output_", "set_"};
+const char* const kDataDependentSizes[] = {"nonzero", "masked_select", "unique", "_unique", "_unique2", "unique_dim",
+                                           "unique_consecutive", "unique_dim_consecutive", "argwhere", "bincount",
+                                           "nonzero_numpy", "_unique_dim"};
 
 bool named(const std::string& target, const char* const* begin, const char* const* end) {
   if (target.compare(0, 6, "aten::") != 0) return false;
@@ -70,6 +73,13 @@ bool checksGeometry(const std::string& target) {
 
 bool changesGeometry(const std::string& target) {
   return named(target, std::begin(kGeometryChanging), std::end(kGeometryChanging));
+}
+
+bool mayHaveDataDependentSizes(const std::string& target, const std::string& overload) {
+  if (named(target, std::begin(kDataDependentSizes), std::end(kDataDependentSizes))) return true;
+  if (target == "aten::repeat_interleave" && overload == "Tensor") return true;
+  if (target == "aten::where" && overload.empty()) return true;  // where(cond) is nonzero
+  return target == "aten::index";                                   // a bool mask selects
 }
 
 }  // namespace magpy::record

@@ -13,17 +13,18 @@
 #include <algorithm>
 #include <map>
 
+#include "magpy/record/op_policy.h"
 #include "magpy/support/error.h"
 
 namespace magpy::replay {
 
 namespace jit = torch::jit;
 
-std::string loweringRefusal(const std::vector<Step>& steps) {
+std::string loweringRefusal(const std::vector<Step>& steps, bool dynamic) {
   for (const Step& step : steps) {
     if (step.number != NumberOp::None) return step.node + " is Python number arithmetic, which replay checks per call";
-    if (!step.sizeChecks.empty())
-      return step.node + " gives results whose sizes replay checks per call (a dynamic or lifted record)";
+    if (dynamic && step.op && record::mayHaveDataDependentSizes(step.op->schema().name(), step.op->schema().overload_name()))
+      return step.node + " gives results whose sizes depend on tensor contents, in a record with dynamic sizes";
     if (step.checkGeometry) return step.node + " makes a view whose geometry the record gives, which replay checks per call";
     for (const Operand& op : step.operands)
       if (op.kind == Operand::Kind::WrappedNumber) return step.node + " takes a lifted number";
@@ -126,7 +127,9 @@ std::string describe(const jit::Graph& g, size_t lowered) {
   std::map<std::string, size_t> kinds;
   size_t total = 0;
   for (const jit::Node* n : g.nodes()) {
-    if (n->kind() == c10::prim::Constant || n->kind() == c10::prim::ListConstruct || n->kind() == c10::prim::ListUnpack) continue;
+    if (n->kind() == c10::prim::Constant || n->kind() == c10::prim::ListConstruct || n->kind() == c10::prim::ListUnpack ||
+        n->kind() == c10::Symbol::fromQualString("prim::ConstantMKLDNNTensor"))
+      continue;
     ++kinds[n->kind().toQualString()];
     ++total;
   }
@@ -143,7 +146,7 @@ std::string describe(const jit::Graph& g, size_t lowered) {
 
 CompiledGraph::CompiledGraph(const LoweringInput& plan, const std::vector<c10::IValue>& inputs)
     : graph_(std::make_shared<jit::Graph>()) {
-  if (std::string why = loweringRefusal(plan.steps); !why.empty()) throw Error(why);
+  if (std::string why = loweringRefusal(plan.steps, false); !why.empty()) throw Error(why);
   Lowering lowering(plan, *graph_);
   for (size_t i = 0; i < plan.inputSlots.size(); ++i) {
     const c10::IValue& v = inputs.at(i);
@@ -182,6 +185,10 @@ CompiledGraph::CompiledGraph(const LoweringInput& plan, const std::vector<c10::I
   } catch (const c10::Error& e) {
     throw Error(std::string("libtorch could not compile the graph: ") + e.what_without_backtrace());
   }
+  for (const jit::Node* n : graph_->nodes())
+    if (n->kind() == c10::prim::Constant && n->output()->type()->kind() == c10::TypeKind::TensorType)
+      if (const void* s = storageOf(c10::IValue(n->t(c10::attr::value)))) constantStorages_.push_back(s);
+  std::sort(constantStorages_.begin(), constantStorages_.end());
   summary_ = describe(*graph_, plan.steps.size());
 }
 
@@ -206,6 +213,11 @@ std::vector<c10::IValue> CompiledGraph::run(const std::vector<c10::IValue>& inpu
   for (const c10::IValue& c : constantValues_) stack.emplace_back(c.toTensor().clone());
   jit::InterpreterState(*code_).run(stack);
   if (stack.size() != outputs_) throw Error("the compiled graph returned " + std::to_string(stack.size()) + " values");
+  // An output the passes computed at compile time (a constant, or a view of
+  // one) is the caller's own in every call, as operator by operator.
+  for (c10::IValue& v : stack)
+    if (const void* s = storageOf(v); s && std::binary_search(constantStorages_.begin(), constantStorages_.end(), s))
+      v = v.toTensor().clone();
   return stack;
 }
 
@@ -233,18 +245,36 @@ std::string tensorDisagreement(const at::Tensor& a, const at::Tensor& b, const s
 
 }  // namespace
 
+// Which of the values share memory: for each value, the first earlier one
+// sharing its storage (or itself).
+std::vector<size_t> sharing(const std::vector<c10::IValue>& values) {
+  std::vector<size_t> out(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    out[i] = i;
+    for (size_t j = 0; j < i && out[i] == i; ++j)
+      if (storageOf(values[i]) && storageOf(values[i]) == storageOf(values[j])) out[i] = j;
+  }
+  return out;
+}
+
 std::string disagreement(const std::vector<c10::IValue>& compiled, const std::vector<c10::IValue>& reference,
-                         const std::string& what) {
-  if (compiled.size() != reference.size()) return what + ": another number of values";
+                         const std::vector<c10::IValue>& compiledInputs, const std::vector<c10::IValue>& referenceInputs) {
+  if (compiled.size() != reference.size()) return "it returns another number of values";
   for (size_t i = 0; i < compiled.size(); ++i) {
     const c10::IValue &a = compiled[i], &b = reference[i];
-    std::string name = what + " " + std::to_string(i);
+    std::string name = "result " + std::to_string(i);
     if (a.isTensor() && b.isTensor()) {
       if (std::string d = tensorDisagreement(a.toTensor(), b.toTensor(), name); !d.empty()) return d;
     } else if (a.isTensor() || b.isTensor() || !(a == b)) {
       return name + " differs";
     }
   }
+  auto joined = [](std::vector<c10::IValue> a, const std::vector<c10::IValue>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  };
+  if (sharing(joined(compiled, compiledInputs)) != sharing(joined(reference, referenceInputs)))
+    return "its results share memory with each other or with its inputs otherwise";
   return "";
 }
 

@@ -39,10 +39,14 @@ struct LoweringInput {
   const std::vector<bool>& freezable;
 };
 
-// Why these steps cannot be lowered, or empty: steps whose sizes the plan
-// checks per call (dynamic and lifted records), number arithmetic, views
-// whose geometry the record gives (checked per call against their base).
-std::string loweringRefusal(const std::vector<Step>& steps);
+// Why these steps cannot be lowered, or empty: number arithmetic and
+// lifted numbers (checked per call), views whose geometry the record gives
+// (checked per call against their base), and in a graph with dynamic sizes
+// operators whose result sizes depend on tensor contents. A dynamic graph
+// is compiled per binding of its symbols: for these operators all its
+// sizes follow from that binding, so the size checks one operator-by-
+// operator run made hold for every call with that binding.
+std::string loweringRefusal(const std::vector<Step>& steps, bool dynamic);
 
 class CompiledGraph {
  public:
@@ -75,15 +79,16 @@ class CompiledGraph {
     const void* storage;
   };
   std::vector<Frozen> frozen_;
-  std::vector<const void*> frozenStorages_;  // sorted
+  std::vector<const void*> frozenStorages_;    // sorted
+  std::vector<const void*> constantStorages_;  // of every tensor constant of the optimized graph, sorted
   size_t outputs_ = 0;
   std::string summary_;
 };
 
 // Whether a compiled run's results agree with operator-by-operator replay's
-// within the dtype's tolerance; empty when they do, otherwise which value
-// differs and by how much.
+// within the dtype's tolerance, and share memory with each other and the
+// inputs in the same way; empty when they do, otherwise how they differ.
 std::string disagreement(const std::vector<c10::IValue>& compiled, const std::vector<c10::IValue>& reference,
-                         const std::string& what);
+                         const std::vector<c10::IValue>& compiledInputs, const std::vector<c10::IValue>& referenceInputs);
 
 }  // namespace magpy::replay

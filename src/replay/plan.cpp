@@ -326,8 +326,14 @@ struct Plan::Impl {
   enum class Use : uint8_t { Undecided, Steps, Compiled };
   mutable Use use = Use::Undecided;
   mutable bool ranCompiled = false;
-  mutable std::unique_ptr<CompiledGraph> compiled;
+  // Compiled graphs, per binding of the symbols (one for a static graph).
+  struct Compiled {
+    SymbolValues binding;
+    std::unique_ptr<CompiledGraph> graph;
+  };
+  mutable std::vector<Compiled> compiled;
   mutable int refreezes = 0;
+  static constexpr size_t kMaxBindings = 8;
 
   std::vector<c10::IValue> runSteps(std::vector<c10::IValue> inputs, const SymbolValues* symbols) const;
   std::vector<c10::IValue> decide(std::vector<c10::IValue> inputs, const SymbolValues* symbols) const;
@@ -523,7 +529,12 @@ Plan::Plan(const record::Graph& input, const std::vector<record::TensorBlob>& bl
       if (lastUse[size_t(s)] < 0) lastUse[size_t(s)] = int(si);
   for (size_t s = 0; s < impl_->numSlots; ++s)
     if (!isOutput[s] && lastUse[s] >= 0) impl_->steps[size_t(lastUse[s])].release.push_back(int(s));
-  if (impl_->backend != Backend::Aten) impl_->refusal = loweringRefusal(impl_->steps);
+  if (impl_->backend != Backend::Aten) {
+    impl_->refusal = loweringRefusal(impl_->steps, impl_->dynamic);
+    for (size_t i = 0; i < impl_->inputNumbers.size() && impl_->refusal.empty(); ++i)
+      if (impl_->inputNumbers[i])
+        impl_->refusal = "it takes the lifted number " + record::toString(impl_->inputPaths[i]) + ", checked per call";
+  }
 }
 
 Plan::~Plan() = default;
@@ -654,21 +665,33 @@ std::string milliseconds(double seconds) {
 
 }  // namespace
 
+namespace {
+
+bool sameBinding(const SymbolValues& a, const SymbolValues& b) {
+  if (a.bound != b.bound) return false;
+  for (int k = 0; k < record::kMaxSymbols; ++k)
+    if ((a.bound & (1u << k)) && a.value[k] != b.value[k]) return false;
+  return true;
+}
+
+}  // namespace
+
 // The first run: lowers the steps, runs the compiled graph on copies of
 // what the graph writes (with the random draws the real run makes), then
 // the steps on the real inputs; their results and writes must agree. Auto
 // keeps the compiled graph where it ran faster. The call's own results
-// always come from the steps.
+// always come from the steps; a size check they fail leaves the choice to
+// a later call.
 std::vector<c10::IValue> Plan::Impl::decide(std::vector<c10::IValue> inputs, const SymbolValues* symbols) const {
-  use = Use::Steps;
   auto keepSteps = [&](const std::string& why) {
+    use = Use::Steps;
     applied.push_back("backend: operator by operator, " + why);
-    compiled.reset();
     return runSteps(std::move(inputs), symbols);
   };
   if (!refusal.empty()) return keepSteps("not compiled: " + refusal);
+  std::unique_ptr<CompiledGraph> graph;
   try {
-    compiled = std::make_unique<CompiledGraph>(lowering(), inputs);
+    graph = std::make_unique<CompiledGraph>(lowering(), inputs);
   } catch (const Error& e) {
     return keepSteps(std::string("not compiled: ") + e.what());
   }
@@ -680,7 +703,7 @@ std::vector<c10::IValue> Plan::Impl::decide(std::vector<c10::IValue> inputs, con
   std::vector<c10::IValue> trial;
   auto t0 = Clock::now();
   try {
-    trial = compiled->run(trialInputs);
+    trial = graph->run(trialInputs);
   } catch (const std::exception& e) {
     generator.set_state(rng);
     return keepSteps(std::string("the compiled graph failed on the first call: ") + e.what());
@@ -688,7 +711,7 @@ std::vector<c10::IValue> Plan::Impl::decide(std::vector<c10::IValue> inputs, con
   double compiledTime = secondsSince(t0);
   if (stopsCleanly) {  // nothing written, nothing drawn: time a second run of each
     t0 = Clock::now();
-    compiled->run(inputs);
+    graph->run(inputs);
     compiledTime = std::min(compiledTime, secondsSince(t0));
   }
   generator.set_state(rng);
@@ -701,36 +724,56 @@ std::vector<c10::IValue> Plan::Impl::decide(std::vector<c10::IValue> inputs, con
     runSteps(realInputs, symbols);
     stepsTime = std::min(stepsTime, secondsSince(t0));
   }
-  std::string differs = disagreement(trial, out, "result");
+  std::string differs = disagreement(trial, out, trialInputs, realInputs);
   for (size_t i = 0; differs.empty() && i < realInputs.size(); ++i)
-    if (writtenInput[i]) differs = disagreement({trialInputs[i]}, {realInputs[i]}, "input " + record::toString(inputPaths[i]) + " written,");
+    if (writtenInput[i] && disagreement({trialInputs[i]}, {realInputs[i]}, {}, {}) != "")
+      differs = "it writes other values into " + record::toString(inputPaths[i]);
   std::string times = milliseconds(compiledTime) + " compiled vs " + milliseconds(stepsTime) + " operator by operator on the first call";
   std::string kept = "backend: operator by operator, ";
+  use = Use::Steps;
   if (!differs.empty()) applied.push_back(kept + "the compiled graph disagrees with it: " + differs);
   else if (backend == Backend::Auto && compiledTime >= stepsTime) applied.push_back(kept + "faster (" + times + ")");
   else use = Use::Compiled;
-  if (use == Use::Compiled) applied.push_back("backend: compiled (" + times + "): " + compiled->summary());
-  else compiled.reset();
+  if (use == Use::Compiled) {
+    applied.push_back("backend: compiled (" + times + "): " + graph->summary());
+    compiled.push_back({symbols ? *symbols : SymbolValues{}, std::move(graph)});
+  }
   return out;
 }
 
-// A compiled run, after checking the tensors frozen into the graph; where
-// they changed, the graph is lowered again with their new values (a few
-// times: state that keeps changing runs operator by operator from then on).
+// A compiled run, with the graph compiled for this call's binding of the
+// symbols (a binding seen first runs operator by operator, whose size
+// checks must hold, then is compiled), after checking the tensors frozen
+// into it; where they changed, it is lowered again with their new values (a
+// few times: state that keeps changing runs operator by operator from then
+// on).
 std::vector<c10::IValue> Plan::Impl::runCompiled(std::vector<c10::IValue> inputs, const SymbolValues* symbols) const {
   constexpr int kMaxRefreezes = 3;
-  if (!compiled->stillFrozen(inputs)) {
+  const SymbolValues binding = symbols ? *symbols : SymbolValues{};
+  auto it = std::find_if(compiled.begin(), compiled.end(), [&](const Compiled& c) { return sameBinding(c.binding, binding); });
+  if (it == compiled.end()) {
+    std::vector<c10::IValue> kept = inputs;
+    std::vector<c10::IValue> out = runSteps(std::move(inputs), symbols);
+    if (compiled.size() < kMaxBindings) {
+      try {
+        compiled.push_back({binding, std::make_unique<CompiledGraph>(lowering(), kept)});
+      } catch (const Error&) {  // this binding stays operator by operator
+      }
+    }
+    return out;
+  }
+  if (!it->graph->stillFrozen(inputs)) {
     if (++refreezes > kMaxRefreezes) {
       use = Use::Steps;
-      compiled.reset();
+      compiled.clear();
       applied.push_back("backend: operator by operator from here on, the state tensors frozen into the compiled graph "
                         "changed between calls " + std::to_string(kMaxRefreezes + 1) + " times");
       return runSteps(std::move(inputs), symbols);
     }
-    compiled = std::make_unique<CompiledGraph>(lowering(), inputs);
+    it->graph = std::make_unique<CompiledGraph>(lowering(), inputs);
   }
   try {
-    std::vector<c10::IValue> out = compiled->run(inputs);
+    std::vector<c10::IValue> out = it->graph->run(inputs);
     ranCompiled = true;
     return out;
   } catch (const std::exception& e) {

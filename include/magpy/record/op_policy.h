@@ -38,4 +38,9 @@ bool checksGeometry(const std::string& target);
 // on that state's metadata must be checked afresh.
 bool changesGeometry(const std::string& target);
 
+// Operators whose result sizes may depend on tensor contents (nonzero,
+// masked_select, unique, indexing with a bool mask, ...). For aten::index
+// this holds only with a bool or byte index, which the caller may check.
+bool mayHaveDataDependentSizes(const std::string& target, const std::string& overload);
+
 }  // namespace magpy::record
