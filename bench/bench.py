@@ -1,7 +1,8 @@
 """Per-call time of models in eager PyTorch (Python, no_grad), TorchScript
 (torch.jit.trace + freeze, run from C++ with torch::jit::load) and magpy-run
-(native replay of the model's record with the default passes, with all of
-them, conv-bn folding included, and with none),
+(native replay of the model's record with each backend: aten, operator by
+operator; compiled, lowered to TorchScript and optimized by libtorch; auto,
+compiled where the first call shows it faster),
 measured in one run with the same thread count; ratios to eager; record
 load time, guard check time per call and peak memory.
 
@@ -11,7 +12,7 @@ load time, guard check time per call and peak memory.
 Each side runs in a process of its own (so peak memory is its own); the
 three alternate for --rounds rounds so machine noise hits all of them; a
 figure is the median over rounds of the per-round median. Writes
-OUT/results.md and prints it. Needs OpenBLAS (scripts/setup.sh) and a build
+OUT/results-<T>threads.md and prints it. Needs OpenBLAS (scripts/setup.sh) and a build
 (scripts/build.sh).
 """
 import argparse
@@ -45,9 +46,9 @@ def torchscript(module, inputs, calls, threads):
     return json.loads(run([os.path.join(BIN, "magpy-bench-torchscript"), module, inputs, str(calls), str(threads)]))
 
 
-def replay(record, calls, threads, optimize):
+def replay(record, calls, threads, backend):
     out = run([os.path.join(BIN, "magpy-run"), record, "--repeat", str(calls), "--threads", str(threads),
-               "--optimize", optimize])
+               "--backend", backend])
     median = re.search(r"median ([0-9.]+) us per call .*guards ([0-9.]+) us", out)
     load = re.search(r"loaded in ([0-9.]+) ms", out)
     peak = re.search(r"peak memory ([0-9]+) MB", out)
@@ -78,17 +79,16 @@ def main():
              str(batch)], cwd=args.out)
         ts_module, ts_inputs = os.path.join(args.out, tag + ".ts.pt"), os.path.join(args.out, tag + ".inputs.pt")
         run([PY, os.path.join(HERE, "export_torchscript.py"), name, str(batch), ts_module, ts_inputs])
-        results = {"eager": [], "ts": [], "magpy": [], "magpy_all": [], "magpy0": []}
+        results = {"eager": [], "ts": [], "aten": [], "compiled": [], "auto": []}
         for _ in range(args.rounds):
             results["eager"].append(eager(name, batch, calls, args.threads))
             results["ts"].append(torchscript(ts_module, ts_inputs, calls, args.threads))
-            results["magpy"].append(replay(record, calls, args.threads, "default"))
-            results["magpy_all"].append(replay(record, calls, args.threads, "all"))
-            results["magpy0"].append(replay(record, calls, args.threads, "none"))
+            for backend in ("aten", "compiled", "auto"):
+                results[backend].append(replay(record, calls, args.threads, backend))
         med = {k: statistics.median(r["median_us"] for r in v) for k, v in results.items()}
         last = {k: v[-1] for k, v in results.items()}
-        rows.append((name, batch, med, last, statistics.median(r["guard_us"] for r in results["magpy"])))
-        print(f"{tag}: eager {med['eager']:.1f} us, torchscript {med['ts']:.1f} us, magpy-run {med['magpy']:.1f} us",
+        rows.append((name, batch, med, last, statistics.median(r["guard_us"] for r in results["auto"])))
+        print(f"{tag}: eager {med['eager']:.1f} us, torchscript {med['ts']:.1f} us, magpy-run auto {med['auto']:.1f} us",
               file=sys.stderr)
 
     lines = [
@@ -98,21 +98,21 @@ def main():
         f"{torch.__version__}; BLAS: {models.blas()}. Median per-call time after warm-up (median over {args.rounds} "
         "alternating rounds). Ratios are eager time over the column's time (above 1: faster than eager).",
         "",
-        "| model | batch | eager (ms) | TorchScript C++ (ms) | magpy-run (ms) | magpy-run, all passes (ms) "
-        "| magpy-run, no passes (ms) "
-        "| TorchScript vs eager | magpy-run vs eager | magpy-run vs TorchScript | record load (ms) | guards per call (us) "
-        "| peak MB eager / TS / magpy |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| model | batch | eager (ms) | TorchScript C++ (ms) | magpy-run aten (ms) | magpy-run compiled (ms) "
+        "| magpy-run auto (ms) | TorchScript vs eager | aten vs eager | auto vs eager | auto vs TorchScript "
+        "| record load (ms) | guards per call (us) | peak MB eager / TS / aten / auto |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for name, batch, med, last, guards in rows:
         ms = {k: v / 1000 for k, v in med.items()}
         lines.append(
-            f"| {name} | {batch} | {ms['eager']:.3f} | {ms['ts']:.3f} | {ms['magpy']:.3f} | {ms['magpy_all']:.3f} | {ms['magpy0']:.3f} | "
-            f"{med['eager'] / med['ts']:.2f}x | {med['eager'] / med['magpy']:.2f}x | {med['ts'] / med['magpy']:.2f}x | "
-            f"{last['magpy']['load_ms']:.0f} | {guards:.2f} | "
-            f"{last['eager']['peak_mb']:.0f} / {last['ts']['peak_mb']:.0f} / {last['magpy']['peak_mb']:.0f} |")
+            f"| {name} | {batch} | {ms['eager']:.3f} | {ms['ts']:.3f} | {ms['aten']:.3f} | {ms['compiled']:.3f} | "
+            f"{ms['auto']:.3f} | {med['eager'] / med['ts']:.2f}x | {med['eager'] / med['aten']:.2f}x | "
+            f"{med['eager'] / med['auto']:.2f}x | {med['ts'] / med['auto']:.2f}x | {last['auto']['load_ms']:.0f} | "
+            f"{guards:.2f} | {last['eager']['peak_mb']:.0f} / {last['ts']['peak_mb']:.0f} / "
+            f"{last['aten']['peak_mb']:.0f} / {last['auto']['peak_mb']:.0f} |")
     text = "\n".join(lines) + "\n"
-    with open(os.path.join(args.out, "results.md"), "w") as f:
+    with open(os.path.join(args.out, f"results-{args.threads}threads.md"), "w") as f:
         f.write(text)
     print(text)
 

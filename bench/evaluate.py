@@ -89,8 +89,9 @@ def capture(name, script, options, out, timed, threads, log_calls=16):
         return record, json.loads(line[len("MAGPY_TIMING "):]), json.load(f)
 
 
-def replay(record, calls, threads):
-    out = run([os.path.join(BIN, "magpy-run"), record, "--repeat", str(calls), "--threads", str(threads)])
+def replay(record, calls, threads, backend="aten"):
+    out = run([os.path.join(BIN, "magpy-run"), record, "--repeat", str(calls), "--threads", str(threads),
+               "--backend", backend])
     median = re.search(r"median ([0-9.]+) us per call .*guards ([0-9.]+) us", out)
     matched = re.search(r"replayed (\d+) calls natively: (\d+) matched", out)
     if not median or not matched:
@@ -119,7 +120,8 @@ def evaluate_model(name, kwargs, args):
     # results, for replay) would otherwise be timed as part of the JIT.
     record, timing, report = capture(name, name + ".py", options, args.work, args.calls, args.threads, log_calls=3)
     result = {"baselines": base, "jit": timing, "counts": magpy_counts(report),
-              "replay": replay(record, args.calls, args.threads)}
+              "replay": replay(record, args.calls, args.threads),
+              "replay_auto": replay(record, args.calls, args.threads, "auto")}
     if base["trace"]["ok"]:
         ts = json.loads(run([os.path.join(BIN, "magpy-bench-torchscript"), base["trace"]["file"],
                              base["trace"]["inputs"], str(args.calls), str(args.threads)]))
@@ -186,20 +188,22 @@ def write_results(results, dynamic, args, path):
         "ms per call; ratios are eager time over the column's time (above 1: faster than eager). TorchScript is "
         "torch.jit.trace + torch.jit.freeze run from C++; the magpy JIT is the compiled model called from Python "
         "inside magpy-capture (guards checked on live objects, graph run natively, mock applied); magpy-run is "
-        "native replay with graph optimizations.",
+        "native replay with graph optimizations, operator by operator (`--backend aten`) and compiled where the "
+        "first call shows it faster (`--backend auto`).",
         "",
-        "| model | eager | TorchScript (C++) | magpy JIT | magpy-run | TS vs eager | JIT vs eager | magpy-run vs eager "
-        "| guards per call (us) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| model | eager | TorchScript (C++) | magpy JIT | magpy-run aten | magpy-run auto | TS vs eager | JIT vs eager "
+        "| aten vs eager | auto vs eager | auto vs TS | guards per call (us) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, r in results.items():
         eager = r["baselines"]["eager_ms"]
         ts = r.get("torchscript_ms")
         ts_note = "" if r["baselines"]["trace"].get("same_on_new_inputs", False) else " (trace wrong on new inputs)"
-        jit, native = r["jit"]["median_ms"], r["replay"]["median_ms"]
+        jit, native, auto = r["jit"]["median_ms"], r["replay"]["median_ms"], r["replay_auto"]["median_ms"]
         lines.append(f"| {MODELS[name][0]} | {fmt(eager)} | {fmt(ts) + ts_note if ts else 'n/a'} | {fmt(jit)} | "
-                     f"{fmt(native)} | {eager / ts if ts else float('nan'):.2f}x | {eager / jit:.2f}x | "
-                     f"{eager / native:.2f}x | {r['replay']['guard_us']:.0f} |")
+                     f"{fmt(native)} | {fmt(auto)} | {eager / ts if ts else float('nan'):.2f}x | {eager / jit:.2f}x | "
+                     f"{eager / native:.2f}x | {eager / auto:.2f}x | {ts / auto if ts else float('nan'):.2f}x | "
+                     f"{r['replay']['guard_us']:.0f} |")
     lines += [
         "",
         "## Cost of capture (the paper's Figure 16)",
@@ -255,7 +259,8 @@ def plot(results, dynamic, out):
         ("TorchScript (C++)", [e / results[n]["torchscript_ms"] if results[n].get("torchscript_ms") else 0
                                for n, e in zip(names, eager)]),
         ("magpy JIT", [e / results[n]["jit"]["median_ms"] for n, e in zip(names, eager)]),
-        ("magpy-run", [e / results[n]["replay"]["median_ms"] for n, e in zip(names, eager)]),
+        ("magpy-run aten", [e / results[n]["replay"]["median_ms"] for n, e in zip(names, eager)]),
+        ("magpy-run auto", [e / results[n]["replay_auto"]["median_ms"] for n, e in zip(names, eager)]),
     ]
     fig, ax = plt.subplots(figsize=(10, 4))
     width = 0.8 / len(series)

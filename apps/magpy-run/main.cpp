@@ -92,7 +92,13 @@ int replayLog(Session& session, const Options& opt) {
     if (int(out.record) != logged.record && logged.record >= 0)
       std::cout << " (capture used record " << logged.record << ")";
     if (opt.check) {
-      auto cmp = magpy::replay::compare(out.result, session.loggedResult(i), opt.tol, "result");
+      // A compiled graph's results are checked within its tolerance, unless given one.
+      magpy::replay::Tolerance tol = opt.tol;
+      if (out.compiled) {
+        tol.rtol = tol.rtol.value_or(*magpy::replay::Tolerance::compiled().rtol);
+        tol.atol = tol.atol.value_or(*magpy::replay::Tolerance::compiled().atol);
+      }
+      auto cmp = magpy::replay::compare(out.result, session.loggedResult(i), tol, "result");
       if (cmp.equal()) {
         std::cout << "  matches the captured result (max abs diff " << cmp.max_abs_diff << ")";
       } else {

@@ -1,6 +1,5 @@
 #include "replay/compiled_graph.h"
 
-#include <ATen/ATen.h>
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/passes/constant_propagation.h>
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
@@ -14,6 +13,7 @@
 #include <map>
 
 #include "magpy/record/op_policy.h"
+#include "magpy/replay/state.h"
 #include "magpy/support/error.h"
 
 namespace magpy::replay {
@@ -223,28 +223,6 @@ std::vector<c10::IValue> CompiledGraph::run(const std::vector<c10::IValue>& inpu
 
 namespace {
 
-// torch.testing-like bounds, loosened for what libtorch's passes change:
-// folded batch norms and oneDNN kernels sum in other orders.
-std::string tensorDisagreement(const at::Tensor& a, const at::Tensor& b, const std::string& what) {
-  if (a.sizes() != b.sizes() || a.scalar_type() != b.scalar_type())
-    return what + " has sizes " + c10::str(a.sizes()) + " " + c10::toString(a.scalar_type()) + ", operator by operator " +
-           c10::str(b.sizes()) + " " + c10::toString(b.scalar_type());
-  if (a.numel() == 0) return "";
-  if (!c10::isFloatingType(a.scalar_type()) && !c10::isComplexType(a.scalar_type()))
-    return a.cpu().equal(b.cpu()) ? "" : what + " differs";
-  bool half = a.scalar_type() == at::kHalf || a.scalar_type() == at::kBFloat16;
-  double rtol = half ? 1e-2 : 1e-3, atol = half ? 1e-3 : 1e-5;
-  at::Tensor x = a.detach().cpu().to(at::kDouble), y = b.detach().cpu().to(at::kDouble);
-  if (!x.isfinite().equal(y.isfinite())) return what + " is not finite in the same places";
-  at::Tensor finite = y.isfinite();
-  double diff = (x - y).abs().masked_fill(~finite, 0).max().item<double>();
-  double scale = y.abs().masked_fill(~finite, 0).max().item<double>();
-  if (diff <= atol + rtol * scale) return "";
-  return what + " differs by up to " + std::to_string(diff) + " (largest magnitude " + std::to_string(scale) + ")";
-}
-
-}  // namespace
-
 // Which of the values share memory: for each value, the first earlier one
 // sharing its storage (or itself).
 std::vector<size_t> sharing(const std::vector<c10::IValue>& values) {
@@ -257,6 +235,8 @@ std::vector<size_t> sharing(const std::vector<c10::IValue>& values) {
   return out;
 }
 
+}  // namespace
+
 std::string disagreement(const std::vector<c10::IValue>& compiled, const std::vector<c10::IValue>& reference,
                          const std::vector<c10::IValue>& compiledInputs, const std::vector<c10::IValue>& referenceInputs) {
   if (compiled.size() != reference.size()) return "it returns another number of values";
@@ -264,7 +244,9 @@ std::string disagreement(const std::vector<c10::IValue>& compiled, const std::ve
     const c10::IValue &a = compiled[i], &b = reference[i];
     std::string name = "result " + std::to_string(i);
     if (a.isTensor() && b.isTensor()) {
-      if (std::string d = tensorDisagreement(a.toTensor(), b.toTensor(), name); !d.empty()) return d;
+      Comparison c;
+      compareTensors(a.toTensor(), b.toTensor(), Tolerance::compiled(), name, c);
+      if (!c.equal()) return c.difference;
     } else if (a.isTensor() || b.isTensor() || !(a == b)) {
       return name + " differs";
     }

@@ -200,33 +200,7 @@ void compareInto(const Value& actual, const Value& expected, const Tolerance& to
     case Value::Kind::Atom:
       if (actual.atom != expected.atom) differ("expected " + describe(expected) + ", got " + describe(actual));
       return;
-    case Value::Kind::Tensor: {
-      const at::Tensor& a = actual.tensor;
-      const at::Tensor& e = expected.tensor;
-      if (a.scalar_type() != e.scalar_type() || a.sizes() != e.sizes())
-        return differ("expected " + describe(expected) + ", got " + describe(actual));
-      at::Tensor ac = a.detach().to(c10::kCPU), ec = e.detach().to(c10::kCPU);
-      if (!at::isFloatingType(ac.scalar_type()) && !at::isComplexType(ac.scalar_type())) {
-        if (!at::equal(ac, ec)) differ("values differ");
-        return;
-      }
-      // Non-finite values must match exactly (NaN where NaN, the same infinities).
-      at::Tensor nonFinite = at::logical_or(at::logical_not(at::isfinite(ac)), at::logical_not(at::isfinite(ec)));
-      if (ac.numel() && nonFinite.any().item<bool>()) {
-        at::Tensor a = ac.masked_select(nonFinite), e = ec.masked_select(nonFinite);
-        if (!at::equal(at::isnan(a), at::isnan(e)) || !at::equal(at::nan_to_num(a, 0.0), at::nan_to_num(e, 0.0)))
-          return differ("NaN or infinite values differ");
-        ac = ac.masked_fill(nonFinite, 0);
-        ec = ec.masked_fill(nonFinite, 0);
-      }
-      double diff = ac.numel() ? at::abs(at::sub(ac, ec)).max().item<double>() : 0.0;
-      double scale = ec.numel() ? at::abs(ec).max().item<double>() : 0.0;
-      out.max_abs_diff = std::max(out.max_abs_diff, diff);
-      auto [rtol, atol] = defaultTolerance(ac.scalar_type());
-      if (diff > tol.atol.value_or(atol) + tol.rtol.value_or(rtol) * scale)
-        differ("values differ (max abs diff " + std::to_string(diff) + ", largest magnitude " + std::to_string(scale) + ")");
-      return;
-    }
+    case Value::Kind::Tensor: return compareTensors(actual.tensor, expected.tensor, tol, where, out);
     case Value::Kind::Object:
     case Value::Kind::Opaque:
       if (actual.heap->type != expected.heap->type) differ("expected " + describe(expected) + ", got " + describe(actual));
@@ -247,6 +221,35 @@ void compareInto(const Value& actual, const Value& expected, const Tolerance& to
 }
 
 }  // namespace
+
+void compareTensors(const at::Tensor& a, const at::Tensor& e, const Tolerance& tol, const std::string& where,
+                    Comparison& out) {
+  auto differ = [&](const std::string& what) {
+    if (out.difference.empty()) out.difference = where + ": " + what;
+  };
+  if (a.scalar_type() != e.scalar_type() || a.sizes() != e.sizes())
+    return differ("expected " + describe(Value::ofTensor(e)) + ", got " + describe(Value::ofTensor(a)));
+  at::Tensor ac = a.detach().to(c10::kCPU), ec = e.detach().to(c10::kCPU);
+  if (!at::isFloatingType(ac.scalar_type()) && !at::isComplexType(ac.scalar_type())) {
+    if (!at::equal(ac, ec)) differ("values differ");
+    return;
+  }
+  // Non-finite values must match exactly (NaN where NaN, the same infinities).
+  at::Tensor nonFinite = at::logical_or(at::logical_not(at::isfinite(ac)), at::logical_not(at::isfinite(ec)));
+  if (ac.numel() && nonFinite.any().item<bool>()) {
+    at::Tensor an = ac.masked_select(nonFinite), en = ec.masked_select(nonFinite);
+    if (!at::equal(at::isnan(an), at::isnan(en)) || !at::equal(at::nan_to_num(an, 0.0), at::nan_to_num(en, 0.0)))
+      return differ("NaN or infinite values differ");
+    ac = ac.masked_fill(nonFinite, 0);
+    ec = ec.masked_fill(nonFinite, 0);
+  }
+  double diff = ac.numel() ? at::abs(at::sub(ac, ec)).max().item<double>() : 0.0;
+  double scale = ec.numel() ? at::abs(ec).max().item<double>() : 0.0;
+  out.max_abs_diff = std::max(out.max_abs_diff, diff);
+  auto [rtol, atol] = defaultTolerance(ac.scalar_type());
+  if (diff > tol.atol.value_or(atol) + tol.rtol.value_or(rtol) * scale)
+    differ("values differ (max abs diff " + std::to_string(diff) + ", largest magnitude " + std::to_string(scale) + ")");
+}
 
 Comparison compare(const Value& actual, const Value& expected, const Tolerance& tol, const std::string& where) {
   Comparison out;

@@ -1,12 +1,13 @@
 // Every program in tests/corpus runs under magpy-capture (the program
 // checks its own results, side effects and record counts against eager
 // execution), then its record is replayed natively by magpy-run, with and
-// without graph optimizations, and each of its operator graphs is exported
-// to torch.fx and checked in Python.
+// without graph optimizations and on the compiled backend, and each of its
+// operator graphs is exported to torch.fx and checked in Python.
 //
 // Markers in a program's leading comments:
 //   # magpy-test: breaks            its records have graph breaks: replay must refuse them
 //   # magpy-test: refused natively  its guards need Python values: replay must refuse its calls
+//   # magpy-test: compiled          every record runs on the compiled backend (none falls back)
 //   # magpy-capture-args: ARGS      extra magpy-capture arguments (paths relative to tests/corpus)
 #include <gtest/gtest.h>
 
@@ -67,6 +68,16 @@ TEST_P(Corpus, MatchesEagerAndReplays) {
   Result plain = s.run("magpy-run --optimize none " + name + ".mgp");
   EXPECT_EQ(plain.status, run.status) << plain.out << plain.err;
   EXPECT_FALSE(contains(plain.out, "MISMATCH")) << plain.out;
+
+  // So does the compiled backend, which checks itself against operator-by-
+  // operator replay on each record's first call.
+  Result compiled = s.run("magpy-run --backend compiled --show-optimizations " + name + ".mgp");
+  EXPECT_EQ(compiled.status, run.status) << compiled.out << compiled.err;
+  EXPECT_FALSE(contains(compiled.out, "MISMATCH")) << compiled.out;
+  if (contains(marker(file, "magpy-test"), "compiled")) {
+    EXPECT_TRUE(contains(compiled.out, "backend: compiled")) << compiled.out;
+    EXPECT_FALSE(contains(compiled.out, "backend: operator by operator")) << compiled.out;
+  }
 
   Result fx = s.run("/usr/bin/python3 " + sourceDir() + "/tests/e2e/fx_check.py \"$(command -v magpy-inspect)\" " + name +
                     ".mgp .");

@@ -41,6 +41,12 @@ TEST_P(Model, MatchesEagerAndReplaysNatively) {
   if (m.oneGraph) {
     EXPECT_EQ(run.status, 0) << run.out << run.err;
     EXPECT_TRUE(contains(run.out, "matched the captured results")) << run.out;
+    // The compiled backend agrees with operator-by-operator replay (it checks
+    // on the first call) and with the captured results, within tolerance.
+    Result compiled = s.run("magpy-run --backend compiled --show-optimizations m.mgp");
+    EXPECT_EQ(compiled.status, 0) << compiled.out << compiled.err;
+    EXPECT_FALSE(contains(compiled.out, "MISMATCH")) << compiled.out;
+    EXPECT_FALSE(contains(compiled.out, "disagrees")) << compiled.out;
   } else {
     EXPECT_EQ(run.status, 1) << run.out << run.err;
     EXPECT_TRUE(contains(run.out, "graph breaks, which need Python")) << run.out;

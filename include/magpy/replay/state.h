@@ -58,6 +58,11 @@ Value materialize(const record::Value& v, const record::RecordFile& file);
 struct Tolerance {
   std::optional<double> rtol;
   std::optional<double> atol;
+
+  // The compiled backend's results against operator-by-operator replay's:
+  // libtorch's passes fold batch norms into convolutions, and oneDNN's
+  // kernels sum in other orders.
+  static Tolerance compiled() { return {1e-3, 1e-5}; }
 };
 
 struct Comparison {
@@ -69,5 +74,8 @@ struct Comparison {
 // `actual` matches `expected` when structure, atoms, dtypes and shapes are
 // identical and tensor values agree within the tolerance.
 Comparison compare(const Value& actual, const Value& expected, const Tolerance& tol, const std::string& where);
+// The same for two tensors (out.difference names `where`).
+void compareTensors(const at::Tensor& actual, const at::Tensor& expected, const Tolerance& tol, const std::string& where,
+                    Comparison& out);
 
 }  // namespace magpy::replay
