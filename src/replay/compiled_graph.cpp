@@ -111,19 +111,21 @@ class Lowering {
   std::vector<jit::Value*> values_;  // per slot
 };
 
-// libtorch's inference passes, in torch.jit.freeze's and then
-// torch.jit.optimize_for_inference's order.
-void optimizeFrozen(std::shared_ptr<jit::Graph>& g) {
+// libtorch's passes: torch.jit.freeze's, then (ForInference)
+// torch.jit.optimize_for_inference's.
+void optimizeFrozen(std::shared_ptr<jit::Graph>& g, CompiledPasses passes) {
   jit::ConstantPropagation(g);
   jit::OptimizeFrozenGraph(g, /*optimize_numerics=*/true);
-  jit::FuseFrozenConvAddRelu(g);
-  jit::ConvertFrozenOpsToMKLDNN(g);
-  jit::FrozenLinearTranspose(g);
+  if (passes == CompiledPasses::ForInference) {
+    jit::FuseFrozenConvAddRelu(g);
+    jit::ConvertFrozenOpsToMKLDNN(g);
+    jit::FrozenLinearTranspose(g);
+  }
   jit::ConstantPropagation(g);
   jit::EliminateDeadCode(g);
 }
 
-std::string describe(const jit::Graph& g, size_t lowered) {
+std::string describe(const jit::Graph& g, size_t lowered, const std::string& passes) {
   std::map<std::string, size_t> kinds;
   size_t total = 0;
   for (const jit::Node* n : g.nodes()) {
@@ -136,7 +138,7 @@ std::string describe(const jit::Graph& g, size_t lowered) {
   std::vector<std::pair<size_t, std::string>> order;
   for (auto& [name, count] : kinds) order.push_back({count, name});
   std::sort(order.begin(), order.end(), [](auto& a, auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
-  std::string out = std::to_string(lowered) + " operators lowered, " + std::to_string(total) + " after libtorch's passes";
+  std::string out = std::to_string(lowered) + " operators lowered, " + std::to_string(total) + " after " + passes;
   for (size_t k = 0; k < order.size() && k < 6; ++k) out += (k ? ", " : ": ") + std::to_string(order[k].first) + " " + order[k].second;
   if (order.size() > 6) out += ", ...";
   return out;
@@ -144,8 +146,8 @@ std::string describe(const jit::Graph& g, size_t lowered) {
 
 }  // namespace
 
-CompiledGraph::CompiledGraph(const LoweringInput& plan, const std::vector<c10::IValue>& inputs)
-    : graph_(std::make_shared<jit::Graph>()) {
+CompiledGraph::CompiledGraph(const LoweringInput& plan, const std::vector<c10::IValue>& inputs, CompiledPasses passes)
+    : graph_(std::make_shared<jit::Graph>()), passes_(passes) {
   if (std::string why = loweringRefusal(plan.steps, false); !why.empty()) throw Error(why);
   Lowering lowering(plan, *graph_);
   for (size_t i = 0; i < plan.inputSlots.size(); ++i) {
@@ -180,7 +182,7 @@ CompiledGraph::CompiledGraph(const LoweringInput& plan, const std::vector<c10::I
   for (auto& f : frozen_) frozenStorages_.push_back(f.storage);
   std::sort(frozenStorages_.begin(), frozenStorages_.end());
   try {
-    optimizeFrozen(graph_);
+    optimizeFrozen(graph_, passes);
     code_ = std::make_unique<jit::Code>(graph_, "magpy_record");
   } catch (const c10::Error& e) {
     throw Error(std::string("libtorch could not compile the graph: ") + e.what_without_backtrace());
@@ -189,7 +191,7 @@ CompiledGraph::CompiledGraph(const LoweringInput& plan, const std::vector<c10::I
     if (n->kind() == c10::prim::Constant && n->output()->type()->kind() == c10::TypeKind::TensorType)
       if (const void* s = storageOf(c10::IValue(n->t(c10::attr::value)))) constantStorages_.push_back(s);
   std::sort(constantStorages_.begin(), constantStorages_.end());
-  summary_ = describe(*graph_, plan.steps.size());
+  summary_ = describe(*graph_, plan.steps.size(), passes == CompiledPasses::ForInference ? "freeze and inference passes" : "freeze passes");
 }
 
 CompiledGraph::~CompiledGraph() = default;

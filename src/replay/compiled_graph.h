@@ -48,11 +48,18 @@ struct LoweringInput {
 // operator run made hold for every call with that binding.
 std::string loweringRefusal(const std::vector<Step>& steps, bool dynamic);
 
+// Which of libtorch's passes run: those of torch.jit.freeze (batch norm and
+// add/mul folded into convolutions, linears concatenated, constants
+// propagated), or those and torch.jit.optimize_for_inference's (oneDNN
+// layouts and fused convolutions, transposed linear weights), which win on
+// convolutions and lose on small graphs and on layers oneDNN lacks.
+enum class CompiledPasses : uint8_t { Freeze, ForInference };
+
 class CompiledGraph {
  public:
   // Lowers the steps, freezing the freezable inputs with the values `inputs`
   // holds. Throws Error when libtorch cannot build or optimize the graph.
-  CompiledGraph(const LoweringInput& plan, const std::vector<c10::IValue>& inputs);
+  CompiledGraph(const LoweringInput& plan, const std::vector<c10::IValue>& inputs, CompiledPasses passes);
   ~CompiledGraph();
 
   // Whether the frozen inputs are the tensors frozen, at the same version,
@@ -63,11 +70,13 @@ class CompiledGraph {
   // the plan's outputs.
   std::vector<c10::IValue> run(const std::vector<c10::IValue>& inputs) const;
 
-  // "161 operators lowered, 85 after libtorch's passes: 53 prim::mkldnn_convolution, ..."
+  // "161 operators lowered, 85 after freeze and inference passes: 53 prim::mkldnn_convolution, ..."
   const std::string& summary() const { return summary_; }
+  CompiledPasses passes() const { return passes_; }
 
  private:
   std::shared_ptr<torch::jit::Graph> graph_;
+  CompiledPasses passes_;
   std::unique_ptr<torch::jit::Code> code_;
   std::vector<size_t> graphInputs_;  // plan input index per graph input
   std::vector<size_t> perRunConstants_;  // constants copied per run, after the inputs
