@@ -35,7 +35,7 @@ PY = "/usr/bin/python3"
 
 
 def run(cmd, **kw):
-    return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw).stdout
+    return subprocess.run(cmd, check=True, capture_output=True, text=True, env=models.MALLOC_ENV, **kw).stdout
 
 
 def eager(name, batch, calls, threads):
@@ -95,7 +95,8 @@ def main():
         "# Native replay benchmark",
         "",
         f"{platform.machine()}, {os.cpu_count()} cores, {args.threads} intra-op threads for every side; torch "
-        f"{torch.__version__}; BLAS: {models.blas()}. Median per-call time after warm-up (median over {args.rounds} "
+        f"{torch.__version__}; BLAS: {models.blas()}; every side with glibc's large-block thresholds raised "
+        "(MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_, as magpy-run sets them). Median per-call time after warm-up (median over {args.rounds} "
         "alternating rounds). Ratios are eager time over the column's time (above 1: faster than eager).",
         "",
         "| model | batch | eager (ms) | TorchScript C++ (ms) | magpy-run aten (ms) | magpy-run compiled (ms) "

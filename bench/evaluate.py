@@ -64,7 +64,7 @@ SMALL_DYNAMIC_SIZES = {"batch": "1,2,1,2", "seq": "8,16,8,16", "lengths": "4,8,4
 
 
 def run(cmd, **kw):
-    done = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    done = subprocess.run(cmd, capture_output=True, text=True, env=models.MALLOC_ENV, **kw)
     if done.returncode != 0:
         raise SystemExit(f"failed ({done.returncode}): {' '.join(cmd)}\n{done.stdout}\n{done.stderr}")
     return done.stdout
@@ -163,7 +163,8 @@ def write_results(results, dynamic, args, path):
         "",
         f"Regenerate with `/usr/bin/python3 bench/evaluate.py` (after `bash scripts/build.sh`). {platform.machine()}, "
         f"{os.cpu_count()} cores, {threads} intra-op threads everywhere; torch {torch.__version__}; BLAS: {models.blas()}; "
-        f"batch 1; random weights; median of {args.calls} calls after warm-up"
+        f"batch 1; random weights; median of {args.calls} calls after warm-up; every process with glibc's large-block "
+        "thresholds raised as magpy-run sets them (`MALLOC_ENV` in bench/models.py)"
         + ("; SMALL configurations (not a speed measurement)" if args.small else "") + ".",
         "",
         "## Graphs (the paper's Table 2)",

@@ -694,76 +694,74 @@ bool sameBinding(const SymbolValues& a, const SymbolValues& b) {
 
 }  // namespace
 
-// A compiled graph tried on the first call: its results on copies of what
-// the graph writes, and how long it took.
-struct Trial {
-  std::unique_ptr<CompiledGraph> graph;
-  std::vector<c10::IValue> inputs, outputs;
-  double seconds = 0;
-  std::string failure;
-};
-
-// The first run: lowers the steps with each set of libtorch's passes, runs
-// each compiled graph on copies of what the graph writes (with the random
-// draws the real run makes), then the steps on the real inputs; results and
-// writes must agree. The fastest agreeing graph is kept (with Auto, only
-// where it beats the steps). The call's own results always come from the
-// steps; a size check they fail leaves the choice to a later call.
+// The first run: the steps run the call on the real inputs; then the
+// steps are lowered with each set of libtorch's passes and each compiled
+// graph runs on copies of what the graph wrote, as they were before the
+// call, with the random draws the call made; results and writes must agree
+// with the steps'. The fastest agreeing graph is kept (with Auto, only
+// where it beats the steps). A size check the steps fail leaves the choice
+// to a later call.
 std::vector<c10::IValue> Plan::Impl::decide(std::vector<c10::IValue> inputs, const SymbolValues* symbols) const {
   if (!refusal.empty()) {
     use = Use::Steps;
     applied.push_back("backend: operator by operator, not compiled: " + refusal);
     return runSteps(std::move(inputs), symbols);
   }
+  std::vector<c10::IValue> before = inputs;  // what the graph writes, copied before it does
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (writtenInput[i] && inputs[i].isTensor()) before[i] = inputs[i].toTensor().clone();
   at::Generator generator = at::detail::getDefaultCPUGenerator();
-  at::Tensor rng = generator.get_state();
-  std::vector<Trial> trials;
-  for (CompiledPasses passes : {CompiledPasses::Freeze, CompiledPasses::ForInference}) {
-    Trial& t = trials.emplace_back();
-    t.inputs = inputs;
-    for (size_t i = 0; i < inputs.size(); ++i)
-      if (writtenInput[i] && inputs[i].isTensor()) t.inputs[i] = inputs[i].toTensor().clone();
-    try {
-      t.graph = std::make_unique<CompiledGraph>(lowering(), inputs, passes);
-      auto t0 = Clock::now();
-      t.outputs = t.graph->run(t.inputs);
-      t.seconds = secondsSince(t0);
-      if (stopsCleanly) t.seconds = leastTime(t.seconds, [&] { t.graph->run(inputs); });
-    } catch (const std::exception& e) {
-      t.failure = std::string("not compiled: ") + e.what();
-    }
-    generator.set_state(rng);
-  }
+  at::Tensor rngBefore = generator.get_state();
   std::vector<c10::IValue> realInputs = inputs;  // the same tensors, to compare what the steps wrote
   auto t0 = Clock::now();
   std::vector<c10::IValue> out = runSteps(std::move(inputs), symbols);
   double stepsTime = secondsSince(t0);
+  at::Tensor rngAfter = generator.get_state();
   if (stopsCleanly) stepsTime = leastTime(stepsTime, [&] { runSteps(realInputs, symbols); });
-  Trial* best = nullptr;
-  for (Trial& t : trials) {
-    if (!t.failure.empty()) continue;
-    t.failure = disagreement(t.outputs, out, t.inputs, realInputs);
-    for (size_t i = 0; t.failure.empty() && i < realInputs.size(); ++i)
-      if (writtenInput[i] && disagreement({t.inputs[i]}, {realInputs[i]}, {}, {}) != "")
-        t.failure = "it writes other values into " + record::toString(inputPaths[i]);
-    if (!t.failure.empty()) t.failure = "the compiled graph disagrees with it: " + t.failure;
-    else if (!best || t.seconds < best->seconds) best = &t;
+
+  std::unique_ptr<CompiledGraph> best;
+  double bestTime = 0;
+  std::string failure;
+  for (CompiledPasses passes : {CompiledPasses::Freeze, CompiledPasses::ForInference}) {
+    std::vector<c10::IValue> trialInputs = before;
+    for (size_t i = 0; i < before.size(); ++i)
+      if (writtenInput[i] && before[i].isTensor()) trialInputs[i] = before[i].toTensor().clone();
+    generator.set_state(rngBefore);
+    try {
+      auto graph = std::make_unique<CompiledGraph>(lowering(), realInputs, passes);
+      t0 = Clock::now();
+      std::vector<c10::IValue> trial = graph->run(trialInputs);
+      double seconds = secondsSince(t0);
+      std::string differs = disagreement(trial, out, trialInputs, realInputs);
+      for (size_t i = 0; differs.empty() && i < realInputs.size(); ++i)
+        if (writtenInput[i] && disagreement({trialInputs[i]}, {realInputs[i]}, {}, {}) != "")
+          differs = "it writes other values into " + record::toString(inputPaths[i]);
+      if (!differs.empty()) {
+        failure = "the compiled graph disagrees with it: " + differs;
+        continue;
+      }
+      if (stopsCleanly) seconds = leastTime(seconds, [&] { graph->run(realInputs); });
+      if (!best || seconds < bestTime) best = std::move(graph), bestTime = seconds;
+    } catch (const std::exception& e) {
+      failure = std::string("not compiled: ") + e.what();
+    }
   }
+  generator.set_state(rngAfter);
   use = Use::Steps;
   if (!best) {
-    applied.push_back("backend: operator by operator, " + trials.back().failure);
+    applied.push_back("backend: operator by operator, " + failure);
     return out;
   }
-  std::string times = milliseconds(best->seconds) + " compiled vs " + milliseconds(stepsTime) +
+  std::string times = milliseconds(bestTime) + " compiled vs " + milliseconds(stepsTime) +
                       " operator by operator, least of the first call's runs";
-  if (backend == Backend::Auto && best->seconds >= stepsTime) {
+  if (backend == Backend::Auto && bestTime >= stepsTime) {
     applied.push_back("backend: operator by operator, faster (" + times + ")");
     return out;
   }
   use = Use::Compiled;
-  passes = best->graph->passes();
-  applied.push_back("backend: compiled (" + times + "): " + best->graph->summary());
-  compiled.push_back({symbols ? *symbols : SymbolValues{}, std::move(best->graph)});
+  passes = best->passes();
+  applied.push_back("backend: compiled (" + times + "): " + best->summary());
+  compiled.push_back({symbols ? *symbols : SymbolValues{}, std::move(best)});
   return out;
 }
 

@@ -40,6 +40,28 @@ struct RecordState {
       : access(r.guards, plan ? plan->inputPaths() : std::vector<record::AccessPath>{}, r.mock) {}
 };
 
+// Marks the blobs the tensors of a value hold.
+void markBlobs(const record::Value& v, std::vector<bool>& used) {
+  if (v.kind == record::Value::Kind::Tensor && v.blob < used.size()) used[v.blob] = true;
+  for (const auto& item : v.items) markBlobs(item, used);
+}
+
+// Once the state is materialized, blobs only it held are not read again:
+// their bytes go, so a session holds model weights once, not twice.
+void dropStateOnlyBlobs(record::RecordFile& f) {
+  std::vector<bool> used(f.blobs.size(), false);
+  for (const auto& call : f.calls) {
+    for (const auto* v : {&call.args, &call.kwargs, &call.result, &call.rng}) markBlobs(*v, used);
+    for (const auto& u : call.updates) markBlobs(u.value, used);
+  }
+  for (const auto& fn : f.functions)
+    for (const auto& r : fn.records)
+      for (const auto& n : r.graph.nodes)
+        if (n.blob >= 0 && size_t(n.blob) < used.size()) used[size_t(n.blob)] = true;
+  for (size_t b = 0; b < f.blobs.size(); ++b)
+    if (!used[b]) std::string().swap(f.blobs[b].bytes);
+}
+
 }  // namespace
 
 // Moves every tensor in a value to the device (heap objects visited once).
@@ -128,6 +150,7 @@ Session::Session(record::RecordFile file, const SessionOptions& options) : impl_
     impl_->cudaGraphs.push_back(std::move(graphs));
   }
   for (auto& m : f.globals) impl_->globals.modules[m.module] = materialize(m.globals, f);
+  dropStateOnlyBlobs(impl_->file);
   if (!impl_->device.is_cpu()) {
     std::set<const HeapObject*> seen;
     for (auto& s : impl_->selves) moveTo(s, impl_->device, seen);

@@ -67,6 +67,8 @@ class Session {
 
   static Session open(const std::string& path, const SessionOptions& options = {});
 
+  // The file the session was opened from, less the contents of tensors
+  // only its entry state held (those now live in self() and globals()).
   const record::RecordFile& file() const;
   // Index of the function with this name (or a unique suffix of it, such as
   // "MLP"); throws Error listing the names otherwise.
