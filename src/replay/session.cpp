@@ -2,6 +2,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/grad_mode.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/Exception.h>
 
 #include <ATen/Context.h>
@@ -211,6 +212,7 @@ CallOutcome Session::call(size_t function, std::vector<Value> args, Value kwargs
     const Plan& plan = *p.plans[function][r];
     try {
       auto& cudaGraph = p.cudaGraphs[function][r];
+      c10::impl::ExcludeDispatchKeyGuard belowAutograd(c10::autograd_dispatch_keyset);
       outputs = cudaGraph ? cudaGraph->run(access.inputs(values)) : plan.runWith(access.inputs(values), &values.symbols());
     } catch (const SizeMismatch& e) {
       if (!plan.stopsCleanly()) throw Error(p.file.functions[function].name + " record " + std::to_string(r) + ": " + e.what());
