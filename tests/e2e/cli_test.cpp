@@ -173,6 +173,32 @@ TEST(Run, ExplainsGuardMisses) {
   EXPECT_TRUE(contains(run.out, "1 state changes made by the script applied first")) << run.out;
 }
 
+// --profile: a table of the operators the timed calls ran, on the backend
+// the record's first call chose; --backend and --profile misuse are one
+// clear error each.
+TEST(Run, ProfilesTheBackendItRuns) {
+  Scratch s("profile");
+  ASSERT_EQ(s.run("magpy-capture -q -o mlp.mgp " + example("mlp.py")).status, 0);
+  for (std::string backend : {"aten", "compiled"}) {
+    Result r = s.run("magpy-run mlp.mgp --repeat 20 --profile --show-optimizations --backend " + backend);
+    ASSERT_EQ(r.status, 0) << r.out << r.err;
+    EXPECT_TRUE(contains(r.out, "profile __main__.MLP record 0 (" + backend + " backend), 20 calls:\n"
+                                "  operator                                    calls   total (ms) per call (us)   share\n"))
+        << r.out;
+    EXPECT_TRUE(contains(r.out, "  aten::relu                                     40")) << r.out;
+    EXPECT_TRUE(contains(r.out, "  per call: ")) << r.out;
+    EXPECT_TRUE(contains(r.out, "outside them (guards, boxing, allocation, mock)")) << r.out;
+    EXPECT_EQ(contains(r.out, "backend: compiled ("), backend == "compiled") << r.out;
+  }
+  std::string all;
+  for (const char* args : {"--profile", "--backend jit", "--backend"}) {
+    Result r = s.run(std::string("magpy-run mlp.mgp ") + args);
+    EXPECT_EQ(r.status, 2) << args;
+    all += r.err;
+  }
+  EXPECT_EQ(all, golden("run_profile_errors.txt", all));
+}
+
 TEST(Inspect, UsageErrors) {
   Scratch s("inspect_usage");
   EXPECT_EQ(s.run("magpy-inspect").status, 2);
