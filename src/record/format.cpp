@@ -712,7 +712,10 @@ std::string wrapBody(const std::string& body) {
 
 std::string encode(const RecordFile& file) { return wrapBody(encodeBody(file)); }
 
-RecordFile decode(const std::string& bytes, const std::string& origin) {
+namespace {
+
+// Checks the header and returns the decompressed body.
+std::string checkedBody(const std::string& bytes, const std::string& origin) {
   if (bytes.size() < 8 || std::memcmp(bytes.data(), kMagic, 8) != 0)
     throw Error(origin + ": not a magpy record (it does not start with MAGPYREC); pass a .mgp file written by magpy-capture");
   if (bytes.size() < kHeaderSize)
@@ -735,7 +738,10 @@ RecordFile decode(const std::string& bytes, const std::string& origin) {
   std::string body = decompressBody(bytes.data() + kHeaderSize, frameSize, bodySize, origin);
   if (hashBytes(body.data(), body.size()) != bodyHash)
     throw Error(origin + ": the record is corrupted: its body does not match its hash; capture it again with magpy-capture");
+  return body;
+}
 
+RecordFile parseBody(const std::string& body, const std::string& origin) {
   RecordFile file;
   Reader r(body, origin);
   io(r, file);
@@ -743,6 +749,10 @@ RecordFile decode(const std::string& bytes, const std::string& origin) {
   Validator(file, origin).run();
   return file;
 }
+
+}  // namespace
+
+RecordFile decode(const std::string& bytes, const std::string& origin) { return parseBody(checkedBody(bytes, origin), origin); }
 
 void writeFileAtomically(const std::string& path, const std::string& bytes) {
   namespace fs = std::filesystem;
@@ -778,9 +788,22 @@ RecordFile readRecordFile(const std::string& path) {
     if (!std::filesystem::exists(path, ec)) throw Error(path + ": no such file; pass a .mgp file written by magpy-capture");
     throw Error(path + ": cannot be read (permissions?)");
   }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return decode(ss.str(), path);
+  // One copy of the file at a time: its bytes go once the body is out.
+  std::string body;
+  {
+    std::string bytes;
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(path, ec)) {
+      bytes.resize(size_t(std::filesystem::file_size(path, ec)));
+      if (ec || !in.read(bytes.data(), std::streamsize(bytes.size()))) throw Error(path + ": cannot be read");
+    } else {  // a pipe, a device: read to its end
+      std::ostringstream ss;
+      ss << in.rdbuf();
+      bytes = std::move(ss).str();
+    }
+    body = checkedBody(bytes, path);
+  }
+  return parseBody(body, path);
 }
 
 }  // namespace magpy::record

@@ -154,7 +154,8 @@ CompiledGraph::CompiledGraph(const LoweringInput& plan, const std::vector<c10::I
     const c10::IValue& v = inputs.at(i);
     if (plan.freezable[i] && v.isTensor() && v.toTensor().defined() && v.toTensor().has_storage()) {
       const at::Tensor& t = v.toTensor();
-      frozen_.push_back({i, t.unsafeGetTensorImpl(), t.unsafeGetTensorImpl()->version_counter().current_version(), storageOf(v)});
+      frozen_.push_back({i, t.unsafeGetTensorImpl(), t.unsafeGetTensorImpl()->version_counter().current_version(), storageOf(v),
+                         t.data_ptr()});
       lowering.input(plan.inputSlots[i], constant(*graph_, c10::IValue(t.requires_grad() ? t.detach() : t), "frozen state"));
       continue;
     }
@@ -199,7 +200,8 @@ CompiledGraph::~CompiledGraph() = default;
 bool CompiledGraph::stillFrozen(const std::vector<c10::IValue>& inputs) const {
   for (const Frozen& f : frozen_) {
     const c10::IValue& v = inputs[f.input];
-    if (!v.isTensor() || v.toTensor().unsafeGetTensorImpl() != f.impl || f.impl->version_counter().current_version() != f.version)
+    if (!v.isTensor() || v.toTensor().unsafeGetTensorImpl() != f.impl || f.impl->version_counter().current_version() != f.version ||
+        storageOf(v) != f.storage || v.toTensor().data_ptr() != f.data)
       return false;
   }
   for (size_t i : graphInputs_)  // a frozen tensor seen through another input could be written by the graph

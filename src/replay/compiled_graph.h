@@ -62,8 +62,10 @@ class CompiledGraph {
   CompiledGraph(const LoweringInput& plan, const std::vector<c10::IValue>& inputs, CompiledPasses passes);
   ~CompiledGraph();
 
-  // Whether the frozen inputs are the tensors frozen, at the same version,
-  // and no other input shares storage with one.
+  // Whether the frozen inputs are the tensors frozen, at the same version
+  // and over the same memory, and no other input shares storage with one.
+  // (Plans bump the version of what they write, for the operators that
+  // write without one.)
   bool stillFrozen(const std::vector<c10::IValue>& inputs) const;
 
   // Runs the graph on the plan's inputs (frozen ones are skipped); returns
@@ -85,7 +87,8 @@ class CompiledGraph {
     size_t input;
     const c10::TensorImpl* impl;
     uint32_t version;
-    const void* storage;
+    const void* storage;  // set_() and .data = swap these under the same tensor
+    const void* data;
   };
   std::vector<Frozen> frozen_;
   std::vector<const void*> frozenStorages_;    // sorted

@@ -472,6 +472,15 @@ std::vector<bool> writtenOrEscaping(const record::Graph& g) {
   return out;
 }
 
+std::vector<bool> writtenInPlace(const record::Graph& g) {
+  auto roots = storageRoots(g);
+  StorageUse use = storageUse(g, roots);
+  std::vector<bool> out(g.nodes.size(), false);
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (size_t r : roots[i]) out[i] = out[i] || use.written[r];
+  return out;
+}
+
 bool stopsCleanly(const record::Graph& g) {
   auto roots = storageRoots(g);
   StorageUse use = storageUse(g, roots);

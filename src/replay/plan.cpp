@@ -322,6 +322,7 @@ struct Plan::Impl {
   Backend backend = Backend::Aten;
   std::vector<bool> freezable;     // per input: a state tensor the graph neither writes nor returns
   std::vector<bool> writtenInput;  // per input: written or returned by the graph
+  std::vector<size_t> writtenInputs;  // the inputs the graph writes
   std::string refusal;             // why the steps cannot be lowered
   enum class Use : uint8_t { Undecided, Steps, Compiled };
   mutable Use use = Use::Undecided;
@@ -350,6 +351,7 @@ Plan::Plan(const record::Graph& input, const std::vector<record::TensorBlob>& bl
   const record::Graph& graph = optimized.graph;
   impl_->applied = optimized.applied;
   std::vector<bool> ownedPerRun = writtenOrEscaping(graph);
+  std::vector<bool> written = writtenInPlace(graph);
   impl_->stopsCleanly = replay::stopsCleanly(graph);
   impl_->backend = options.inference && c10::Device(options.device).is_cpu() ? options.backend : Backend::Aten;
   for (auto& n : graph.nodes)
@@ -391,6 +393,7 @@ Plan::Plan(const record::Graph& input, const std::vector<record::TensorBlob>& bl
           impl_->inputNumbers.push_back(slotNumber[size_t(s)]);
           impl_->freezable.push_back(n.kind == record::NodeKind::GetAttr && n.number.empty() && !ownedPerRun[ni]);
           impl_->writtenInput.push_back(ownedPerRun[ni]);
+          if (written[ni]) impl_->writtenInputs.push_back(impl_->inputSlots.size() - 1);
           impl_->inputPaths.push_back(n.source);
         }
         break;
@@ -592,6 +595,19 @@ std::vector<c10::IValue> Plan::runWith(std::vector<c10::IValue> inputs, const Sy
                   (number == 'i' ? "an int" : number == 'f' ? "a float" : "a tensor") + ", got a " + v.tagKind());
   }
   p.ranCompiled = false;
+  // Some operators write their arguments without a version bump (batch
+  // norm's running statistics in training mode); a compiled graph of
+  // another record that froze them must see they changed.
+  struct BumpWritten {
+    const std::vector<c10::IValue> written;
+    ~BumpWritten() {
+      for (const c10::IValue& v : written)
+        if (v.isTensor() && v.toTensor().defined() && !v.toTensor().is_inference()) v.toTensor().unsafeGetTensorImpl()->bump_version();
+    }
+  };
+  std::vector<c10::IValue> written;
+  for (size_t i : p.writtenInputs) written.push_back(inputs[i]);
+  BumpWritten bump{std::move(written)};
   switch (p.backend == Backend::Aten ? Impl::Use::Steps : p.use) {
     case Impl::Use::Undecided: return p.decide(std::move(inputs), symbols);
     case Impl::Use::Compiled: return p.runCompiled(std::move(inputs), symbols);

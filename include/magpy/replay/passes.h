@@ -69,6 +69,9 @@ bool isRandom(const record::Node& node);         // draws from a generator
 // merged with an identical one, not cached, not shared with the next call.
 std::vector<bool> writtenOrEscaping(const record::Graph& graph);
 
+// Per node: the storage its value lives in is written in place by the graph.
+std::vector<bool> writtenInPlace(const record::Graph& graph);
+
 // Whether a run of the graph stopped half-way changed nothing a program
 // can observe: no tensor it reads from outside (an argument, a parameter,
 // a buffer, batch norm's running statistics) written in place, no random
