@@ -664,7 +664,10 @@ std::string decompressBody(const char* frame, size_t frameSize, uint64_t bodySiz
   if (content != bodySize)
     corrupted(origin, "its header and its compressed body disagree on the body's size");
   std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
-  std::string body;
+  // Grown as output comes, so a small frame announcing a huge body costs no
+  // more than it holds; a body up to four times its frame (weights hardly
+  // compress) is allocated once, without copies as it grows.
+  std::string body(size_t(std::min<uint64_t>(bodySize, uint64_t(frameSize) * 4 + (1 << 20))), '\0');
   ZSTD_inBuffer in{frame, frameSize, 0};
   size_t filled = 0;
   for (;;) {

@@ -735,7 +735,10 @@ std::vector<c10::IValue> Plan::Impl::decide(std::vector<c10::IValue> inputs, con
   at::Tensor rngAfter = generator.get_state();
   if (stopsCleanly) stepsTime = leastTime(stepsTime, [&] { runSteps(realInputs, symbols); });
 
+  // One compiled graph alive at a time (each holds a copy of the weights
+  // it transforms): the winner is built again if a later one was tried after it.
   std::unique_ptr<CompiledGraph> best;
+  std::optional<CompiledPasses> bestPasses;
   double bestTime = 0;
   std::string failure;
   for (CompiledPasses passes : {CompiledPasses::Freeze, CompiledPasses::ForInference}) {
@@ -743,6 +746,7 @@ std::vector<c10::IValue> Plan::Impl::decide(std::vector<c10::IValue> inputs, con
     for (size_t i = 0; i < before.size(); ++i)
       if (writtenInput[i] && before[i].isTensor()) trialInputs[i] = before[i].toTensor().clone();
     generator.set_state(rngBefore);
+    best.reset();
     try {
       auto graph = std::make_unique<CompiledGraph>(lowering(), realInputs, passes);
       t0 = Clock::now();
@@ -757,14 +761,14 @@ std::vector<c10::IValue> Plan::Impl::decide(std::vector<c10::IValue> inputs, con
         continue;
       }
       if (stopsCleanly) seconds = leastTime(seconds, [&] { graph->run(realInputs); });
-      if (!best || seconds < bestTime) best = std::move(graph), bestTime = seconds;
+      if (!bestPasses || seconds < bestTime) best = std::move(graph), bestPasses = passes, bestTime = seconds;
     } catch (const std::exception& e) {
       failure = std::string("not compiled: ") + e.what();
     }
   }
   generator.set_state(rngAfter);
   use = Use::Steps;
-  if (!best) {
+  if (!bestPasses) {
     applied.push_back("backend: operator by operator, " + failure);
     return out;
   }
@@ -775,7 +779,8 @@ std::vector<c10::IValue> Plan::Impl::decide(std::vector<c10::IValue> inputs, con
     return out;
   }
   use = Use::Compiled;
-  passes = best->passes();
+  passes = *bestPasses;
+  if (!best) best = std::make_unique<CompiledGraph>(lowering(), realInputs, passes);
   applied.push_back("backend: compiled (" + times + "): " + best->summary());
   compiled.push_back({symbols ? *symbols : SymbolValues{}, std::move(best)});
   return out;

@@ -41,26 +41,25 @@ struct RecordState {
       : access(r.guards, plan ? plan->inputPaths() : std::vector<record::AccessPath>{}, r.mock) {}
 };
 
-// Marks the blobs the tensors of a value hold.
-void markBlobs(const record::Value& v, std::vector<bool>& used) {
-  if (v.kind == record::Value::Kind::Tensor && v.blob < used.size()) used[v.blob] = true;
-  for (const auto& item : v.items) markBlobs(item, used);
+// Counts the tensors of a value that hold each blob.
+void countBlobs(const record::Value& v, std::vector<uint32_t>& uses) {
+  if (v.kind == record::Value::Kind::Tensor && v.blob < uses.size()) ++uses[v.blob];
+  for (const auto& item : v.items) countBlobs(item, uses);
 }
 
-// Once the state is materialized, blobs only it held are not read again:
-// their bytes go, so a session holds model weights once, not twice.
-void dropStateOnlyBlobs(record::RecordFile& f) {
-  std::vector<bool> used(f.blobs.size(), false);
+// Blobs the logged calls and graph constants read: replay materializes
+// them again (each call, each plan).
+std::vector<uint32_t> blobsReadAgain(const record::RecordFile& f) {
+  std::vector<uint32_t> uses(f.blobs.size(), 0);
   for (const auto& call : f.calls) {
-    for (const auto* v : {&call.args, &call.kwargs, &call.result, &call.rng}) markBlobs(*v, used);
-    for (const auto& u : call.updates) markBlobs(u.value, used);
+    for (const auto* v : {&call.args, &call.kwargs, &call.result, &call.rng}) countBlobs(*v, uses);
+    for (const auto& u : call.updates) countBlobs(u.value, uses);
   }
   for (const auto& fn : f.functions)
     for (const auto& r : fn.records)
       for (const auto& n : r.graph.nodes)
-        if (n.blob >= 0 && size_t(n.blob) < used.size()) used[size_t(n.blob)] = true;
-  for (size_t b = 0; b < f.blobs.size(); ++b)
-    if (!used[b]) std::string().swap(f.blobs[b].bytes);
+        if (n.blob >= 0 && size_t(n.blob) < uses.size()) ++uses[size_t(n.blob)];
+  return uses;
 }
 
 }  // namespace
@@ -130,8 +129,19 @@ Session::Session(record::RecordFile file, const SessionOptions& options) : impl_
     throw Error("device " + options.device + " asked for, but this libtorch has no CUDA support or no GPU is visible");
   impl_->memoryBudget = options.memoryBudget;
   PlanOptions planOptions{options.passes, true, options.device, options.trustRecord, options.backend};
+  // The entry state's tensors take the bytes of blobs nothing else reads
+  // (most weights), so a session holds its weights once; blobs only the
+  // state reads go once it is built.
+  std::vector<uint32_t> readAgain = blobsReadAgain(f), stateUses(f.blobs.size(), 0);
+  for (auto& fn : f.functions) countBlobs(fn.self, stateUses);
+  for (auto& m : f.globals) countBlobs(m.globals, stateUses);
+  std::vector<bool> adoptable(f.blobs.size());
+  for (size_t b = 0; b < f.blobs.size(); ++b) adoptable[b] = stateUses[b] == 1 && readAgain[b] == 0;
+  for (auto& fn : impl_->file.functions) impl_->selves.push_back(materializeAdopting(fn.self, impl_->file, adoptable));
+  for (auto& m : impl_->file.globals) impl_->globals.modules[m.module] = materializeAdopting(m.globals, impl_->file, adoptable);
+  for (size_t b = 0; b < f.blobs.size(); ++b)
+    if (readAgain[b] == 0) std::string().swap(impl_->file.blobs[b].bytes);
   for (auto& fn : f.functions) {
-    impl_->selves.push_back(materialize(fn.self, f));
     std::vector<std::unique_ptr<Plan>> plans;
     std::vector<RecordState> records;
     std::vector<std::unique_ptr<CudaGraphRunner>> graphs;
@@ -150,8 +160,7 @@ Session::Session(record::RecordFile file, const SessionOptions& options) : impl_
     impl_->records.push_back(std::move(records));
     impl_->cudaGraphs.push_back(std::move(graphs));
   }
-  for (auto& m : f.globals) impl_->globals.modules[m.module] = materialize(m.globals, f);
-  dropStateOnlyBlobs(impl_->file);
+
   if (!impl_->device.is_cpu()) {
     std::set<const HeapObject*> seen;
     for (auto& s : impl_->selves) moveTo(s, impl_->device, seen);

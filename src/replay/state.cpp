@@ -125,9 +125,23 @@ void assign(const record::AccessPath& path, Value value, const CallState& state)
 
 namespace {
 
+// Where build() takes tensor contents from: blobs it may take the bytes of
+// (adoptable, in a file it may change) are not copied.
+struct BlobSource {
+  const record::RecordFile& file;
+  record::RecordFile* adopting = nullptr;
+  const std::vector<bool>* adoptable = nullptr;
+
+  at::Tensor tensor(const record::Value& v) const {
+    if (adopting && v.blob < adoptable->size() && (*adoptable)[v.blob])
+      return tensorAdoptingBlob(adopting->blobs.at(v.blob), v.meta);
+    return tensorFromBlob(file.blobs.at(v.blob), v.meta);
+  }
+};
+
 // Builds runtime values depth first; `made` maps value ids to what was
 // built for them, so a Ref is the same heap object (or tensor) again.
-Value build(const record::Value& v, const record::RecordFile& file, std::map<uint32_t, Value>& made) {
+Value build(const record::Value& v, const BlobSource& file, std::map<uint32_t, Value>& made) {
   using K = record::Value::Kind;
   if (v.kind == K::Ref) {
     auto it = made.find(v.id);
@@ -143,7 +157,7 @@ Value build(const record::Value& v, const record::RecordFile& file, std::map<uin
   Value out;
   switch (v.kind) {
     case K::Atom: out = Value::ofAtom(v.atom); break;
-    case K::Tensor: out = Value::ofTensor(tensorFromBlob(file.blobs.at(v.blob), v.meta)); break;
+    case K::Tensor: out = Value::ofTensor(file.tensor(v)); break;
     case K::Tuple:
     case K::List:
     case K::Dict:
@@ -169,7 +183,12 @@ Value build(const record::Value& v, const record::RecordFile& file, std::map<uin
 
 Value materialize(const record::Value& v, const record::RecordFile& file) {
   std::map<uint32_t, Value> made;
-  return build(v, file, made);
+  return build(v, BlobSource{file}, made);
+}
+
+Value materializeAdopting(const record::Value& v, record::RecordFile& file, const std::vector<bool>& adoptable) {
+  std::map<uint32_t, Value> made;
+  return build(v, BlobSource{file, &file, &adoptable}, made);
 }
 
 namespace {

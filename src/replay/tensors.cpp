@@ -1,6 +1,7 @@
 #include "magpy/replay/tensors.h"
 
 #include <ATen/ops/empty.h>
+#include <c10/core/CPUAllocator.h>
 #include <ATen/ops/empty_strided.h>
 
 #include <algorithm>
@@ -73,6 +74,21 @@ record::TensorBlob blobOf(const at::Tensor& t) {
   b.bytes.assign(static_cast<const char*>(dense.data_ptr()), dense.nbytes());
   b.hash = hashBytes(b.bytes.data(), b.bytes.size());
   return b;
+}
+
+at::Tensor tensorAdoptingBlob(record::TensorBlob& blob, const record::TensorMeta& meta) {
+  std::vector<int64_t> contiguous(blob.shape.size(), 1);
+  for (size_t d = blob.shape.size(); d-- > 1;) contiguous[d - 1] = contiguous[d] * std::max<int64_t>(blob.shape[d], 1);
+  if (blob.bytes.empty() || meta.shape != blob.shape || meta.strides != contiguous) return tensorFromBlob(blob, meta);
+  auto* owned = new std::string(std::move(blob.bytes));
+  blob.bytes.clear();
+  c10::DataPtr data(owned->data(), owned, [](void* bytes) { delete static_cast<std::string*>(bytes); }, c10::Device(c10::kCPU));
+  // Resizable through the CPU allocator, as a tensor libtorch made.
+  c10::Storage storage(c10::Storage::use_byte_size_t(), owned->size(), std::move(data), c10::GetCPUAllocator(), true);
+  at::Tensor out = at::empty({0}, at::TensorOptions().dtype(dtypeFromName(blob.dtype)));
+  out.set_(storage, 0, meta.shape, contiguous);
+  if (meta.requires_grad && at::isFloatingType(out.scalar_type())) out.set_requires_grad(true);
+  return out;
 }
 
 at::Tensor tensorFromBlob(const record::TensorBlob& blob, const record::TensorMeta& meta) {

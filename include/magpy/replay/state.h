@@ -46,6 +46,9 @@ const std::map<std::string, record::Atom>& settableRuntimeStates();
 
 // A runtime value for a recorded one; tensors are fresh copies of blobs.
 Value materialize(const record::Value& v, const record::RecordFile& file);
+// The same, moving the bytes of the blobs marked adoptable into the tensors
+// made (those blobs are left empty: nothing may read them again).
+Value materializeAdopting(const record::Value& v, record::RecordFile& file, const std::vector<bool>& adoptable);
 
 // Result-check tolerance. A floating-point tensor matches when
 //   max |actual - expected| <= atol + rtol * max |expected|

@@ -21,6 +21,9 @@ record::TensorBlob blobOf(const at::Tensor& t);
 // A new CPU tensor holding blob's elements, laid out with meta's strides
 // when they describe a dense layout, and requires_grad as in meta.
 at::Tensor tensorFromBlob(const record::TensorBlob& blob, const record::TensorMeta& meta);
+// The same, taking blob's bytes as the tensor's memory where meta is the
+// blob's own row-major layout (blob.bytes is left empty), else a copy.
+at::Tensor tensorAdoptingBlob(record::TensorBlob& blob, const record::TensorMeta& meta);
 
 }  // namespace magpy::replay
 
