@@ -111,11 +111,11 @@ class Lowering {
   std::vector<jit::Value*> values_;  // per slot
 };
 
-// libtorch's passes: torch.jit.freeze's, then (ForInference)
-// torch.jit.optimize_for_inference's.
+// libtorch's passes: torch.jit.freeze's (without the folding that changes
+// numerics, for Exact), then (ForInference) torch.jit.optimize_for_inference's.
 void optimizeFrozen(std::shared_ptr<jit::Graph>& g, CompiledPasses passes) {
   jit::ConstantPropagation(g);
-  jit::OptimizeFrozenGraph(g, /*optimize_numerics=*/true);
+  jit::OptimizeFrozenGraph(g, /*optimize_numerics=*/passes != CompiledPasses::Exact);
   if (passes == CompiledPasses::ForInference) {
     jit::FuseFrozenConvAddRelu(g);
     jit::ConvertFrozenOpsToMKLDNN(g);
@@ -192,7 +192,8 @@ CompiledGraph::CompiledGraph(const LoweringInput& plan, const std::vector<c10::I
     if (n->kind() == c10::prim::Constant && n->output()->type()->kind() == c10::TypeKind::TensorType)
       if (const void* s = storageOf(c10::IValue(n->t(c10::attr::value)))) constantStorages_.push_back(s);
   std::sort(constantStorages_.begin(), constantStorages_.end());
-  summary_ = describe(*graph_, plan.steps.size(), passes == CompiledPasses::ForInference ? "freeze and inference passes" : "freeze passes");
+  const char* names[] = {"freeze passes without folding", "freeze passes", "freeze and inference passes"};
+  summary_ = describe(*graph_, plan.steps.size(), names[size_t(passes)]);
 }
 
 CompiledGraph::~CompiledGraph() = default;

@@ -48,12 +48,15 @@ struct LoweringInput {
 // operator run made hold for every call with that binding.
 std::string loweringRefusal(const std::vector<Step>& steps, bool dynamic);
 
-// Which of libtorch's passes run: those of torch.jit.freeze (batch norm and
-// add/mul folded into convolutions, linears concatenated, constants
-// propagated), or those and torch.jit.optimize_for_inference's (oneDNN
-// layouts and fused convolutions, transposed linear weights), which win on
-// convolutions and lose on small graphs and on layers oneDNN lacks.
-enum class CompiledPasses : uint8_t { Freeze, ForInference };
+// Which of libtorch's passes run: those of torch.jit.freeze without the
+// folding that changes numerics (Exact: constants propagated, eval dropout
+// removed, linears concatenated), with it (Freeze: batch norm and add/mul
+// folded into convolutions), or those and torch.jit.optimize_for_inference's
+// (oneDNN layouts and fused convolutions, transposed linear weights), which
+// win on convolutions and lose on small graphs and on layers oneDNN lacks.
+// Folding moves values across a quantizer's rounding steps: fake-quantized
+// models agree with operator-by-operator replay only without it.
+enum class CompiledPasses : uint8_t { Exact, Freeze, ForInference };
 
 class CompiledGraph {
  public:

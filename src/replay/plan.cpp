@@ -334,7 +334,7 @@ struct Plan::Impl {
   };
   mutable std::vector<Compiled> compiled;
   mutable int refreezes = 0;
-  mutable CompiledPasses passes = CompiledPasses::Freeze;  // those the first call chose
+  mutable CompiledPasses passes = CompiledPasses::Exact;  // those the first call chose
   static constexpr size_t kMaxBindings = 8;
 
   std::vector<c10::IValue> runSteps(std::vector<c10::IValue> inputs, const SymbolValues* symbols) const;
@@ -393,7 +393,7 @@ Plan::Plan(const record::Graph& input, const std::vector<record::TensorBlob>& bl
           impl_->inputNumbers.push_back(slotNumber[size_t(s)]);
           impl_->freezable.push_back(n.kind == record::NodeKind::GetAttr && n.number.empty() && !ownedPerRun[ni]);
           impl_->writtenInput.push_back(ownedPerRun[ni]);
-          if (written[ni]) impl_->writtenInputs.push_back(impl_->inputSlots.size() - 1);
+          if (written[ni] && impl_->backend != Backend::Aten) impl_->writtenInputs.push_back(impl_->inputSlots.size() - 1);
           impl_->inputPaths.push_back(n.source);
         }
         break;
@@ -597,7 +597,9 @@ std::vector<c10::IValue> Plan::runWith(std::vector<c10::IValue> inputs, const Sy
   p.ranCompiled = false;
   // Some operators write their arguments without a version bump (batch
   // norm's running statistics in training mode); a compiled graph of
-  // another record that froze them must see they changed.
+  // another record that froze them must see they changed. (Only with a
+  // compiled backend, which runs without autograd: autograd would take the
+  // bump for a change of a tensor it saved.)
   struct BumpWritten {
     const std::vector<c10::IValue> written;
     ~BumpWritten() {
@@ -741,7 +743,7 @@ std::vector<c10::IValue> Plan::Impl::decide(std::vector<c10::IValue> inputs, con
   std::optional<CompiledPasses> bestPasses;
   double bestTime = 0;
   std::string failure;
-  for (CompiledPasses passes : {CompiledPasses::Freeze, CompiledPasses::ForInference}) {
+  for (CompiledPasses passes : {CompiledPasses::Exact, CompiledPasses::Freeze, CompiledPasses::ForInference}) {
     std::vector<c10::IValue> trialInputs = before;
     for (size_t i = 0; i < before.size(); ++i)
       if (writtenInput[i] && before[i].isTensor()) trialInputs[i] = before[i].toTensor().clone();
