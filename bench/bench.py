@@ -96,7 +96,7 @@ def main():
         "",
         f"{platform.machine()}, {os.cpu_count()} cores, {args.threads} intra-op threads for every side; torch "
         f"{torch.__version__}; BLAS: {models.blas()}; every side with glibc's large-block thresholds raised "
-        "(MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_, as magpy-run sets them). Median per-call time after warm-up (median over {args.rounds} "
+        f"(MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_, as magpy-run sets them). Median per-call time after warm-up (median over {args.rounds} "
         "alternating rounds). Ratios are eager time over the column's time (above 1: faster than eager).",
         "",
         "| model | batch | eager (ms) | TorchScript C++ (ms) | magpy-run aten (ms) | magpy-run compiled (ms) "

@@ -681,9 +681,9 @@ double secondsSince(Clock::time_point t) { return std::chrono::duration<double>(
 // get more runs, so that a choice between backends is not one sample's.
 template <class Run>
 double leastTime(double first, Run&& run) {
-  constexpr double kBudget = 0.005;  // seconds per backend
+  constexpr double kBudget = 0.05;  // seconds per backend, beyond two more runs
   double least = first, spent = first;
-  for (int k = 0; k < 20 && spent < kBudget; ++k) {
+  for (int k = 0; k < 20 && (k < 2 || spent < kBudget); ++k) {
     auto t0 = Clock::now();
     run();
     double t = secondsSince(t0);
