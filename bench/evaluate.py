@@ -118,7 +118,10 @@ def evaluate_model(name, kwargs, args):
     options = script_options(kwargs) + (["--small"] if args.small else [])
     # Only the checked calls are logged: logging (snapshots of inputs and
     # results, for replay) would otherwise be timed as part of the JIT.
-    record, timing, report = capture(name, name + ".py", options, args.work, args.calls, args.threads, log_calls=3)
+    # Batch 1 as baselines.py times eager and TorchScript (a script may
+    # default to another: align.py's main runs batch 2).
+    record, timing, report = capture(name, name + ".py", options + ["--batch", "1"], args.work, args.calls, args.threads,
+                                     log_calls=3)
     result = {"baselines": base, "jit": timing, "counts": magpy_counts(report),
               "replay": replay(record, args.calls, args.threads),
               "replay_auto": replay(record, args.calls, args.threads, "auto")}

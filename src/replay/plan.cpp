@@ -339,6 +339,13 @@ struct Plan::Impl {
 
   std::vector<c10::IValue> runSteps(std::vector<c10::IValue> inputs, const SymbolValues* symbols) const;
   std::vector<c10::IValue> decide(std::vector<c10::IValue> inputs, const SymbolValues* symbols) const;
+  struct FirstCall;
+  struct Candidate {
+    std::unique_ptr<CompiledGraph> graph;  // null where it failed or disagreed
+    double seconds = 0;
+    std::string failure;
+  };
+  Candidate tryCompiled(CompiledPasses passes, const FirstCall& call) const;
   std::vector<c10::IValue> runCompiled(std::vector<c10::IValue> inputs, const SymbolValues* symbols) const;
   LoweringInput lowering() const { return {steps, inputSlots, constants, outputSlots, numSlots, freezable}; }
 };
@@ -712,80 +719,96 @@ bool sameBinding(const SymbolValues& a, const SymbolValues& b) {
 
 }  // namespace
 
-// The first run: the steps run the call on the real inputs; then the
-// steps are lowered with each set of libtorch's passes and each compiled
-// graph runs on copies of what the graph wrote, as they were before the
-// call, with the random draws the call made; results and writes must agree
-// with the steps'. The fastest agreeing graph is kept (with Auto, only
-// where it beats the steps). A size check the steps fail leaves the choice
-// to a later call.
+// What the first call's steps did, for the compiled graphs to agree with.
+struct Plan::Impl::FirstCall {
+  std::vector<c10::IValue> before;  // the inputs, what the graph writes copied before it did
+  std::vector<c10::IValue> inputs;  // the inputs after the steps ran
+  std::vector<c10::IValue> outputs;
+  at::Tensor rng;                   // the generator's state before the call
+};
+
+// One set of passes tried on the first call: the graph runs on copies of
+// what it writes, as they were before the call, with the call's random
+// draws; results and writes must agree with the steps'.
+Plan::Impl::Candidate Plan::Impl::tryCompiled(CompiledPasses passes, const FirstCall& call) const {
+  std::vector<c10::IValue> trialInputs = call.before;
+  for (size_t i = 0; i < trialInputs.size(); ++i)
+    if (writtenInput[i] && trialInputs[i].isTensor()) trialInputs[i] = trialInputs[i].toTensor().clone();
+  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  generator.set_state(call.rng);
+  Candidate c;
+  try {
+    c.graph = std::make_unique<CompiledGraph>(lowering(), call.inputs, passes);
+    auto t0 = Clock::now();
+    std::vector<c10::IValue> trial = c.graph->run(trialInputs);
+    c.seconds = secondsSince(t0);
+    std::string differs = disagreement(trial, call.outputs, trialInputs, call.inputs);
+    for (size_t i = 0; differs.empty() && i < call.inputs.size(); ++i)
+      if (writtenInput[i] && disagreement({trialInputs[i]}, {call.inputs[i]}, {}, {}) != "")
+        differs = "it writes other values into " + record::toString(inputPaths[i]);
+    if (!differs.empty()) {
+      c.graph.reset();
+      c.failure = "the compiled graph disagrees with it: " + differs;
+    } else if (stopsCleanly) {
+      c.seconds = leastTime(c.seconds, [&] { c.graph->run(call.inputs); });
+    }
+  } catch (const std::exception& e) {
+    c.graph.reset();
+    c.failure = std::string("not compiled: ") + e.what();
+  }
+  return c;
+}
+
+// The first run: the steps run the call on the real inputs, then each set
+// of libtorch's passes is tried (tryCompiled). The fastest agreeing graph
+// is kept (with Auto, only where it beats the steps). A size check the
+// steps fail leaves the choice to a later call.
 std::vector<c10::IValue> Plan::Impl::decide(std::vector<c10::IValue> inputs, const SymbolValues* symbols) const {
   if (!refusal.empty()) {
     use = Use::Steps;
     applied.push_back("backend: operator by operator, not compiled: " + refusal);
     return runSteps(std::move(inputs), symbols);
   }
-  std::vector<c10::IValue> before = inputs;  // what the graph writes, copied before it does
-  for (size_t i = 0; i < inputs.size(); ++i)
-    if (writtenInput[i] && inputs[i].isTensor()) before[i] = inputs[i].toTensor().clone();
   at::Generator generator = at::detail::getDefaultCPUGenerator();
-  at::Tensor rngBefore = generator.get_state();
-  std::vector<c10::IValue> realInputs = inputs;  // the same tensors, to compare what the steps wrote
+  FirstCall call{inputs, inputs, {}, generator.get_state()};
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (writtenInput[i] && inputs[i].isTensor()) call.before[i] = inputs[i].toTensor().clone();
   auto t0 = Clock::now();
-  std::vector<c10::IValue> out = runSteps(std::move(inputs), symbols);
+  call.outputs = runSteps(std::move(inputs), symbols);
   double stepsTime = secondsSince(t0);
   at::Tensor rngAfter = generator.get_state();
-  if (stopsCleanly) stepsTime = leastTime(stepsTime, [&] { runSteps(realInputs, symbols); });
+  if (stopsCleanly) stepsTime = leastTime(stepsTime, [&] { runSteps(call.inputs, symbols); });
 
-  // One compiled graph alive at a time (each holds a copy of the weights
-  // it transforms): the winner is built again if a later one was tried after it.
+  // One compiled graph alive at a time (each holds a copy of the weights it
+  // transforms): the winner is built again if another was tried after it.
   std::unique_ptr<CompiledGraph> best;
   std::optional<CompiledPasses> bestPasses;
   double bestTime = 0;
   std::string failure;
   for (CompiledPasses passes : {CompiledPasses::Exact, CompiledPasses::Freeze, CompiledPasses::ForInference}) {
-    std::vector<c10::IValue> trialInputs = before;
-    for (size_t i = 0; i < before.size(); ++i)
-      if (writtenInput[i] && before[i].isTensor()) trialInputs[i] = before[i].toTensor().clone();
-    generator.set_state(rngBefore);
     best.reset();
-    try {
-      auto graph = std::make_unique<CompiledGraph>(lowering(), realInputs, passes);
-      t0 = Clock::now();
-      std::vector<c10::IValue> trial = graph->run(trialInputs);
-      double seconds = secondsSince(t0);
-      std::string differs = disagreement(trial, out, trialInputs, realInputs);
-      for (size_t i = 0; differs.empty() && i < realInputs.size(); ++i)
-        if (writtenInput[i] && disagreement({trialInputs[i]}, {realInputs[i]}, {}, {}) != "")
-          differs = "it writes other values into " + record::toString(inputPaths[i]);
-      if (!differs.empty()) {
-        failure = "the compiled graph disagrees with it: " + differs;
-        continue;
-      }
-      if (stopsCleanly) seconds = leastTime(seconds, [&] { graph->run(realInputs); });
-      if (!bestPasses || seconds < bestTime) best = std::move(graph), bestPasses = passes, bestTime = seconds;
-    } catch (const std::exception& e) {
-      failure = std::string("not compiled: ") + e.what();
-    }
+    Candidate c = tryCompiled(passes, call);
+    if (!c.graph) failure = c.failure;
+    else if (!bestPasses || c.seconds < bestTime) best = std::move(c.graph), bestPasses = passes, bestTime = c.seconds;
   }
   generator.set_state(rngAfter);
   use = Use::Steps;
   if (!bestPasses) {
     applied.push_back("backend: operator by operator, " + failure);
-    return out;
+    return std::move(call.outputs);
   }
   std::string times = milliseconds(bestTime) + " compiled vs " + milliseconds(stepsTime) +
                       " operator by operator, least of the first call's runs";
   if (backend == Backend::Auto && bestTime >= stepsTime) {
     applied.push_back("backend: operator by operator, faster (" + times + ")");
-    return out;
+    return std::move(call.outputs);
   }
   use = Use::Compiled;
   passes = *bestPasses;
-  if (!best) best = std::make_unique<CompiledGraph>(lowering(), realInputs, passes);
+  if (!best) best = std::make_unique<CompiledGraph>(lowering(), call.inputs, passes);
   applied.push_back("backend: compiled (" + times + "): " + best->summary());
   compiled.push_back({symbols ? *symbols : SymbolValues{}, std::move(best)});
-  return out;
+  return std::move(call.outputs);
 }
 
 // A compiled run, with the graph compiled for this call's binding of the

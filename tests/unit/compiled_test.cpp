@@ -19,6 +19,7 @@
 using namespace magpy;
 using namespace magpy::record;
 using sample::opNode;
+using sample::output;
 
 namespace {
 
@@ -31,13 +32,6 @@ Node input(NodeKind kind, const std::string& name, AccessPath source, std::vecto
   for (size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];
   n.outputs = {sample::meta(shape, strides)};
   return n;
-}
-
-Node output(std::vector<Arg> args) {
-  Node out;
-  out.kind = NodeKind::Output;
-  out.args = std::move(args);
-  return out;
 }
 
 replay::PlanOptions compiled(replay::Backend backend = replay::Backend::Compiled) {

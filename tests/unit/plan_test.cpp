@@ -27,6 +27,7 @@ Node argument(std::vector<TensorMeta> outputs = {}) {
 }
 
 using sample::opNode;
+using sample::output;
 
 }  // namespace
 
@@ -189,13 +190,6 @@ Node numberOp(const std::string& target, std::vector<Arg> args, const std::strin
   Node n = opNode(target.substr(9), target, "", std::move(args));
   n.number = type;
   return n;
-}
-
-Node output(std::vector<Arg> args) {
-  Node out;
-  out.kind = NodeKind::Output;
-  out.args = std::move(args);
-  return out;
 }
 
 }  // namespace

@@ -26,6 +26,14 @@ inline record::Node opNode(const std::string& name, const std::string& target, c
   return n;
 }
 
+// The output node of a graph returning `args`.
+inline record::Node output(std::vector<record::Arg> args) {
+  record::Node out;
+  out.kind = record::NodeKind::Output;
+  out.args = std::move(args);
+  return out;
+}
+
 inline record::TensorMeta meta(std::vector<int64_t> shape, std::vector<int64_t> strides) {
   record::TensorMeta m;
   m.shape = std::move(shape);
