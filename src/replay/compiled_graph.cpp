@@ -165,15 +165,13 @@ CompiledGraph::CompiledGraph(const LoweringInput& plan, const std::vector<c10::I
     graphInputs_.push_back(i);
     lowering.input(plan.inputSlots[i], in);
   }
-  for (size_t c = 0; c < plan.constants.size(); ++c) {
-    const PlanConstant& k = plan.constants[c];
+  for (const PlanConstant& k : plan.constants) {
     if (!k.copyPerRun) {
       lowering.input(k.slot, constant(*graph_, k.value, "a record constant"));
       continue;
     }
     jit::Value* in = graph_->addInput();
     in->setType(c10::TensorType::create(k.value.toTensor()));
-    perRunConstants_.push_back(c);
     constantValues_.push_back(k.value);
     lowering.input(k.slot, in);
   }
@@ -213,7 +211,7 @@ bool CompiledGraph::stillFrozen(const std::vector<c10::IValue>& inputs) const {
 
 std::vector<c10::IValue> CompiledGraph::run(const std::vector<c10::IValue>& inputs) const {
   jit::Stack stack;
-  stack.reserve(graphInputs_.size() + perRunConstants_.size());
+  stack.reserve(graphInputs_.size() + constantValues_.size());
   for (size_t i : graphInputs_) stack.push_back(inputs[i]);
   for (const c10::IValue& c : constantValues_) stack.emplace_back(c.toTensor().clone());
   jit::InterpreterState(*code_).run(stack);

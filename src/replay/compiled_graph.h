@@ -84,8 +84,7 @@ class CompiledGraph {
   CompiledPasses passes_;
   std::unique_ptr<torch::jit::Code> code_;
   std::vector<size_t> graphInputs_;  // plan input index per graph input
-  std::vector<size_t> perRunConstants_;  // constants copied per run, after the inputs
-  std::vector<c10::IValue> constantValues_;
+  std::vector<c10::IValue> constantValues_;  // record constants copied per run, after the inputs
   struct Frozen {
     size_t input;
     const c10::TensorImpl* impl;
