@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <mutex>
+#include <optional>
+#include <unordered_map>
 
 #include "magpy/support/error.h"
 
@@ -13,13 +15,39 @@ namespace {
 std::atomic<uint64_t> gLive{0};
 std::atomic<uint64_t> gLimit{0};  // live bytes allowed; 0 = no limit
 
-// Sits in front of each block, so freeing needs no lookup and no second
-// allocation: its size keeps the data 64-byte aligned as the base's is.
-struct alignas(64) Header {
+// What freeing a block needs, kept apart from the block: a tensor overrun
+// (a record may ask a kernel to write out of bounds) then cannot reach it,
+// as it would a header in front of the data.
+struct Block {
   uint64_t bytes;
   void* baseContext;
   c10::DeleterFnPtr baseDeleter;
 };
+
+class BlockTable {
+ public:
+  void add(void* data, const Block& b) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    blocks_.emplace(data, b);
+  }
+  std::optional<Block> take(void* data) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = blocks_.find(data);
+    if (it == blocks_.end()) return std::nullopt;
+    Block b = it->second;
+    blocks_.erase(it);
+    return b;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<void*, Block> blocks_;
+};
+
+BlockTable& blocks() {
+  static auto* table = new BlockTable;  // never destroyed: tensors may outlive static destructors
+  return *table;
+}
 
 class BudgetedAllocator final : public c10::Allocator {
  public:
@@ -31,14 +59,13 @@ class BudgetedAllocator final : public c10::Allocator {
       throw Error("the call would hold more than its memory budget in tensors (a " + std::to_string(n) +
                   "-byte allocation with " + std::to_string(gLive.load()) + " bytes live, limit " + std::to_string(limit) +
                   "); raise it with --memory-budget if the record is trusted and needs it");
-    c10::DataPtr base = base_->allocate(n + sizeof(Header));
+    c10::DataPtr base = base_->allocate(n);
     c10::Device device = base.device();
-    auto* header = static_cast<Header*>(base.get());
+    void* data = base.get();
     c10::DeleterFnPtr baseDeleter = base.get_deleter();
     void* baseContext = base.release_context();
-    *header = Header{n, baseContext, baseDeleter};
+    blocks().add(data, Block{n, baseContext, baseDeleter});
     gLive.fetch_add(n, std::memory_order_relaxed);
-    void* data = header + 1;
     return {data, data, &release, device};
   }
 
@@ -46,9 +73,10 @@ class BudgetedAllocator final : public c10::Allocator {
 
  private:
   static void release(void* data) {
-    Header* header = static_cast<Header*>(data) - 1;
-    gLive.fetch_sub(header->bytes, std::memory_order_relaxed);
-    if (header->baseDeleter) header->baseDeleter(header->baseContext);
+    auto block = blocks().take(data);
+    if (!block) return;  // given out before this wrapper was installed: left alone rather than freed wrongly
+    gLive.fetch_sub(block->bytes, std::memory_order_relaxed);
+    if (block->baseDeleter) block->baseDeleter(block->baseContext);
   }
   c10::Allocator* base_;
 };

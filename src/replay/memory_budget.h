@@ -5,9 +5,9 @@
 // instead of exhausting the machine.
 //
 // It works by wrapping libtorch's CPU allocator (once per process, the
-// first time a scope is made): each allocation carries a small header with
-// its size. The count is process-wide, so concurrent calls share one
-// budget.
+// first time a scope is made): each allocation's size is kept in a table
+// beside the heap, keyed by its address, never next to tensor data. The
+// count is process-wide, so concurrent calls share one budget.
 #pragma once
 
 #include <cstdint>
