@@ -7,7 +7,7 @@
 
 namespace magpy {
 
-std::string quote(std::string_view s) {
+std::string quote(std::string_view s, bool asciiOnly) {
   std::string out = "'";
   for (unsigned char c : s) {
     switch (c) {
@@ -17,7 +17,7 @@ std::string quote(std::string_view s) {
       case '\t': out += "\\t"; break;
       case '\r': out += "\\r"; break;
       default:
-        if (c < 0x20 || c == 0x7f) {
+        if (c < 0x20 || c == 0x7f || (asciiOnly && c >= 0x80)) {
           static const char* kHex = "0123456789abcdef";
           out += "\\x";
           out += kHex[c >> 4];

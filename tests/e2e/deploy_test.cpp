@@ -78,11 +78,11 @@ TEST(Deploy, StateFileErrorsArePrecise) {
   ASSERT_EQ(code.status, 0) << code.err;
   Result evil = s.run("magpy-run train_cnn.mgp --state evil.pt --inputs probe.pt");
   EXPECT_EQ(evil.status, 2);
-  EXPECT_TRUE(contains(evil.err, "a call of 'posix.system', which a state dict of tensors does not make")) << evil.err;
+  EXPECT_TRUE(contains(evil.err, "a call of 'posix.system', which torch.save does not make for tensors and plain values")) << evil.err;
   EXPECT_FALSE(s.exists("pwned"));
   Result text = s.run("echo hello > text.pt && magpy-run train_cnn.mgp --state text.pt --inputs probe.pt");
   EXPECT_EQ(text.status, 2);
-  EXPECT_TRUE(contains(text.err, "text.pt: not a torch.save file")) << text.err;
+  EXPECT_TRUE(contains(text.err, "text.pt: the state file is not a torch.save file")) << text.err;
 
   Result noInputs = s.run("magpy-run train_cnn.mgp --state net.pt");
   EXPECT_EQ(noInputs.status, 2);

@@ -9,8 +9,10 @@
 
 namespace magpy::replay {
 
-// Tensors, numbers, strings, None, and tuples/lists/dicts (str or int keys)
-// of them. Throws Error naming the file and what it could not read.
+// Tensors, numbers, strings, None, and tuples/lists/dicts (atom keys) of
+// them, read by the restricted reader every tensor file goes through
+// (replay/torch_save.h: no code runs, sizes bounded, sharing kept).
+// Throws Error naming the file and what it could not read.
 Value loadValueFile(const std::string& path);
 
 // Writes through a temporary file and a rename. Throws Error for values

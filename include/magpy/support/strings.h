@@ -8,8 +8,10 @@
 
 namespace magpy {
 
-// Python repr of a str: 'a\'b' with \n, \t, \\ and \xNN escapes.
-std::string quote(std::string_view s);
+// Python repr of a str: 'a\'b' with \n, \t, \\ and \xNN escapes. With
+// asciiOnly, bytes past ASCII are \xNN too: a name from a file whose
+// bytes need not be UTF-8, shown on a terminal.
+std::string quote(std::string_view s, bool asciiOnly = false);
 
 // Shortest text that reads back to the same double, Python style:
 // 2.0, 0.1, 1e-05, inf, -inf, nan.
