@@ -88,6 +88,17 @@ int replayLog(Session& session, const Options& opt) {
     } catch (const magpy::Error& e) {
       throw magpy::Error("logged call " + std::to_string(i) + ": " + e.what());
     }
+    const magpy::record::Record* used = logged.record >= 0 ? &fn.records[size_t(logged.record)] : nullptr;
+    if (used && int(out.record) != logged.record && !used->breaks.empty()) {
+      // Capture ran this call as Python, or with a record made for classes
+      // or code the script changed later: no native record stands for it.
+      std::cout << head << "record " << out.record << ", but capture used record " << logged.record << ", which needs "
+                << "Python: " << magpy::record::toString(used->breaks.front()) << "\n";
+      if (!opt.keepGoing) return 1;
+      stopped[logged.function] = true;
+      ++refused;
+      continue;
+    }
     std::cout << head << "record " << out.record;
     if (int(out.record) != logged.record && logged.record >= 0)
       std::cout << " (capture used record " << logged.record << ")";

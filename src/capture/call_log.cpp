@@ -18,12 +18,10 @@ uint64_t shallowHash(PyObject* c) {
     else h.u64(reinterpret_cast<uintptr_t>(e));
   };
   if (PyDict_Check(c)) {
-    PyObject *k, *v;
-    Py_ssize_t pos = 0;
-    while (PyDict_Next(c, &pos, &k, &v)) {
+    forEachDictItem(c, [&](PyObject* k, PyObject* v) {
       element(k);
       element(v);
-    }
+    });
   } else {
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(c); ++i) element(PySequence_Fast_GET_ITEM(c, i));
   }

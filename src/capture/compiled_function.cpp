@@ -29,14 +29,8 @@ PyObject* compiledCall(PyObject* self, PyObject* args, PyObject* kwargs) {
   // Inside a monitored run, a compiled function is plain code being traced.
   Session* session = Session::current();
   if (monitoringDepth() > 0 || !session) return PyObject_Call(c->target, args, kwargs);
-  // CPython calls in here: no C++ exception (a libtorch error on an input
-  // magpy did not expect) may cross back into it.
-  try {
-    return session->call(c->function, args, kwargs);
-  } catch (const std::exception& e) {
-    PyErr_Format(PyExc_RuntimeError, "magpy: %s", messageOf(e).c_str());
-    return nullptr;
-  }
+  // A libtorch error on an input magpy did not expect stays on this side.
+  return enteredFromPython([&] { return session->call(c->function, args, kwargs); });
 }
 
 // Attributes not of the wrapper are the target's: model.eval() keeps working.

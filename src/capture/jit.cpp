@@ -374,14 +374,17 @@ struct Session::Impl {
     spec.kwargs = inv.roots.kwargs;
     spec.invoke = inv.run;
     spec.varyingNumbers = fn.varyingNumbers;
-    ++monitoringDepth();
     auto t3 = Clock::now();
-    PyRef result = PyRef::steal(monitor.run(spec));
+    PyRef result;
+    {
+      MonitoringScope monitoring;
+      result = PyRef::steal(monitor.run(spec));
+    }
     fn.monitorTime += since(t3);
-    --monitoringDepth();
     if (!result) return nullptr;  // the function raised: no record, as the plain call would
     fn.monitored++;
     auto t4 = Clock::now();
+    MonitoringScope building;
 
     std::vector<record::GraphBreak> breaks = monitor.breaks();
     BuiltRecord built;
@@ -422,6 +425,8 @@ struct Session::Impl {
     }
     created.live = std::make_unique<LiveRecord>(built.record, built.expected,
                                                 created.plan ? created.plan->inputPaths() : std::vector<record::AccessPath>{});
+    // A record that runs as Python finds classes and code anew.
+    if (created.plan) created.live->dependOn(monitor.classesRead(), monitor.functionsRun());
     for (auto& g : built.record.guards) {
       if (g.path.root != record::AccessPath::Root::Self && g.path.root != record::AccessPath::Root::Global) continue;
       if (g.check.kind == record::Check::Kind::Absent && !fn.statePaths.count(g.path))
@@ -601,6 +606,19 @@ PyObject* Session::stats(size_t index) {
                        fn.buildTime);
 }
 
+namespace {
+
+// A record made before the script changed a class or function it depends
+// on: native replay has no classes or code to check, so it never serves it.
+void supersede(record::Record& r, const replay::GuardMiss& changed) {
+  record::GraphBreak b;
+  b.reason = "superseded: the script changed " + changed.path + " after this record was made (native state holds "
+             "no classes or code to tell the two apart)";
+  r.breaks = {b};
+}
+
+}  // namespace
+
 record::RecordFile Session::recordFile(bool stateAtExit) {
   Impl& s = *impl_;
   record::RecordFile f;
@@ -613,6 +631,7 @@ record::RecordFile Session::recordFile(bool stateAtExit) {
     for (auto& e : fn->entries) {
       out.records.push_back(e.record);
       if (sharing.count(fn.get())) record::pinLiftedNumbers(out.records.back());
+      if (auto changed = e.live->definitionsChanged()) supersede(out.records.back(), *changed);
     }
     f.functions.push_back(std::move(out));
   }

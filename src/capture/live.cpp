@@ -76,6 +76,52 @@ bool plainModule(PyTypeObject* t) {
   return plain;
 }
 
+// Whether t finds `name` as a function written in Python.
+bool pythonMethod(PyTypeObject* t, PyObject* name) {
+  PyObject* f = classLookup(t, name);
+  return f && PyFunction_Check(f);
+}
+
+// Whether getting through descriptor d, found on a class, runs Python:
+// a property's getter (read on an instance), a descriptor class's __get__.
+bool getterRunsPython(PyObject* d, bool onInstance) {
+  static PyObject* get = PyUnicode_InternFromString("__get__");
+  if (PyObject_TypeCheck(d, &PyProperty_Type)) {
+    if (!onInstance) return false;  // Cls.prop is the property itself
+    PyRef fget = PyRef::steal(PyObject_GetAttrString(d, "fget"));
+    PyErr_Clear();
+    return fget && fget.get() != Py_None && !PyCFunction_Check(fget.get());
+  }
+  return pythonMethod(Py_TYPE(d), get);
+}
+
+}  // namespace
+
+bool attributeRunsPython(PyObject* obj, PyObject* name) {
+  static PyObject* getattribute = PyUnicode_InternFromString("__getattribute__");
+  static PyObject* getattr = PyUnicode_InternFromString("__getattr__");
+  PyTypeObject* type = Py_TYPE(obj);
+  if (pythonMethod(type, getattribute)) return true;
+  PyObject* descr = classLookup(type, name);  // on a class: its metaclass's
+  if (PyType_Check(obj)) {
+    if (descr && getterRunsPython(descr, true)) return true;
+    if (PyObject* found = classLookup(reinterpret_cast<PyTypeObject*>(obj), name)) return getterRunsPython(found, false);
+    return !descr && pythonMethod(type, getattr);
+  }
+  if (descr && Py_TYPE(descr)->tp_descr_set) return getterRunsPython(descr, true);  // a data descriptor comes first
+  PyObject* dict = instanceDict(obj);
+  bool inDict = dict && PyDict_Check(dict) && PyDict_GetItemWithError(dict, name);
+  PyErr_Clear();
+  if (inDict) return false;
+  if (descr) return getterRunsPython(descr, true);
+  // Not found: a module's own __getattr__ (PEP 562), a class's __getattr__
+  // (nn.Module's is done natively by the live store).
+  if (PyModule_Check(obj)) return dict && PyDict_Check(dict) && PyDict_GetItemString(dict, "__getattr__");
+  return !plainModule(type) && pythonMethod(type, getattr);
+}
+
+namespace {
+
 // An attribute the module's class does not define: in the instance's
 // __dict__, or in one of the dicts Module.__setattr__ files it into.
 PyRef moduleAttr(PyObject* obj, PyObject* name) {
@@ -100,6 +146,9 @@ PyRef stepOn(PyObject* cur, replay::PathTree::StepKind kind, int64_t index, PyOb
         PyErr_Clear();
         return found;  // null: not on the instance, its class, or the module's dicts
       }
+      // A guard never runs user code: a path through a property or a
+      // __getattr__ holds no value it can check.
+      if (attributeRunsPython(cur, key)) return PyRef();
       v = PyObject_GetAttr(cur, key);
       break;
     case K::InstanceAttr: {
@@ -190,25 +239,26 @@ std::optional<int64_t> LiveStore::length(const PyRef& v) const {
 
 bool LiveStore::keysAre(const PyRef& v, const std::vector<record::Atom>& keys) const {
   if (!PyDict_Check(v.get()) || PyDict_GET_SIZE(v.get()) != Py_ssize_t(keys.size())) return false;
-  PyObject *k, *item;
-  Py_ssize_t pos = 0;
-  for (size_t n = 0; PyDict_Next(v.get(), &pos, &k, &item); ++n) {
+  size_t n = 0;
+  bool same = true;
+  forEachDictItem(v.get(), [&](PyObject* k, PyObject*) {
     auto a = dictKey(k);
-    if (!a || !(*a == keys[n])) return false;
-  }
-  return true;
+    same = same && n < keys.size() && a && *a == keys[n];
+    ++n;
+  });
+  return same && n == keys.size();
 }
 
 std::optional<std::vector<record::Atom>> LiveStore::keys(const PyRef& v) const {
   if (!PyDict_Check(v.get())) return std::nullopt;
   std::vector<record::Atom> out;
-  PyObject *k, *item;
-  Py_ssize_t pos = 0;
-  while (PyDict_Next(v.get(), &pos, &k, &item)) {
+  bool named = true;
+  forEachDictItem(v.get(), [&](PyObject* k, PyObject*) {
     auto a = dictKey(k);
-    if (!a) return std::nullopt;
-    out.push_back(*a);
-  }
+    if (a) out.push_back(*a);
+    named = named && a;
+  });
+  if (!named) return std::nullopt;
   return out;
 }
 
@@ -310,7 +360,53 @@ template class magpy::replay::Resolution<magpy::capture::LiveStore>;
 namespace magpy::capture {
 
 // Defined here, with the store, so that the shared checks inline its steps.
+void LiveRecord::dependOn(const std::vector<PyRef>& classes, const std::vector<PyRef>& functions) {
+  for (auto& c : classes) {
+    classes_.push_back({c, 0, {}});
+    remember(classes_.back());
+  }
+  for (auto& f : functions) codes_.push_back({f, PyRef::borrow(PyFunction_GET_CODE(f.get()))});
+}
+
+void LiveRecord::remember(const ClassRead& c) const {
+  auto* type = reinterpret_cast<PyTypeObject*>(c.type.get());
+  std::vector<PyObject*> contents;
+  classContents(type, contents);
+  c.contents.assign(contents.size(), PyRef());
+  for (size_t i = 0; i < contents.size(); ++i) c.contents[i] = PyRef::borrow(contents[i]);
+  c.version = classVersion(type);
+}
+
+// The class's tag is the fast check; a class whose tag changed may still
+// find what it found (a cache written into it): then its new tag holds.
+bool LiveRecord::classHolds(const ClassRead& c) const {
+  auto* type = reinterpret_cast<PyTypeObject*>(c.type.get());
+  if (classUnchanged(type, c.version)) return true;
+  thread_local std::vector<PyObject*> now;
+  now.clear();
+  classContents(type, now);
+  if (now.size() != c.contents.size()) return false;
+  for (size_t i = 0; i < now.size(); ++i)
+    if (now[i] != c.contents[i].get()) return false;
+  c.version = classVersion(type);
+  return true;
+}
+
+std::optional<replay::GuardMiss> LiveRecord::definitionsChanged() const {
+  for (auto& c : classes_) {
+    auto* type = reinterpret_cast<PyTypeObject*>(c.type.get());
+    if (!classHolds(c))
+      return replay::GuardMiss{"class " + typeName(type), "as the run found it",
+                               "changed (an attribute of it or of a base class was set or deleted)"};
+  }
+  for (auto& f : codes_)
+    if (PyFunction_GET_CODE(f.function.get()) != f.code.get())
+      return replay::GuardMiss{qualifiedName(f.function.get()) + ".__code__", "the code the run traced", "other code"};
+  return std::nullopt;
+}
+
 std::optional<replay::GuardMiss> LiveRecord::check(Values& values) const {
+  if (auto changed = definitionsChanged()) return changed;
   return access_.firstMiss(values, replay::RecordAccess::Guards::All, expected_);
 }
 
@@ -319,7 +415,10 @@ std::vector<size_t> LiveRecord::misses(Values& values) const { return access_.mi
 std::vector<c10::IValue> LiveRecord::inputs(Values& values) const { return access_.inputs(values); }
 
 PyRef LiveRecord::mock(const std::vector<c10::IValue>& outputs, Values& values) const {
-  return access_.mock(outputs, values).result;
+  PyRef result = access_.mock(outputs, values).result;
+  for (auto& c : classes_)
+    if (!classUnchanged(reinterpret_cast<PyTypeObject*>(c.type.get()), c.version)) remember(c);
+  return result;
 }
 
 uint32_t BlobPool::add(const at::Tensor& t) {
@@ -428,13 +527,11 @@ record::Value snap(PyObject* o, const PathTrie& wanted, SnapshotContext& ctx) {
   if (plainKeys) {
     v.kind = record::Value::Kind::Dict;
     if (!PyDict_CheckExact(o)) v.type = typeName(Py_TYPE(o));
-    PyObject *k, *val;
-    Py_ssize_t pos = 0;
-    while (PyDict_Next(o, &pos, &k, &val)) {
+    forEachDictItem(o, [&](PyObject* k, PyObject* val) {
       record::Atom key = *dictKey(k);
       v.keys.push_back(key);
       v.items.push_back(snap(val, child(record::PathStep::keyed(key)), ctx));
-    }
+    });
     return v;
   }
   objectShell(o, v);

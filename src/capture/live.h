@@ -46,6 +46,7 @@ class LiveStore {
   bool typeIs(const PyRef& v, const record::Check& c, const PyRef& expected) const;
   bool identityIs(const PyRef& v, const record::Check& c, const PyRef& expected) const;
   std::optional<record::Atom> atom(const PyRef& v) const;
+  bool exactAtom(const PyRef& v) const { return isAtom(v.get()); }
   std::optional<int64_t> length(const PyRef& v) const;
   bool keysAre(const PyRef& v, const std::vector<record::Atom>& keys) const;
   std::optional<std::vector<record::Atom>> keys(const PyRef& v) const;
@@ -80,6 +81,11 @@ extern template class Resolution<capture::LiveStore>;
 }  // namespace magpy::replay
 namespace magpy::capture {
 
+// Whether reading obj.name would run Python code: a property's getter, a
+// descriptor's __get__, a __getattribute__ or __getattr__ (a module's
+// too) written in Python. Looks names up on classes only.
+bool attributeRunsPython(PyObject* obj, PyObject* name);
+
 // The element one step names below `container`, read as the live store
 // reads it, or null (no Python error pending).
 PyRef liveElement(PyObject* container, const record::PathStep& step);
@@ -101,13 +107,37 @@ class LiveRecord {
   LiveStore store(const LiveRoots& roots) const { return LiveStore(roots, &keys_); }
   const replay::PathTree& tree() const { return access_.tree(); }
 
+  // What the interpreter found for the run beyond its paths: the classes
+  // it looked names up on and the code of the functions it ran. Live
+  // objects only (a record file's state holds no classes or code to
+  // change), checked before the guards.
+  void dependOn(const std::vector<PyRef>& classes, const std::vector<PyRef>& functions);
+
   std::optional<replay::GuardMiss> check(Values& v) const;
+  // A class or function code the record depends on that is not as the
+  // run found it; nothing when all are.
+  std::optional<replay::GuardMiss> definitionsChanged() const;
   std::vector<size_t> misses(Values& v) const;  // every guard that does not hold
   std::vector<c10::IValue> inputs(Values& v) const;  // throws Error
-  PyRef mock(const std::vector<c10::IValue>& outputs, Values& v) const;  // throws Error
+  // Throws Error. Classes the record's own writes change (a class
+  // attribute it counts in) are read again: those changes are its own.
+  PyRef mock(const std::vector<c10::IValue>& outputs, Values& v) const;
 
  private:
+  struct ClassRead {
+    PyRef type;
+    // What the run found, or the record's own writes left (mock()).
+    mutable unsigned version;
+    mutable std::vector<PyRef> contents;  // classContents
+  };
+  void remember(const ClassRead& c) const;
+  bool classHolds(const ClassRead& c) const;
+  struct CodeRun {
+    PyRef function, code;
+  };
   replay::RecordAccess access_;
+  std::vector<ClassRead> classes_;
+  std::vector<CodeRun> codes_;
   std::vector<PyRef> expected_;
   std::vector<PyRef> keys_;
 };

@@ -196,6 +196,21 @@ void Monitor::readRuntimeState(const std::string& name) {
   if (auto value = replay::runtimeState(name)) runtimeReads_.emplace(name, *value);
 }
 
+// What CPython finds on a class of Python code (a heap type: static types
+// cannot change) may change between calls; a super object looks along
+// the MRO of the class it was made for.
+void Monitor::readClassOf(PyObject* obj) {
+  PyTypeObject* type = Py_TYPE(obj);
+  if (PyObject_TypeCheck(obj, &PySuper_Type)) {
+    PyRef of = PyRef::steal(PyObject_GetAttrString(obj, "__self_class__"));
+    PyErr_Clear();
+    if (!of || !PyType_Check(of.get())) return;
+    type = reinterpret_cast<PyTypeObject*>(of.get());
+  }
+  if (!(type->tp_flags & Py_TPFLAGS_HEAPTYPE) || !classSeen_.insert(type).second) return;
+  classesRead_.push_back(PyRef::borrow(reinterpret_cast<PyObject*>(type)));
+}
+
 NodeId Monitor::newNode(PyObject* obj) {
   NodeId id = refs_.nodeFor(obj);
   registerTensor(id);
@@ -291,11 +306,13 @@ bool Monitor::takeInputs(ShadowFrame& sf, const Instruction& ins) {
   p.ins = ins;
   p.line = sf.view.line();
   p.base = depth - std::min(stackInputs(ins), depth);
+  p.traceCallees = mayCallPython(ins.op);
   for (int i = p.base; i < depth; ++i) {
     p.inputs.push_back(sf.stack[size_t(i)]);
     p.inputObjs.push_back(PyRef::borrow(sf.view.stack(i)));
+    // The instruction may look names up on its inputs' classes.
+    if (p.traceCallees && sf.view.stack(i)) readClassOf(sf.view.stack(i));
   }
-  p.traceCallees = mayCallPython(ins.op);
   return true;
 }
 

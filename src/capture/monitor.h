@@ -18,6 +18,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "capture/op_recorder.h"
@@ -88,6 +89,14 @@ class Monitor : public OpRecorder::Delegate {
   // Methods the run found on an object's class: the instance's __dict__
   // must not shadow them (a monkey-patched `model.forward`).
   const std::set<std::pair<NodeId, std::string>>& classMethods() const { return classMethods_; }
+  // Classes the interpreter looked names up on for the run (special
+  // methods, methods, properties, descriptors, super()): the JIT serves
+  // the record only while none of them, nor a class on their MROs, has
+  // changed. Held, so that their addresses are not reused.
+  const std::vector<PyRef>& classesRead() const { return classesRead_; }
+  // The Python functions whose code the run traced: the JIT serves the
+  // record only while each still has that code (__code__ can be replaced).
+  const std::vector<PyRef>& functionsRun() const { return functionsRun_; }
   // Interpreter state the run depends on (record::isRuntimeState), with
   // its value when first read: guarded. Every run reads the default dtype
   // (factories, Python floats and constants take it).
@@ -238,6 +247,7 @@ class Monitor : public OpRecorder::Delegate {
   std::string where(const ShadowFrame& sf) const;
   void registerTensor(NodeId id);
   void readRuntimeState(const std::string& name);
+  void readClassOf(PyObject* obj);
   NodeId newNode(PyObject* obj);
 
   const record::AnnotationSet& annotations_;
@@ -281,6 +291,10 @@ class Monitor : public OpRecorder::Delegate {
   std::string numberUse_;
   bool done_ = false;
   std::map<std::string, record::Atom> runtimeReads_;
+  std::vector<PyRef> classesRead_;
+  std::unordered_set<PyTypeObject*> classSeen_;
+  std::vector<PyRef> functionsRun_;
+  std::unordered_set<PyObject*> functionSeen_;
 };
 
 }  // namespace magpy::capture

@@ -32,6 +32,29 @@ bool holdsTensor(PyObject* o, int depth) {
   return found;
 }
 
+// Whether o holds, at any depth of lists, tuples and dicts, an object
+// whose attributes or identity native code would read (not an atom, a
+// tensor, a container of them, or a function, class or module, which
+// copies share); too deep to tell counts as holding one.
+bool holdsObjectState(PyObject* o, int depth = 0) {
+  if (depth > 32) return true;
+  if (isAtom(o) || isTensor(o) || PyFunction_Check(o) || PyCFunction_Check(o) || PyType_Check(o) || PyModule_Check(o))
+    return false;
+  if (PyTuple_CheckExact(o) || PyList_CheckExact(o)) {
+    for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(o); ++k)
+      if (holdsObjectState(PySequence_Fast_GET_ITEM(o, k), depth + 1)) return true;
+    return false;
+  }
+  if (PyDict_CheckExact(o)) {
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(o, &pos, &k, &v))
+      if (holdsObjectState(k, depth + 1) || holdsObjectState(v, depth + 1)) return true;
+    return false;
+  }
+  return true;
+}
+
 // The element an annotated relation names, from the call's arguments.
 bool relationFor(const record::RelationAnnotation& r, PyObject* container, const std::vector<PyObject*>& args,
                  Relation& out) {
@@ -345,6 +368,10 @@ bool Monitor::breaksOnAnnotatedArgument(const Pending& p, size_t i) {
       graphBreak(p.calleeName + " reads the shape of a tensor whose size depends on tensor contents");
       return true;
     }
+  } else if (a.input(i).object_state && holdsObjectState(p.positionalObjs[i])) {
+    graphBreak(p.calleeName + " reads the attributes or identity of an object in argument " + std::to_string(i) +
+               " natively, where magpy neither traces nor guards them");
+    return true;
   } else if (a.constant && holdsTensor(p.positionalObjs[i], 0)) {
     graphBreak(p.calleeName + " reads the contents of tensors inside a list or tuple (argument " + std::to_string(i) +
                "); its result cannot be a graph constant");
@@ -451,6 +478,15 @@ NodeId Monitor::applyAnnotation(Pending& p, PyObject* result) {
     switch (r.mode) {
       case record::RelationAnnotation::Mode::Read:
       case record::RelationAnnotation::Mode::Exists: {
+        if (rel.kind == Relation::Kind::Attr) {
+          PyRef name = PyRef::steal(PyUnicode_FromString(rel.name.c_str()));
+          if (name && attributeRunsPython(container, name.get())) {
+            graphBreak(p.calleeName + " reads ." + rel.name + " through Python code (a property or __getattr__) "
+                       "that magpy does not trace from here, and a guard must not run");
+            return kNoNode;
+          }
+          PyErr_Clear();
+        }
         PyRef element = elementOf(container, rel);
         if (!element) {
           absent_.push_back({from, rel});  // the call relied on it being absent (a default)

@@ -116,6 +116,8 @@ void Monitor::enterFrame(PyFrameObject* frame) {
   }
   frames_.push_back(std::move(sf));
   if (!ok) return;
+  if (PyObject* f = view.function(); f && PyFunction_Check(f) && functionSeen_.insert(f).second)
+    functionsRun_.push_back(PyRef::borrow(f));
   view.traceOpcodes(true);
 }
 
@@ -306,6 +308,7 @@ bool Monitor::bindFrame(ShadowFrame& sf, Pending& caller) {
     for (int i = 0; i < sf.view.numLocals(); ++i) {
       PyObject* v = sf.view.local(i);
       if (!v || sf.view.localKind(i) != LocalKind::Plain) continue;
+      readClassOf(v);  // native code called the callee through one of these classes
       NodeId match = kNoNode;
       for (size_t k = 0; k < caller.inputObjs.size(); ++k)
         if (caller.inputObjs[k].get() == v) match = caller.inputs[k];

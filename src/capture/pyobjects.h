@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "magpy/record/value.h"
+#include "magpy/support/error.h"
 
 namespace at { class Tensor; }
 
@@ -98,6 +99,45 @@ PyObject* processAttr(const char* module, const char* name);
 // Whether o is a functools.partial object (exactly: a subclass may call
 // differently).
 bool isPartial(PyObject* o);
+
+// The items of a dict in the order Python iterates them: an OrderedDict
+// keeps its own order beside the dict's storage (move_to_end changes only
+// the former). `visit(key, value)` gets borrowed references; it must not
+// change the dict.
+template <class Visit>
+void forEachDictItem(PyObject* dict, Visit visit) {
+  if (!PyODict_Check(dict)) {
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(dict, &pos, &k, &v)) visit(k, v);
+    return;
+  }
+  // OrderedDict's own iterator (native), whatever a subclass overrides.
+  PyObject* keys = PyODict_Type.tp_iter(dict);
+  while (PyObject* k = keys ? PyIter_Next(keys) : nullptr) {
+    PyObject* v = PyDict_GetItemWithError(dict, k);
+    Py_DECREF(k);  // the dict holds it
+    if (v) visit(k, v);
+  }
+  Py_XDECREF(keys);
+  PyErr_Clear();
+}
+
+// Where CPython calls into magpy (a compiled object's call, the frame
+// evaluation hook): runs `body`, which returns a new reference or null
+// with the Python error set, and turns any C++ exception into a Python
+// RuntimeError, so that none unwinds through the interpreter.
+template <class Body>
+PyObject* enteredFromPython(Body body) noexcept {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    if (!PyErr_Occurred()) PyErr_Format(PyExc_RuntimeError, "magpy: %s", magpy::messageOf(e).c_str());
+  } catch (...) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "magpy: an internal error of unknown kind");
+  }
+  return nullptr;
+}
 
 // Whether a and b are one object, or one function bound to one object: each
 // access to a bound method makes a new method object (F.apply, obj.run),

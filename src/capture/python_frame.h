@@ -9,6 +9,8 @@
 
 #include <Python.h>
 
+#include <vector>
+
 #include <cstdint>
 
 #include "capture/cpython311/opcode_list.h"
@@ -114,6 +116,18 @@ PyObject* classLookup(PyTypeObject* type, PyObject* name);
 // A name under which `type` finds `value` along its MRO (borrowed str;
 // null when none): a function stored on a class under another name.
 PyObject* classNameOf(PyTypeObject* type, PyObject* value);
+// A tag that changes whenever `type` or a class on its MRO is changed (an
+// attribute set or deleted, __bases__ reassigned): CPython's method-cache
+// version tag, assigned here if the type has none yet. 0 when CPython
+// cannot give it one; 0 never matches a later reading.
+unsigned classVersion(PyTypeObject* type);
+// Whether the tag read earlier still holds (no allocation, no lookup).
+bool classUnchanged(PyTypeObject* type, unsigned version);
+// What a class finds along its MRO: each class on it, then its dict's keys
+// and values (borrowed), without caches CPython's own library writes into
+// classes (copyreg's __slotnames__, written when an instance is copied or
+// pickled), which change a class's tag but nothing it finds.
+void classContents(PyTypeObject* type, std::vector<PyObject*>& out);
 // A Python function's __name__ (borrowed str).
 PyObject* functionName(PyObject* function);
 // The object's instance __dict__ (borrowed; null when it has none or it

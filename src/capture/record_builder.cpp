@@ -43,6 +43,9 @@ struct Paths {
   std::vector<NodeId> order;               // BFS order over version-0 edges
   std::map<NodeId, AccessPath> first;      // the first path that reaches each node
   std::vector<std::pair<AccessPath, NodeId>> aliases;  // other paths to identity-keyed nodes
+  // Other paths to a module or function (`backend = math`; `act = F.relu`):
+  // each path must lead to it, so each gets the identity guard.
+  std::vector<std::pair<AccessPath, NodeId>> namedAgain;
 };
 
 // Algorithm 1's search over version 0, keeping the access path of each node.
@@ -57,8 +60,9 @@ Paths entryPaths(const RefGraph& g, const std::string& home) {
       return;
     }
     NodeKind k = g.node(e.target).kind;
-    if (k != NodeKind::Atom && k != NodeKind::Module && k != NodeKind::Function && path != p.first[e.target])
-      p.aliases.push_back({path, e.target});
+    if (k == NodeKind::Atom || path == p.first[e.target]) return;
+    if (k == NodeKind::Module || k == NodeKind::Function) p.namedAgain.push_back({path, e.target});
+    else p.aliases.push_back({path, e.target});
   });
   return p;
 }
@@ -101,6 +105,19 @@ class Builder {
   void addGuard(const AccessPath& path, record::Check check, PyObject* expected = nullptr) {
     out_.record.guards.push_back({path, std::move(check)});
     out_.expected.push_back(PyRef::borrow(expected));
+  }
+
+  // A module or function, named as other processes can check it.
+  static record::Check identity(const ShadowNode& n) {
+    record::Check c;
+    c.kind = record::Check::Kind::Identity;
+    if (n.kind == NodeKind::Module) {
+      c.s = std::string("module ") + PyModule_GetName(n.obj);
+    } else {
+      c.s = qualifiedName(n.obj);
+      c.i = codeHash(n.obj);
+    }
+    return c;
   }
 
   void guards() {
@@ -179,15 +196,10 @@ class Builder {
         }
         case NodeKind::Module:
           if (path.steps.empty()) break;  // G(m) itself: a module does not change identity
-          c.kind = K::Identity;
-          c.s = std::string("module ") + PyModule_GetName(n.obj);
-          addGuard(path, c, n.obj);
+          addGuard(path, identity(n), n.obj);
           break;
         case NodeKind::Function:
-          c.kind = K::Identity;
-          c.s = qualifiedName(n.obj);
-          c.i = codeHash(n.obj);
-          addGuard(path, c, n.obj);
+          addGuard(path, identity(n), n.obj);
           break;
         case NodeKind::Object: {
           // An enum member is a singleton: identity says all. A value of a
@@ -212,6 +224,11 @@ class Builder {
         }
       }
     }
+    // (x.__class__ needs none: x's own type guard checks it.)
+    for (auto& [path, id] : entry_.namedAgain)
+      if (!path.steps.empty() && !(path.steps.back().kind == record::PathStep::Kind::Attr &&
+                                   path.steps.back().name == "__class__"))
+        addGuard(path, identity(g_.node(id)), g_.node(id).obj);
     for (auto& [path, id] : entry_.aliases) {
       record::Check c;
       c.kind = K::Alias;

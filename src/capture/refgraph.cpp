@@ -147,17 +147,15 @@ void RefGraph::observeElements(NodeId id) {
       refs.push_back({r, element(r, PySequence_Fast_GET_ITEM(o, i))});
     }
   } else if (kind == NodeKind::Dict) {
-    PyObject *k, *v;
-    Py_ssize_t pos = 0;
-    while (PyDict_Next(o, &pos, &k, &v)) {
+    forEachDictItem(o, [&](PyObject* k, PyObject* v) {
       auto key = dictKey(k);
       if (!key) {
         node(id).unsupported = std::string("a dict with a key of type ") + Py_TYPE(k)->tp_name;
-        continue;
+        return;
       }
       Relation r = Relation::keyed(*key);
       refs.push_back({r, element(r, v)});
-    }
+    });
   } else {
     return;
   }

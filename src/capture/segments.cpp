@@ -34,7 +34,13 @@ size_t Segments::unitFor(PyObject* function, PyCodeObject* code) {
 }
 
 PyObject* Segments::onCall(const FrameCall& call) {
+  // Frames started by magpy's own lookups while it works are not the
+  // program's (monitoringDepth counts both).
   if (monitoringDepth() > 0) return call.run();  // traced by the monitored run
+  return enteredFromPython([&] { return intercept(call); });
+}
+
+PyObject* Segments::intercept(const FrameCall& call) {
   if (eagerRootCaller_ && call.caller() == eagerRootCaller_) {
     eagerRootCaller_ = nullptr;
     return runEagerFrame(call);

@@ -35,6 +35,7 @@ class Segments : public FrameInterceptor {
   PyObject* onCall(const FrameCall& call) override;
 
  private:
+  PyObject* intercept(const FrameCall& call);
   PyObject* runEagerFrame(const FrameCall& call);
   size_t unitFor(PyObject* function, PyCodeObject* code);
 

@@ -63,8 +63,16 @@ struct Invocation {
   std::function<PyObject*()> runEager;  // as Python, its calls compiled as segments
 };
 
-// Above zero while a monitored run is under way on this thread: compiled
-// functions and segments called inside it are plain code being traced.
+// Above zero while a monitored run is under way on this thread, or magpy
+// builds a record (its lookups may run Python): compiled functions and
+// segments called then are plain code.
 int& monitoringDepth();
+
+struct MonitoringScope {
+  MonitoringScope() { ++monitoringDepth(); }
+  ~MonitoringScope() { --monitoringDepth(); }
+  MonitoringScope(const MonitoringScope&) = delete;
+  MonitoringScope& operator=(const MonitoringScope&) = delete;
+};
 
 }  // namespace magpy::capture

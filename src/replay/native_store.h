@@ -28,6 +28,7 @@ class NativeStore {
     return v->kind == Value::Kind::Opaque && v->heap->type == c.s;
   }
   std::optional<record::Atom> atom(const Handle& v) const;
+  bool exactAtom(const Handle& v) const { return v->kind == Value::Kind::Atom; }
   std::optional<int64_t> length(const Handle& v) const;
   bool keysAre(const Handle& v, const std::vector<record::Atom>& keys) const {
     return v->kind == Value::Kind::Dict && v->heap->keys == keys;

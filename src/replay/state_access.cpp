@@ -74,11 +74,10 @@ RecordAccess::RecordAccess(const std::vector<record::Guard>& guards, const std::
     gs.perCall = readsCall(g.path) || (g.check.kind == K::Alias && readsCall(g.check.path));
     gs.argCount = g.check.kind == K::Length && g.path == record::AccessPath::allArgs();
     if (g.check.kind == K::Alias) gs.other = tree_.add(g.check.path);
-    if (g.check.kind == K::Tensor) {
-      gs.dtype = dtypeFromName(g.check.meta.dtype);
+    if (g.check.kind == K::Tensor || g.check.kind == K::Equals)
       gs.subclassTyped = std::any_of(guards.begin(), guards.end(),
                                      [&](const record::Guard& o) { return o.check.kind == K::Type && o.path == g.path; });
-    }
+    if (g.check.kind == K::Tensor) gs.dtype = dtypeFromName(g.check.meta.dtype);
     guards_.push_back(std::move(gs));
   }
   for (auto& p : inputs) inputs_.push_back(tree_.add(p));

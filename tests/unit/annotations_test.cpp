@@ -88,5 +88,5 @@ TEST(Annotations, MetadataReadsAndReasons) {
   std::string e = loadError("version: 1\nfunctions:\n  - name: m.f\n    reason: why\n");
   EXPECT_NE(e.find(":4: 'reason' is a sentence, for an entry with pure: false"), std::string::npos) << e;
   e = loadError("version: 1\nfunctions:\n  - name: m.f\n    inputs: [{value_read: shape}]\n");
-  EXPECT_NE(e.find("'value_read' must be true or false (or metadata)"), std::string::npos) << e;
+  EXPECT_NE(e.find("'value_read' must be true or false (or metadata, or state)"), std::string::npos) << e;
 }

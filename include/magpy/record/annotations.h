@@ -18,7 +18,9 @@
 //       inputs:                  # per position; input 0 is `self` for methods
 //         - {value_read: true, in_place: false}
 //           (value_read: metadata: of a tensor, only shape, dtype and device:
-//            len(t) is t.shape[0]; other values are read whole)
+//            len(t) is t.shape[0]; other values are read whole;
+//            value_read: state: also the attributes of objects, natively,
+//            not through special methods magpy traces: copy.deepcopy)
 //       rest: {value_read: true} # inputs past the list
 //       output: {in_place: false}
 //       relations:               # reference edges the call reads or creates
@@ -44,6 +46,7 @@ struct InputAnnotation {
   bool value_read = true;  // the callee looks at the value (not just its reference)
   bool metadata_only = false;  // of a tensor, it reads only shape, dtype and device
   bool in_place = false;   // the callee may modify the object
+  bool object_state = false;  // it reads objects' attributes natively (value_read: state)
 };
 
 struct RelationAnnotation {

@@ -14,7 +14,8 @@
 //                                why a root or a step leads nowhere (messages)
 //   argCount()                   the call's number of positional arguments
 //   typeIs(h, check, expected), identityIs(h, check, expected),
-//   atom(h), length(h), keysAre(h, keys), keys(h), tensor(h), plainTensor(h),
+//   atom(h), exactAtom(h) (an atom of its exact type, not a subclass's value),
+//   length(h), keysAre(h, keys), keys(h), tensor(h), plainTensor(h),
 //   same(a, b), typeName(h), describe(h)
 //                                what guards read
 //   constant(atom), output(ivalue), sequence(isTuple, items),
@@ -164,7 +165,10 @@ class RecordAccess {
     bool perCall = false;
     bool argCount = false;  // len(args): answered without building the tuple
     c10::ScalarType dtype = c10::ScalarType::Undefined;
-    bool subclassTyped = false;  // Tensor: a Type guard on the same path admits a tensor subclass
+    // Tensor, Equals: a Type guard on the same path admits a subclass (a
+    // tensor subclass, a float subclass such as numpy.float64); without
+    // one, only the exact type matches.
+    bool subclassTyped = false;
   };
   template <class Store>
   bool holds(const GuardStep& gs, Resolution<Store>& r, const typename Store::Expected& expected) const;
@@ -203,7 +207,7 @@ bool RecordAccess::holds(const GuardStep& gs, Resolution<Store>& r, const typena
     case K::Identity: return s.identityIs(v, c, expected);
     case K::Equals: {
       auto a = s.atom(v);
-      return a && *a == c.atom;
+      return a && *a == c.atom && (gs.subclassTyped || s.exactAtom(v));
     }
     case K::Length: {
       auto n = s.length(v);

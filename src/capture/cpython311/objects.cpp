@@ -24,6 +24,36 @@ PyObject* classNameOf(PyTypeObject* type, PyObject* value) {
   return nullptr;
 }
 
+unsigned classVersion(PyTypeObject* type) {
+  // A lookup of a cacheable name assigns a tag to the type and its bases
+  // (CPython keeps: a type with a valid tag has bases with valid tags, and
+  // changing a type clears its subclasses' tags).
+  static PyObject* probe = PyUnicode_InternFromString("__magpy_class_version__");
+  if (!PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG)) _PyType_Lookup(type, probe);
+  return PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG) ? type->tp_version_tag : 0;
+}
+
+bool classUnchanged(PyTypeObject* type, unsigned version) {
+  return version != 0 && PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG) && type->tp_version_tag == version;
+}
+
+void classContents(PyTypeObject* type, std::vector<PyObject*>& out) {
+  static PyObject* slotnames = PyUnicode_InternFromString("__slotnames__");
+  PyObject* mro = type->tp_mro;
+  for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); ++i) {
+    PyObject* cls = PyTuple_GET_ITEM(mro, i);
+    out.push_back(cls);
+    PyObject* dict = reinterpret_cast<PyTypeObject*>(cls)->tp_dict;
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (dict && PyDict_Next(dict, &pos, &k, &v)) {
+      if (k == slotnames) continue;
+      out.push_back(k);
+      out.push_back(v);
+    }
+  }
+}
+
 PyObject* functionName(PyObject* function) { return reinterpret_cast<PyFunctionObject*>(function)->func_name; }
 
 PyObject* instanceDict(PyObject* obj) {
