@@ -1,6 +1,7 @@
 #include "capture/call_log.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "magpy/replay/state.h"
@@ -115,6 +116,49 @@ void CallLog::noteExit(const Units& units, size_t compiled) {
   }
 }
 
+namespace {
+
+// Distinct tensors of a call's arguments that share memory (f(t, t.view(4)))
+// cannot be written to a record file, which keeps each tensor's contents
+// apart: such a tensor's logged value becomes an opaque placeholder that no
+// record's guard accepts, so native replay refuses the call instead of
+// running it on independent copies. (The same object twice is a Ref and
+// keeps its aliasing.)
+class SharedMemoryMarker {
+ public:
+  void walk(PyObject* o, record::Value& v, const std::string& where, int depth = 0) {
+    if (depth > 16 || v.kind == record::Value::Kind::Ref) return;
+    if (isTensor(o) && v.kind == record::Value::Kind::Tensor) return mark(tensorOf(o), v, where);
+    bool sequence = (PyTuple_Check(o) || PyList_Check(o)) &&
+                    (v.kind == record::Value::Kind::Tuple || v.kind == record::Value::Kind::List);
+    for (Py_ssize_t i = 0; sequence && i < PySequence_Fast_GET_SIZE(o) && size_t(i) < v.items.size(); ++i)
+      walk(PySequence_Fast_GET_ITEM(o, i), v.items[size_t(i)], where + "[" + std::to_string(i) + "]", depth + 1);
+    if (PyDict_Check(o) && v.kind == record::Value::Kind::Dict)
+      for (size_t k = 0; k < v.keys.size(); ++k) {
+        PyRef key = atomObject(v.keys[k]);
+        PyObject* item = key ? PyDict_GetItemWithError(o, key.get()) : nullptr;
+        PyErr_Clear();
+        if (item) walk(item, v.items[k], where + "[" + record::toString(v.keys[k]) + "]", depth + 1);
+      }
+  }
+
+ private:
+  void mark(const at::Tensor& t, record::Value& v, const std::string& where) {
+    if (!t.has_storage()) return;
+    const void* storage = t.storage().unsafeGetStorageImpl();
+    auto [it, fresh] = first_.emplace(storage, std::make_pair(t.unsafeGetTensorImpl(), where));
+    if (fresh || it->second.first == t.unsafeGetTensorImpl()) return;
+    record::Value placeholder;
+    placeholder.kind = record::Value::Kind::Opaque;
+    placeholder.type = "a tensor sharing memory with " + it->second.second + ", which a record file keeps apart";
+    v = std::move(placeholder);
+  }
+
+  std::map<const void*, std::pair<const void*, std::string>> first_;
+};
+
+}  // namespace
+
 record::Value CallLog::snapshotArgs(const Unit& fn, PyObject* args, PyObject* kwargs, record::Value* kwOut) {
   std::map<size_t, PathTrie> argPaths;
   std::map<std::string, PathTrie> kwPaths;
@@ -134,6 +178,9 @@ record::Value CallLog::snapshotArgs(const Unit& fn, PyObject* args, PyObject* kw
     for (auto& [k, t] : kwPaths) kwTrie.children[record::PathStep::keyed(record::Atom::string(k))] = t;
     *kwOut = snapshot(kwargs, kwTrie, blobs_);
   }
+  SharedMemoryMarker shared;
+  shared.walk(args, a, "args");
+  if (kwargs) shared.walk(kwargs, *kwOut, "kwargs");
   return a;
 }
 

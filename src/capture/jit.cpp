@@ -178,8 +178,9 @@ struct Session::Impl {
     if (!made.breaks.empty()) return SIZE_MAX;
     for (size_t i = fn.entries.size(); i-- > 0;) {
       const record::Record& earlier = fn.entries[i].record;
+      // (A record made for classes or code since changed serves other calls.)
       if (!fn.entries[i].plan || fn.entries[i].retired || earlier.guards.size() != made.guards.size() ||
-          !sameOperators(earlier.graph, made.graph))
+          !sameOperators(earlier.graph, made.graph) || fn.entries[i].live->definitionsChanged())
         continue;
       bool all = true, relaxed = false;
       for (size_t k = 0; all && k < made.guards.size(); ++k) {

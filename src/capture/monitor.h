@@ -122,6 +122,8 @@ class Monitor : public OpRecorder::Delegate {
   void leaveFrame(ShadowFrame& sf, PyObject* result);
   bool bindRootFrame(ShadowFrame& sf);
   bool bindFrame(ShadowFrame& sf, Pending& caller);
+  bool descriptorStateGuarded(ShadowFrame& sf, PyObject* function, const Pending& caller);
+  bool consumedNatively(const Pending& caller, ShadowFrame& callee);
   void bindParameters(ShadowFrame& sf, NodeId function, const std::vector<NodeId>& positional,
                       const std::vector<std::pair<std::string, NodeId>>& keywords);
   void bindCells(ShadowFrame& sf);

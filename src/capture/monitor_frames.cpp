@@ -35,6 +35,9 @@ NodeId Monitor::moduleNode(PyObject* module, const char* name) {
     PyErr_Clear();
     return kNoNode;
   }
+  PyRef registered = PyRef::steal(PyImport_GetModule(PyRef::steal(PyUnicode_FromString(name)).get()));
+  PyErr_Clear();
+  if (registered.get() != module) return kNoNode;  // not found by that name (types.ModuleType)
   return refs_.read(kExternal, Relation::module(name), module);
 }
 
@@ -304,6 +307,7 @@ bool Monitor::bindFrame(ShadowFrame& sf, Pending& caller) {
     if (PyObject* f = sf.view.function()) {
       sf.function = refs_.find(f);
       if (sf.function == kNoNode) sf.function = newNode(f);
+      if (PyFunction_Check(f) && !descriptorStateGuarded(sf, f, caller)) return false;
     }
     for (int i = 0; i < sf.view.numLocals(); ++i) {
       PyObject* v = sf.view.local(i);
@@ -319,6 +323,30 @@ bool Monitor::bindFrame(ShadowFrame& sf, Pending& caller) {
   }
   bindCells(sf);
   return verifyLocals(sf);
+}
+
+// A descriptor's __get__/__set__/__delete__ written in Python, run by the
+// interpreter for an attribute access: the descriptor object it reads was
+// found on a class, where no path names it, so its own state (self.k in
+// __get__) could change unguarded. Fine when it holds no state of its own.
+bool Monitor::descriptorStateGuarded(ShadowFrame& sf, PyObject* function, const Pending& caller) {
+  static PyObject* kSlots[] = {PyUnicode_InternFromString("__get__"), PyUnicode_InternFromString("__set__"),
+                               PyUnicode_InternFromString("__delete__")};
+  PyObject* descriptor = codeArgCount(sf.view.code()) > 0 ? sf.view.local(0) : nullptr;
+  if (!descriptor || PyType_Check(descriptor)) return true;
+  PyObject* slot = nullptr;  // the descriptor method the class finds this function as (a lambda patched in too)
+  for (PyObject* name : kSlots)
+    if (classLookup(Py_TYPE(descriptor), name) == function) slot = name;
+  if (!slot) return true;
+  std::string name = utf8(slot);
+  for (auto& in : caller.inputObjs)
+    if (in.get() == descriptor) return true;  // the instruction's own input: reached by its path
+  PyObject* dict = instanceDict(descriptor);
+  bool stateless = !dict || (PyDict_Check(dict) && PyDict_GET_SIZE(dict) == 0);
+  if (stateless) return true;
+  graphBreak("the descriptor " + typeName(Py_TYPE(descriptor)) + "." + name +
+             " reads state of its own, which magpy cannot name to guard (it was found on a class)");
+  return false;
 }
 
 bool Monitor::bindRootFrame(ShadowFrame& sf) {
@@ -490,7 +518,29 @@ void Monitor::leaveFrame(ShadowFrame& sf, PyObject* result) {
   if (caller.active) {
     caller.calleeResult = value;
     caller.calleeResultObj = result;
+    if (liftNumbers_ && !caller.inlined && !caller.autogradForward && consumedNatively(caller, sf))
+      fixNumbers(value, "a number returned to native code (" + sf.name + ") is used where no graph sees it");
   }
+}
+
+// Whether native code uses what a callee it called implicitly returned,
+// rather than handing it to the program: a callback of a native function
+// (a sorted or max key, map, reduce), or a special method whose result the
+// interpreter consumes (__index__ for an index, __len__, __bool__, __hash__).
+bool Monitor::consumedNatively(const Pending& caller, ShadowFrame& callee) {
+  if (caller.ins.op == Op::CALL || caller.ins.op == Op::CALL_FUNCTION_EX) return true;
+  PyObject* f = callee.view.function();
+  if (!f || !PyFunction_Check(f)) return true;
+  // The name its class finds it by (a lambda patched in as __index__).
+  PyObject* self = codeArgCount(callee.view.code()) > 0 ? callee.view.local(0) : nullptr;
+  PyObject* found = self ? classNameOf(Py_TYPE(self), f) : nullptr;
+  static const char* kConsumed[] = {"__index__", "__len__", "__bool__", "__hash__", "__int__", "__float__",
+                                    "__complex__", "__length_hint__", "__eq__", "__ne__", "__lt__", "__le__",
+                                    "__gt__", "__ge__", "__contains__", "__iter__", "__next__"};
+  std::string name = utf8(found ? found : functionName(f));
+  for (const char* n : kConsumed)
+    if (name == n) return true;
+  return false;
 }
 
 }  // namespace magpy::capture

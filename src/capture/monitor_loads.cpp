@@ -119,6 +119,8 @@ bool Monitor::finishLoadMethod(Step& s) {
   if (owner.kind == NodeKind::Object || owner.kind == NodeKind::Module || owner.kind == NodeKind::Function) {
     NodeId cls = refs_.read(s.in(0), Relation::attr("__class__"), reinterpret_cast<PyObject*>(Py_TYPE(s.inObj(0))));
     s.out[0] = refs_.read(cls, Relation::attr(utf8(s.name())), function);
+    // The instance's __dict__ must not shadow it (a method patched on one instance).
+    if (owner.kind == NodeKind::Object && instanceDict(s.inObj(0))) classMethods_.insert({s.in(0), utf8(s.name())});
   } else {
     s.out[0] = newNode(function);  // a method of a builtin type: fixed
   }
@@ -170,7 +172,13 @@ bool Monitor::finishMakeFunction(Step& s) {
 }
 
 NodeId Monitor::loadAttr(NodeId owner, PyObject* ownerObj, PyObject* name, PyObject* value, Pending& p) {
-  if (NodeId computed = p.calleeReturned(value); computed != kNoNode) return computed;  // a property computed it
+  if (NodeId computed = p.calleeReturned(value); computed != kNoNode) {  // a property or descriptor computed it
+    // A descriptor without __set__ yields to the instance's __dict__: it must not gain the name.
+    PyObject* d = classLookup(Py_TYPE(ownerObj), name);
+    if (d && !Py_TYPE(d)->tp_descr_set && instanceDict(ownerObj) && refs_.node(owner).kind == NodeKind::Object)
+      classMethods_.insert({owner, utf8(name)});
+    return computed;
+  }
   if (PyMethod_Check(value) && PyMethod_GET_SELF(value) == ownerObj)
     if (NodeId method = boundMethod(owner, ownerObj, name, value); method != kNoNode) return method;
   std::string attr = utf8(name);

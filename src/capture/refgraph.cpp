@@ -110,9 +110,15 @@ NodeId RefGraph::nodeFor(PyObject* obj) {
   NodeId id = add(kind, obj);
   if (kind == NodeKind::Module) {
     // A module is global state: reachable from node 0 by its name, so that
-    // its attributes are named G(module)['x'] however it was reached.
+    // its attributes are named G(module)['x'] however it was reached. Only
+    // a module sys.modules holds under that name can be found by it (one
+    // made by types.ModuleType is an object like any other).
     const char* name = PyModule_GetName(obj);
-    if (name) {
+    PyObject* nameObject = name ? PyModule_GetNameObject(obj) : nullptr;
+    PyObject* registered = nameObject ? PyImport_GetModule(nameObject) : nullptr;
+    Py_XDECREF(nameObject);
+    Py_XDECREF(registered);  // compared by address only
+    if (name && registered == obj) {
       for (auto& v : nodes_[0].versions) v.refs.push_back({Relation::module(name), id});
       node(id).external = true;
     } else {

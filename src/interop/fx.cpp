@@ -222,7 +222,12 @@ Example makeExample(const record::RecordFile& file, size_t fi, size_t ri) {
       byPath[record::toString(n.source)] = a.kind == record::Atom::Kind::Int ? c10::IValue(a.i) : c10::IValue(a.f);
       ex.inputs.push_back(replay::Value::ofAtom(a));
     } else if (n.kind == NodeKind::Placeholder) {
-      at::Tensor t = call >= 0 ? replay::resolve(n.source, state).tensor : tensorLike(n.outputs.at(0));
+      replay::Value v = call >= 0 ? replay::resolve(n.source, state) : replay::Value::ofTensor(tensorLike(n.outputs.at(0)));
+      if (v.kind == replay::Value::Kind::Opaque) {  // logged as sharing memory with another argument
+        v = replay::Value::ofTensor(tensorLike(n.outputs.at(0)));
+        ex.from += "; %" + n.name + " random (it shared memory with another argument)";
+      }
+      at::Tensor t = v.tensor;
       if (!t.defined()) throw Error("placeholder %" + n.name + " reads " + record::toString(n.source) + ", which is not a tensor");
       byPath[record::toString(n.source)] = t;
       ex.inputs.push_back(replay::Value::ofTensor(t.detach().clone()));

@@ -141,7 +141,8 @@ class Loader {
       for (const std::string* name : {&a.runtime_read, &a.runtime_write})
         if (!name->empty() && !isRuntimeState(*name))
           fail(rt, "unknown interpreter state '" + *name +
-                       "' (grad_enabled, default_dtype, deterministic_algorithms or inference_mode)");
+                       "' (grad_enabled, default_dtype, deterministic_algorithms, inference_mode, num_threads, anomaly_mode, "
+                       "autocast or autocast_cpu)");
     }
     std::vector<FunctionAnnotation> out;
     for (auto& name : names) {

@@ -54,6 +54,9 @@ NativeStore::Handle NativeStore::root(const record::AccessPath& root) const {
     case Root::Global:
       return state_.globals->of(root.name.empty() ? state_.module : root.name);
     case Root::Runtime: {
+      // magpy-run's own thread count says nothing of the script's: a record
+      // that depended on the script's is refused.
+      if (root.name == "num_threads") return std::nullopt;
       auto value = runtimeState(root.name);
       return value ? Handle(Value::ofAtom(*value)) : std::nullopt;
     }
@@ -68,6 +71,7 @@ std::string NativeStore::rootMissing(const record::AccessPath& root) const {
     case record::AccessPath::Root::Kwarg:
       return "the call has no keyword argument '" + root.name + "'";
     case record::AccessPath::Root::Runtime:
+      if (root.name == "num_threads") return "native replay does not stand for the script's thread count";
       return "magpy knows no interpreter state of that name";
     default:
       return "it is not in the state";

@@ -268,6 +268,10 @@ void Session::applyLoggedUpdates(size_t call, bool sharedOnly) {
       continue;
     size_t f = u.function >= 0 ? size_t(u.function) : p.file.calls[call].function;
     CallState state = p.stateFor(f, {}, Value::dict({}, {}));
+    // State no record read when it was first read (read only by records
+    // with graph breaks) is not native state: records that read it later
+    // find it missing and miss.
+    if (!parentExists(u.path, state)) continue;
     assign(u.path, materialize(u.value, p.file), state);
     ++p.stateVersion;
   }

@@ -17,6 +17,9 @@
 #include <c10/core/DefaultDtype.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
+#include <ATen/Parallel.h>
+#include <ATen/autocast_mode.h>
+#include <torch/csrc/autograd/anomaly_mode.h>
 
 #include <set>
 
@@ -36,6 +39,10 @@ std::optional<record::Atom> runtimeState(const std::string& name) {
   if (name == "grad_enabled") return record::Atom::boolean(c10::GradMode::is_enabled());
   if (name == "inference_mode") return record::Atom::boolean(c10::InferenceMode::is_enabled());
   if (name == "deterministic_algorithms") return record::Atom::boolean(at::globalContext().deterministicAlgorithms());
+  if (name == "num_threads") return record::Atom::integer(at::get_num_threads());
+  if (name == "anomaly_mode") return record::Atom::boolean(torch::autograd::AnomalyMode::is_enabled());
+  if (name == "autocast") return record::Atom::boolean(at::autocast::is_enabled());
+  if (name == "autocast_cpu") return record::Atom::boolean(at::autocast::is_cpu_enabled());
   if (name == "default_dtype")
     return record::Atom::named(record::Atom::Kind::DType, dtypeName(c10::typeMetaToScalarType(c10::get_default_dtype())));
   return std::nullopt;
@@ -45,6 +52,9 @@ const std::map<std::string, record::Atom>& settableRuntimeStates() {
   static const std::map<std::string, record::Atom> kStates = {
       {"default_dtype", record::Atom::named(record::Atom::Kind::DType, "float32")},
       {"deterministic_algorithms", record::Atom::boolean(false)},
+      {"anomaly_mode", record::Atom::boolean(false)},
+      {"autocast", record::Atom::boolean(false)},
+      {"autocast_cpu", record::Atom::boolean(false)},
   };
   return kStates;
 }
@@ -64,12 +74,16 @@ void setRuntimeState(const record::AccessPath& path, const Value& value) {
     c10::set_default_dtype(c10::scalarTypeToTypeMeta(dtypeFromName(atom->s)));
     return;
   }
-  if (path.name == "deterministic_algorithms" && atom && atom->kind == record::Atom::Kind::Bool) {
-    at::globalContext().setDeterministicAlgorithms(atom->i != 0, false);
-    return;
+  bool flag = atom && atom->kind == record::Atom::Kind::Bool && atom->i != 0;
+  if (atom && atom->kind == record::Atom::Kind::Bool) {
+    if (path.name == "deterministic_algorithms") return at::globalContext().setDeterministicAlgorithms(flag, false);
+    if (path.name == "anomaly_mode") return torch::autograd::AnomalyMode::set_enabled(flag);
+    if (path.name == "autocast") return at::autocast::set_enabled(flag);
+    if (path.name == "autocast_cpu") return at::autocast::set_cpu_enabled(flag);
   }
   throw Error("cannot set " + record::toString(path) + " to " + describe(value) +
-              " (replay sets default_dtype to float32 or float64 and deterministic_algorithms to a bool)");
+              " (replay sets default_dtype to float32 or float64, and deterministic_algorithms, anomaly_mode, "
+              "autocast and autocast_cpu to a bool)");
 }
 
 // x.grad = g, checked as torch checks it in Python: None, or a tensor of
@@ -87,6 +101,14 @@ void setGrad(at::Tensor& tensor, const Value& grad, const record::AccessPath& pa
 }
 
 }  // namespace
+
+bool parentExists(const record::AccessPath& path, const CallState& state) {
+  if (path.steps.empty()) return true;
+  record::AccessPath parent = path;
+  parent.steps.pop_back();
+  if (path.steps.size() >= 2 && record::isInstanceDictKey(path, path.steps.size() - 2)) parent.steps.pop_back();
+  return bool(resolvePath(NativeStore(state), parent, true));
+}
 
 void assign(const record::AccessPath& path, Value value, const CallState& state) {
   if (path.root == record::AccessPath::Root::Runtime && path.steps.empty()) return setRuntimeState(path, value);

@@ -1,7 +1,8 @@
-# magpy-test: breaks
-# Process state no record holds (thread counts, anomaly detection,
-# autocast): reading it is a graph break, so a change between calls is
-# seen; torch.autocast inside a compiled function runs as Python.
+# magpy-test: refused natively
+# Process state read through torch's getters (thread count, anomaly
+# detection, autocast) is guarded interpreter state, so a change between
+# calls is a new record; torch.autocast inside a compiled function (it sets
+# autocast) runs as Python. Natively the thread count differs: refused.
 import torch
 from harness import compare
 
@@ -19,7 +20,7 @@ def change(i, subject, reference):
 
 torch.set_num_threads(2)
 try:
-    compare(lambda: threads, [(torch.ones(2),)] * 4, between=change, graphs=0)
+    compare(lambda: threads, [(torch.ones(2),)] * 4, between=change, records=3, graphs=3, hits=1)
 finally:
     torch.set_anomaly_enabled(False)
 

@@ -10,7 +10,8 @@
 //          | "G[" str "]"                global of the compiled function's module
 //          | "G(" module ")[" str "]"    global of another module
 //          | "runtime." name             interpreter state: grad_enabled, default_dtype,
-//                                        deterministic_algorithms, inference_mode
+//                                        deterministic_algorithms, inference_mode,
+//                                        num_threads, anomaly_mode, autocast, autocast_cpu
 //   step  := "." name                   attribute
 //          | "[" int "]"                 sequence position
 //          | "[" key "]"                 dict key: 'str', #int, or a tuple such as ('disp', 0)

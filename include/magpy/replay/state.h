@@ -35,6 +35,9 @@ Value resolve(const record::AccessPath& path, const CallState& state);
 // an existing object). Throws Error when the parent does not exist.
 void assign(const record::AccessPath& path, Value value, const CallState& state);
 
+// Whether the object path's last step names into exists in the state.
+bool parentExists(const record::AccessPath& path, const CallState& state);
+
 // Interpreter state a record may depend on (the "runtime." root of a path),
 // read from libtorch: the same in a capturing process as in native replay.
 // Empty for a name record::isRuntimeState does not know.
