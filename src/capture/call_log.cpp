@@ -118,46 +118,74 @@ void CallLog::noteExit(const Units& units, size_t compiled) {
 
 namespace {
 
-// Distinct tensors of a call's arguments that share memory (f(t, t.view(4)))
-// cannot be written to a record file, which keeps each tensor's contents
-// apart: such a tensor's logged value becomes an opaque placeholder that no
-// record's guard accepts, so native replay refuses the call instead of
-// running it on independent copies. (The same object twice is a Ref and
-// keeps its aliasing.)
-class SharedMemoryMarker {
+// Finds distinct tensors among a call's arguments that share a storage.
+class SharedMemoryFinder {
  public:
-  void walk(PyObject* o, record::Value& v, const std::string& where, int depth = 0) {
-    if (depth > 16 || v.kind == record::Value::Kind::Ref) return;
-    if (isTensor(o) && v.kind == record::Value::Kind::Tensor) return mark(tensorOf(o), v, where);
-    bool sequence = (PyTuple_Check(o) || PyList_Check(o)) &&
-                    (v.kind == record::Value::Kind::Tuple || v.kind == record::Value::Kind::List);
-    for (Py_ssize_t i = 0; sequence && i < PySequence_Fast_GET_SIZE(o) && size_t(i) < v.items.size(); ++i)
-      walk(PySequence_Fast_GET_ITEM(o, i), v.items[size_t(i)], where + "[" + std::to_string(i) + "]", depth + 1);
-    if (PyDict_Check(o) && v.kind == record::Value::Kind::Dict)
-      for (size_t k = 0; k < v.keys.size(); ++k) {
-        PyRef key = atomObject(v.keys[k]);
-        PyObject* item = key ? PyDict_GetItemWithError(o, key.get()) : nullptr;
-        PyErr_Clear();
-        if (item) walk(item, v.items[k], where + "[" + record::toString(v.keys[k]) + "]", depth + 1);
+  explicit SharedMemoryFinder(std::vector<CallLog::SharedTensor>& out) : out_(out) {}
+
+  void walk(PyObject* o, bool keyword, std::vector<record::PathStep>& steps, int depth = 0) {
+    if (depth > 16) return;
+    if (isTensor(o)) return see(tensorOf(o), keyword, steps);
+    if (PyTuple_Check(o) || PyList_Check(o)) {
+      for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); ++i) {
+        steps.push_back(record::PathStep::at(i));
+        walk(PySequence_Fast_GET_ITEM(o, i), keyword, steps, depth + 1);
+        steps.pop_back();
       }
+    } else if (PyDict_Check(o)) {
+      forEachDictItem(o, [&](PyObject* k, PyObject* v) {
+        auto key = dictKey(k);
+        if (!key) return;
+        steps.push_back(record::PathStep::keyed(*key));
+        walk(v, keyword, steps, depth + 1);
+        steps.pop_back();
+      });
+    }
   }
 
  private:
-  void mark(const at::Tensor& t, record::Value& v, const std::string& where) {
+  void see(const at::Tensor& t, bool keyword, const std::vector<record::PathStep>& steps) {
     if (!t.has_storage()) return;
-    const void* storage = t.storage().unsafeGetStorageImpl();
-    auto [it, fresh] = first_.emplace(storage, std::make_pair(t.unsafeGetTensorImpl(), where));
-    if (fresh || it->second.first == t.unsafeGetTensorImpl()) return;
-    record::Value placeholder;
-    placeholder.kind = record::Value::Kind::Opaque;
-    placeholder.type = "a tensor sharing memory with " + it->second.second + ", which a record file keeps apart";
-    v = std::move(placeholder);
+    record::AccessPath path = keyword ? record::AccessPath::allKwargs() : record::AccessPath::allArgs();
+    path.steps = steps;
+    auto [it, fresh] = first_.emplace(t.storage().unsafeGetStorageImpl(),
+                                      std::make_pair(t.unsafeGetTensorImpl(), record::toString(path)));
+    if (!fresh && it->second.first != t.unsafeGetTensorImpl()) out_.push_back({keyword, steps, it->second.second});
   }
 
+  std::vector<CallLog::SharedTensor>& out_;
   std::map<const void*, std::pair<const void*, std::string>> first_;
 };
 
+// The value at steps below root in a snapshot, or null.
+record::Value* snapshotAt(record::Value& root, const std::vector<record::PathStep>& steps) {
+  record::Value* v = &root;
+  for (auto& step : steps) {
+    record::Value* next = nullptr;
+    if (step.kind == record::PathStep::Kind::Index && size_t(step.index) < v->items.size() &&
+        (v->kind == record::Value::Kind::Tuple || v->kind == record::Value::Kind::List))
+      next = &v->items[size_t(step.index)];
+    for (size_t k = 0; step.kind == record::PathStep::Kind::Key && v->kind == record::Value::Kind::Dict &&
+                       k < v->keys.size(); ++k)
+      if (v->keys[k] == step.key) next = &v->items[k];
+    if (!next) return nullptr;
+    v = next;
+  }
+  return v;
+}
+
 }  // namespace
+
+void CallLog::keepsApart(record::LoggedCall& call, const std::vector<SharedTensor>& shared) {
+  for (auto& s : shared) {
+    record::Value* v = snapshotAt(s.keyword ? call.kwargs : call.args, s.steps);
+    if (!v || v->kind != record::Value::Kind::Tensor) continue;
+    record::Value placeholder;
+    placeholder.kind = record::Value::Kind::Opaque;
+    placeholder.type = "a tensor sharing memory with " + s.with + ", which a record file keeps apart";
+    *v = std::move(placeholder);
+  }
+}
 
 record::Value CallLog::snapshotArgs(const Unit& fn, PyObject* args, PyObject* kwargs, record::Value* kwOut) {
   std::map<size_t, PathTrie> argPaths;
@@ -178,9 +206,11 @@ record::Value CallLog::snapshotArgs(const Unit& fn, PyObject* args, PyObject* kw
     for (auto& [k, t] : kwPaths) kwTrie.children[record::PathStep::keyed(record::Atom::string(k))] = t;
     *kwOut = snapshot(kwargs, kwTrie, blobs_);
   }
-  SharedMemoryMarker shared;
-  shared.walk(args, a, "args");
-  if (kwargs) shared.walk(kwargs, *kwOut, "kwargs");
+  shared_.clear();
+  SharedMemoryFinder finder(shared_);
+  std::vector<record::PathStep> steps;
+  finder.walk(args, false, steps);
+  if (kwargs) finder.walk(kwargs, true, steps);
   return a;
 }
 

@@ -32,7 +32,22 @@ class CallLog {
   // arguments go to *kwOut.
   record::Value snapshotArgs(const Unit& fn, PyObject* args, PyObject* kwargs, record::Value* kwOut);
 
+  // Distinct argument tensors that share memory (f(t, t.view(4))): a record
+  // file keeps each tensor's contents apart. Found by snapshotArgs for the
+  // call being logged; where the record that served it writes an input in
+  // place, keepsApart replaces them in the logged arguments with
+  // placeholders no guard accepts, so native replay refuses that call
+  // rather than run it on independent copies.
+  struct SharedTensor {
+    bool keyword = false;
+    std::vector<record::PathStep> steps;  // below args or kwargs
+    std::string with;                     // the argument it shares memory with
+  };
+  const std::vector<SharedTensor>& sharedTensors() const { return shared_; }
+  static void keepsApart(record::LoggedCall& call, const std::vector<SharedTensor>& shared);
+
  private:
+  std::vector<SharedTensor> shared_;
   // What a state path held when the last logged call returned; a
   // difference at the next call's entry is a change the script made.
   struct Seen {

@@ -570,6 +570,11 @@ PyObject* Session::call(size_t index, PyObject* args, PyObject* kwargs) {
   if (!result) return nullptr;
 
   if (logging) {
+    // Arguments sharing memory matter where the record writes an input in place.
+    const auto& shared = s.log.sharedTensors();
+    if (!shared.empty() && entry.record >= 0 && size_t(entry.record) < fn.entries.size() &&
+        replay::writesItsInputs(fn.entries[size_t(entry.record)].record.graph))
+      CallLog::keepsApart(entry, shared);
     try {
       entry.result = snapshot(result.get(), PathTrie{}, s.blobs);
     } catch (const Error& e) {

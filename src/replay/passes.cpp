@@ -481,6 +481,14 @@ std::vector<bool> writtenInPlace(const record::Graph& g) {
   return out;
 }
 
+bool writesItsInputs(const record::Graph& g) {
+  auto roots = storageRoots(g);
+  StorageUse use = storageUse(g, roots);
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (g.nodes[i].isInput() && use.written[i]) return true;
+  return false;
+}
+
 bool stopsCleanly(const record::Graph& g) {
   auto roots = storageRoots(g);
   StorageUse use = storageUse(g, roots);

@@ -17,3 +17,15 @@ def make():
 
 calls = [(torch.tensor([1.0, -1.0, 2.0]),), (torch.tensor([1.0, 1.0, 2.0]),), (torch.tensor([-1.0, -1.0, 2.0]),)]
 compare(make, calls, breaks=1)
+
+
+# one_hot without num_classes takes its width from the largest label, and
+# repeat_interleave with a tensor of repeats its length from their sum:
+# reading either shape is a break too.
+def widths(labels):
+    onehot = torch.nn.functional.one_hot(labels)
+    return torch.ones(onehot.shape[1]), torch.ones(torch.repeat_interleave(torch.ones(3), labels[:3]).shape[0])
+
+
+calls = [(torch.tensor([0, 1, 2, 1]),), (torch.tensor([0, 1, 3, 1]),), (torch.tensor([2, 1, 1, 1]),)]
+compare(lambda: widths, calls, graphs=0)

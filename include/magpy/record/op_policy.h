@@ -11,7 +11,14 @@
 //   - change process-wide state (seeding, grad mode, backend caches,
 //     streams, autograd calls),
 //   - live outside the ATen and quantized namespaces (prim::, profiler::,
-//     custom operator libraries).
+//     custom operator libraries),
+//   - make or change sparse tensors, or hand out their internals (indices,
+//     values, crow_indices...),
+//   - are backward kernels (they trust that their inputs came from their
+//     forward: max_pool2d_with_indices_backward with far indices),
+//   - are private helpers (a leading underscore) not on the reviewed list,
+//     which may trust their callers (_cummax_helper, the Sobol engine),
+//   - read past their input when told to (segment_reduce's unsafe=True).
 // View-making operators whose geometry is given by the record (as_strided
 // and friends, _reshape_alias) run, but replay checks their sizes, strides
 // and offset against the input's storage first (checksGeometry).
@@ -28,6 +35,10 @@ namespace magpy::record {
 // Empty when `aten::name` with this overload is inside the default policy;
 // otherwise what it does that the policy forbids ("reads and writes files").
 std::string outsidePolicy(const std::string& target, const std::string& overload);
+
+// Whether a private operator (aten::_name) was reviewed for records from
+// others; `name` is without its namespace.
+bool reviewedPrivate(const std::string& name);
 
 // Operators whose size, stride and storage offset arguments replay checks
 // against the storage of the tensor they view.

@@ -72,6 +72,10 @@ std::vector<bool> writtenOrEscaping(const record::Graph& graph);
 // Per node: the storage its value lives in is written in place by the graph.
 std::vector<bool> writtenInPlace(const record::Graph& graph);
 
+// Whether the graph writes one of its inputs (an argument, a parameter, a
+// buffer) in place.
+bool writesItsInputs(const record::Graph& graph);
+
 // Whether a run of the graph stopped half-way changed nothing a program
 // can observe: no tensor it reads from outside (an argument, a parameter,
 // a buffer, batch norm's running statistics) written in place, no random
