@@ -3,6 +3,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <algorithm>
+#include <cstring>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -97,10 +98,28 @@ bool getterRunsPython(PyObject* d, bool onInstance) {
 
 }  // namespace
 
+// A descriptor whose __get__ is C code that calls no Python (a function, a
+// slot, a getset or member of a C type, classmethod, staticmethod): every
+// descriptor of a static type but property, which calls its fget.
+bool nativeDescriptor(PyObject* d) {
+  return !(Py_TYPE(d)->tp_flags & Py_TPFLAGS_HEAPTYPE) && !PyObject_TypeCheck(d, &PyProperty_Type);
+}
+
 bool attributeRunsPython(PyObject* obj, PyObject* name) {
   static PyObject* getattribute = PyUnicode_InternFromString("__getattribute__");
   static PyObject* getattr = PyUnicode_InternFromString("__getattr__");
   PyTypeObject* type = Py_TYPE(obj);
+  // The common cases, with one lookup (guards take this path per call): an
+  // object whose class looks attributes up generically (no __getattr__ or
+  // __getattribute__ in Python; nn.Module's __getattr__ is done natively
+  // here), and a class of the plain metaclass.
+  if (type->tp_getattro == PyObject_GenericGetAttr || plainModule(type)) {  // (Module.__getattr__: native here)
+    PyObject* d = classLookup(type, name);
+    if (!d || nativeDescriptor(d)) return false;
+  } else if (type == &PyType_Type) {
+    PyObject* found = classLookup(reinterpret_cast<PyTypeObject*>(obj), name);
+    if (!found || nativeDescriptor(found)) return false;
+  }
   if (pythonMethod(type, getattribute)) return true;
   PyObject* descr = classLookup(type, name);  // on a class: its metaclass's
   if (PyType_Check(obj)) {
@@ -237,13 +256,29 @@ std::optional<int64_t> LiveStore::length(const PyRef& v) const {
   return std::nullopt;
 }
 
+namespace {
+
+// Whether a dict key is the atom, without making one for a str key.
+bool keyIs(PyObject* k, const record::Atom& atom) {
+  if (PyUnicode_CheckExact(k)) {
+    Py_ssize_t n = 0;
+    const char* text = PyUnicode_AsUTF8AndSize(k, &n);
+    if (!text) PyErr_Clear();
+    return text && atom.kind == record::Atom::Kind::Str && atom.s.size() == size_t(n) &&
+           std::memcmp(atom.s.data(), text, size_t(n)) == 0;
+  }
+  auto a = dictKey(k);
+  return a && *a == atom;
+}
+
+}  // namespace
+
 bool LiveStore::keysAre(const PyRef& v, const std::vector<record::Atom>& keys) const {
   if (!PyDict_Check(v.get()) || PyDict_GET_SIZE(v.get()) != Py_ssize_t(keys.size())) return false;
   size_t n = 0;
   bool same = true;
-  forEachDictItem(v.get(), [&](PyObject* k, PyObject*) {
-    auto a = dictKey(k);
-    same = same && n < keys.size() && a && *a == keys[n];
+  forEachDictKey(v.get(), [&](PyObject* k) {
+    same = same && n < keys.size() && keyIs(k, keys[n]);
     ++n;
   });
   return same && n == keys.size();
@@ -253,7 +288,7 @@ std::optional<std::vector<record::Atom>> LiveStore::keys(const PyRef& v) const {
   if (!PyDict_Check(v.get())) return std::nullopt;
   std::vector<record::Atom> out;
   bool named = true;
-  forEachDictItem(v.get(), [&](PyObject* k, PyObject*) {
+  forEachDictKey(v.get(), [&](PyObject* k) {
     auto a = dictKey(k);
     if (a) out.push_back(*a);
     named = named && a;

@@ -106,7 +106,7 @@ bool isPartial(PyObject* o);
 // change the dict.
 template <class Visit>
 void forEachDictItem(PyObject* dict, Visit visit) {
-  if (!PyODict_Check(dict)) {
+  if (!PyODict_Check(dict) || PyDict_GET_SIZE(dict) == 0) {
     PyObject *k, *v;
     Py_ssize_t pos = 0;
     while (PyDict_Next(dict, &pos, &k, &v)) visit(k, v);
@@ -118,6 +118,24 @@ void forEachDictItem(PyObject* dict, Visit visit) {
     PyObject* v = PyDict_GetItemWithError(dict, k);
     Py_DECREF(k);  // the dict holds it
     if (v) visit(k, v);
+  }
+  Py_XDECREF(keys);
+  PyErr_Clear();
+}
+
+// The keys of a dict in the order Python iterates them (borrowed).
+template <class Visit>
+void forEachDictKey(PyObject* dict, Visit visit) {
+  if (!PyODict_Check(dict) || PyDict_GET_SIZE(dict) == 0) {
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(dict, &pos, &k, &v)) visit(k);
+    return;
+  }
+  PyObject* keys = PyODict_Type.tp_iter(dict);
+  while (PyObject* k = keys ? PyIter_Next(keys) : nullptr) {
+    visit(k);
+    Py_DECREF(k);
   }
   Py_XDECREF(keys);
   PyErr_Clear();

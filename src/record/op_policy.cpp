@@ -94,7 +94,7 @@ std::string outsidePolicy(const std::string& target, const std::string& overload
     return "is a backward kernel, which trusts that its inputs came from its forward";
   if (name == "segment_reduce") return "may read past its input when told its lengths are safe (unsafe=True)";
   if (!name.empty() && name[0] == '_' && !reviewedPrivate(name))
-    return "is a private helper not reviewed for records from others (it may trust its caller's arguments)";
+    return "is a private helper not on the reviewed list (it may trust its caller's arguments)";
   if (overload.find("Storage") != std::string::npos) return "takes a raw storage";
   return "";
 }

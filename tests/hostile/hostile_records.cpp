@@ -364,6 +364,21 @@ void replayCases(std::vector<Case>& out) {
     nodes.back().args = {Arg::node(2)};
     out.push_back({"float_size", encode(f), 2, "a size list entry is not an integer", true});
   }
+  // Operators whose kernels trust their arguments, each found writing or
+  // reading out of bounds from a record's arguments: refused by family.
+  out.push_back({"max_pool_backward_far_indices",
+                 encode(withTensorArg(op("mpb", "aten::max_pool2d_with_indices_backward", "",
+                                         {Arg::node(0), Arg::node(0), ints({1}), ints({1}), ints({0}), ints({1}),
+                                          Arg::boolean(false), Arg::node(0)}))),
+                 2, "is a backward kernel, which trusts that its inputs came from its forward", true});
+  out.push_back({"cummax_helper", encode(withTensorArg(op("cm", "aten::_cummax_helper", "",
+                                                           {Arg::node(0), Arg::node(0), Arg::node(0), Arg::integer(0)}))),
+                 2, "is a private helper not on the reviewed list", true});
+  out.push_back({"segment_reduce_unsafe",
+                 encode(withTensorArg(op("sr", "aten::segment_reduce", "", {Arg::node(0), text("sum")}))), 2,
+                 "may read past its input when told its lengths are safe", true});
+  out.push_back({"to_sparse_then_indices", encode(withTensorArg(op("sp", "aten::to_sparse", "", {Arg::node(0)}))), 2,
+                 "makes or changes sparse tensors", true});
   out.push_back({"reshape_alias_oob",
                  encode(withTensorArg(op("alias", "aten::_reshape_alias", "", {Arg::node(0), ints({1 << 20}), ints({1})}))), 2,
                  "views 4194304 bytes of a 8-byte storage", true});
