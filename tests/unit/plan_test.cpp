@@ -151,6 +151,10 @@ TEST(Plan, SymbolsBindOnceAndAreAtLeastTwo) {
   EXPECT_FALSE(s.unify(0, 6)) << "a symbol has one size per call";
   EXPECT_EQ(*s.evaluate(SymDim{0, 2, 1}), 11);
   EXPECT_FALSE(s.evaluate(SymDim{1, 1, 0})) << "unbound";
+  // A record's own scale: 2^32 * s0 wrapped to 0 and matched an empty result before.
+  ASSERT_TRUE(s.unify(2, int64_t(1) << 32));
+  EXPECT_FALSE(s.evaluate(SymDim{2, int64_t(1) << 32, 0})) << "beyond 64 bits";
+  EXPECT_FALSE(s.evaluate(SymDim{2, 1, INT64_MAX})) << "beyond 64 bits";
 }
 
 TEST(Plan, SizeListsReadSizesFromTheCallsTensors) {

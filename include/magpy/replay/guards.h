@@ -33,11 +33,16 @@ struct SymbolValues {
     bound |= bit;
     return true;
   }
-  // scale * s + offset of a bound symbol; nullopt where it is not bound.
+  // scale * s + offset of a bound symbol; nullopt where it is not bound or
+  // does not fit in 64 bits (a record's scale and offset are its own: no
+  // size a tensor can have matches then).
   std::optional<int64_t> evaluate(const record::SymDim& d) const {
     if (d.symbol < 0) return d.offset;
     if (!(bound & (1u << d.symbol))) return std::nullopt;
-    return d.scale * value[d.symbol] + d.offset;  // the format bounds scale and offset; sizes fit in 2^62
+    int64_t size = 0;
+    if (__builtin_mul_overflow(d.scale, value[d.symbol], &size) || __builtin_add_overflow(size, d.offset, &size))
+      return std::nullopt;
+    return size;
   }
 };
 
