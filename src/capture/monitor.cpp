@@ -201,6 +201,7 @@ void Monitor::readRuntimeState(const std::string& name) {
 // the MRO of the class it was made for.
 void Monitor::readClassOf(PyObject* obj) {
   PyTypeObject* type = Py_TYPE(obj);
+  if (type == lastClassRead_) return;  // per instruction: most inputs are of the class just seen (tensors)
   if (PyObject_TypeCheck(obj, &PySuper_Type)) {
     PyRef of = PyRef::steal(PyObject_GetAttrString(obj, "__self_class__"));
     PyErr_Clear();
@@ -209,6 +210,7 @@ void Monitor::readClassOf(PyObject* obj) {
   }
   if (!(type->tp_flags & Py_TPFLAGS_HEAPTYPE) || !classSeen_.insert(type).second) return;
   classesRead_.push_back(PyRef::borrow(reinterpret_cast<PyObject*>(type)));
+  if (type == Py_TYPE(obj)) lastClassRead_ = type;  // held in classesRead_: its address stays its own
 }
 
 NodeId Monitor::newNode(PyObject* obj) {

@@ -295,6 +295,7 @@ class Monitor : public OpRecorder::Delegate {
   std::map<std::string, record::Atom> runtimeReads_;
   std::vector<PyRef> classesRead_;
   std::unordered_set<PyTypeObject*> classSeen_;
+  PyTypeObject* lastClassRead_ = nullptr;
   std::vector<PyRef> functionsRun_;
   std::unordered_set<PyObject*> functionSeen_;
 };

@@ -100,29 +100,6 @@ PyObject* processAttr(const char* module, const char* name);
 // differently).
 bool isPartial(PyObject* o);
 
-// The items of a dict in the order Python iterates them: an OrderedDict
-// keeps its own order beside the dict's storage (move_to_end changes only
-// the former). `visit(key, value)` gets borrowed references; it must not
-// change the dict.
-template <class Visit>
-void forEachDictItem(PyObject* dict, Visit visit) {
-  if (!PyODict_Check(dict) || PyDict_GET_SIZE(dict) == 0) {
-    PyObject *k, *v;
-    Py_ssize_t pos = 0;
-    while (PyDict_Next(dict, &pos, &k, &v)) visit(k, v);
-    return;
-  }
-  // OrderedDict's own iterator (native), whatever a subclass overrides.
-  PyObject* keys = PyODict_Type.tp_iter(dict);
-  while (PyObject* k = keys ? PyIter_Next(keys) : nullptr) {
-    PyObject* v = PyDict_GetItemWithError(dict, k);
-    Py_DECREF(k);  // the dict holds it
-    if (v) visit(k, v);
-  }
-  Py_XDECREF(keys);
-  PyErr_Clear();
-}
-
 // The keys of a dict in the order Python iterates them (borrowed).
 template <class Visit>
 void forEachDictKey(PyObject* dict, Visit visit) {
@@ -138,6 +115,25 @@ void forEachDictKey(PyObject* dict, Visit visit) {
     Py_DECREF(k);
   }
   Py_XDECREF(keys);
+  PyErr_Clear();
+}
+
+// The items of a dict in the order Python iterates them: an OrderedDict
+// keeps its own order beside the dict's storage (move_to_end changes only
+// the former). `visit(key, value)` gets borrowed references; it must not
+// change the dict.
+template <class Visit>
+void forEachDictItem(PyObject* dict, Visit visit) {
+  if (!PyODict_Check(dict)) {
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(dict, &pos, &k, &v)) visit(k, v);
+    return;
+  }
+  forEachDictKey(dict, [&](PyObject* k) {  // OrderedDict's own iterator (native), whatever a subclass overrides
+    PyObject* v = PyDict_GetItemWithError(dict, k);
+    if (v) visit(k, v);
+  });
   PyErr_Clear();
 }
 
