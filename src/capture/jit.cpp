@@ -13,6 +13,7 @@
 #include "capture/segments.h"
 #include "capture/units.h"
 #include "magpy/record/generalize.h"
+#include "magpy/replay/dispatch.h"
 #include "magpy/replay/passes.h"
 #include "magpy/replay/plan.h"
 #include "magpy/replay/tensors.h"
@@ -290,6 +291,52 @@ struct Session::Impl {
 
   // ---- calls ----
 
+  // A unit's records on live objects, as dispatch.h's Records; those with
+  // graph breaks run as Python.
+  struct Records {
+    using Result = PyObject*;  // a new reference, or null with a Python error set
+    static constexpr bool kRunsPython = true;
+
+    Impl& s;
+    Unit& fn;
+    Invocation& inv;
+    record::LoggedCall* logged;
+    std::optional<LiveStore> store;
+    std::optional<LiveRecord::Values> values;  // the record being tried
+
+    size_t size() const { return fn.entries.size(); }
+    const replay::Plan* plan(size_t r) const { return fn.entries[r].plan.get(); }
+    std::optional<replay::GuardMiss> check(size_t r) {
+      Entry& e = fn.entries[r];
+      if (e.retired) return replay::GuardMiss{"(numbers)", "no more calls", "this record is retired (its numbers change sizes)"};
+      values.reset();
+      store.emplace(e.live->store(inv.roots));
+      values.emplace(*store, e.live->tree());
+      try {
+        return e.live->check(*values);
+      } catch (const std::exception& ex) {  // a value the guards cannot inspect: not this record
+        return replay::GuardMiss{"(guards)", "checkable values", ex.what()};
+      }
+    }
+    PyObject* runAsPython(size_t r) {
+      if (logged) logged->record = int32_t(r);
+      fn.eager++;
+      return inv.runEager();
+    }
+    std::vector<c10::IValue> run(size_t r) {
+      const Entry& e = fn.entries[r];
+      return e.plan->runWith(e.live->inputs(*values), &values->symbols());
+    }
+    void sizesDiffer(size_t r) { s.retireIfNumbersSize(fn, r); }
+    PyObject* mock(size_t r, const std::vector<c10::IValue>& outputs) {
+      if (logged) logged->record = int32_t(r);
+      PyRef result = fn.entries[r].live->mock(outputs, *values);
+      fn.hits++;
+      return result.release();
+    }
+    [[noreturn]] void fail(size_t, const std::string& what) { throw Error(what); }
+  };
+
   // One call of a unit: the first record whose guards hold runs (its graph
   // and mock, or Python when it has graph breaks); with none, a monitored
   // run adds a record. `logged` receives what replay needs of the call.
@@ -297,75 +344,25 @@ struct Session::Impl {
     Unit& fn = *units[index];
     fn.calls++;
     if (options.progress) showProgress();
-    std::vector<replay::GuardMiss> misses;  // one per record, in order
+    replay::Misses misses;  // one per record, in order
+    Records records{*this, fn, inv, logged, std::nullopt, std::nullopt};
+    try {
+      if (auto served = replay::dispatch(records, misses, fn.times)) return *served;
+    } catch (const std::exception& ex) {
+      if (!PyErr_Occurred())
+        PyErr_Format(PyExc_RuntimeError, "magpy: replaying a record of %s failed: %s", fn.name.c_str(), ex.what());
+      return nullptr;
+    }
+    return monitorCall(fn, inv, logged, misses);
+  }
+
+  // A call no record serves: a monitored run adds a record for it.
+  PyObject* monitorCall(Unit& fn, Invocation& inv, record::LoggedCall* logged, const replay::Misses& misses) {
     using Clock = std::chrono::steady_clock;
     auto since = [](Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); };
-    for (size_t r = 0; r < fn.entries.size(); ++r) {
-      Entry& e = fn.entries[r];
-      if (e.retired) {
-        misses.push_back(replay::GuardMiss{"(numbers)", "no more calls", "this record is retired (its numbers change sizes)"});
-        continue;
-      }
-      LiveStore store = e.live->store(inv.roots);
-      LiveRecord::Values values(store, e.live->tree());
-      auto t0 = Clock::now();
-      std::optional<replay::GuardMiss> miss;
-      try {
-        miss = e.live->check(values);
-      } catch (const std::exception& ex) {  // a value the guards cannot inspect: not this record
-        miss = replay::GuardMiss{"(guards)", "checkable values", ex.what()};
-      }
-      fn.guardTime += since(t0);
-      if (miss) {
-        misses.push_back(*miss);
-        continue;
-      }
-      if (logged) logged->record = int32_t(r);
-      if (!e.plan) {
-        fn.eager++;
-        return inv.runEager();
-      }
-      try {
-        auto t1 = Clock::now();
-        std::vector<c10::IValue> outputs;
-        try {
-          outputs = e.plan->runWith(e.live->inputs(values), &values.symbols());
-        } catch (const replay::SizeMismatch& m) {
-          if (!e.plan->stopsCleanly()) throw;
-          retireIfNumbersSize(fn, r);
-          fn.graphTime += since(t1);
-          misses.push_back(replay::GuardMiss{"(sizes)", "results of the sizes the record computes", m.what()});
-          continue;
-        } catch (const Error& failed) {
-          // An operator refused this call's values (an index out of range):
-          // nothing has changed yet, so the call runs as Python, which
-          // raises what the program expects, after the writes it makes.
-          if (!e.plan->stopsCleanly()) throw;
-          fn.graphTime += since(t1);
-          misses.push_back(replay::GuardMiss{"(run)", "a call its graph can run", failed.what()});
-          continue;
-        }
-        fn.graphTime += since(t1);
-        auto t2 = Clock::now();
-        PyRef result = e.live->mock(outputs, values);
-        fn.mockTime += since(t2);
-        fn.hits++;
-        return result.release();
-      } catch (const std::exception& ex) {
-        if (!PyErr_Occurred())
-          PyErr_Format(PyExc_RuntimeError, "magpy: replaying a record of %s failed: %s", fn.name.c_str(), ex.what());
-        return nullptr;
-      }
-    }
-
-    // Why this call gets a record of its own: each record's first failing guard.
-    // The first few records say it; the rest usually repeat them.
-    constexpr size_t kShown = 3;
-    std::string why;
-    for (size_t r = 0; r < misses.size() && r < kShown; ++r)
-      why += (r ? "; record " : "record ") + std::to_string(r) + " needs " + misses[r].path + " " + misses[r].expected +
-             ", got " + misses[r].actual;
-    if (misses.size() > kShown) why += "; and " + std::to_string(misses.size() - kShown) + " more records missed";
+    // Why this call gets a record of its own: each record's first failing
+    // guard. The first few records say it; the rest usually repeat them.
+    std::string why = replay::summarizeMisses(misses, 3);
     if (options.explain && !misses.empty())
       std::cerr << "magpy: " << fn.name << ": call " << fn.calls - 1 << " matches no record (" << why << "); monitoring it\n";
     if (options.dynamic && fn.dynamic) learnVaryingNumbers(fn, inv.roots);
@@ -607,8 +604,8 @@ PyObject* Session::stats(size_t index) {
                        Py_ssize_t(fn.entries.size()), "graphs", Py_ssize_t(graphs), "breaks", Py_ssize_t(breaks), "calls",
                        Py_ssize_t(fn.calls), "hits", Py_ssize_t(fn.hits), "monitored", Py_ssize_t(fn.monitored), "eager",
                        Py_ssize_t(fn.eager), "segments", Py_ssize_t(segments), "segment_graphs", Py_ssize_t(segmentGraphs),
-                       "segment_hits", Py_ssize_t(segmentHits), "guard_seconds", fn.guardTime, "graph_seconds",
-                       fn.graphTime, "mock_seconds", fn.mockTime, "monitor_seconds", fn.monitorTime, "build_seconds",
+                       "segment_hits", Py_ssize_t(segmentHits), "guard_seconds", fn.times.guards, "graph_seconds",
+                       fn.times.graph, "mock_seconds", fn.times.mock, "monitor_seconds", fn.monitorTime, "build_seconds",
                        fn.buildTime);
 }
 

@@ -50,7 +50,8 @@ struct Unit {
   std::set<record::AccessPath> absentPaths;  // of those, the ones first read as absent
   size_t calls = 0, hits = 0, monitored = 0, eager = 0;
   // Where the time goes (seconds, summed over calls): the paper's Figure 16.
-  double guardTime = 0, graphTime = 0, mockTime = 0, monitorTime = 0, buildTime = 0;
+  replay::PhaseTimes times;
+  double monitorTime = 0, buildTime = 0;
 };
 
 // Units given to magpy.compile come first, in the order compiled; segments follow.

@@ -7,11 +7,11 @@
 
 #include <ATen/Context.h>
 
-#include <chrono>
 #include <set>
 
 #include "magpy/record/format.h"
 #include "magpy/record/text.h"
+#include "magpy/replay/dispatch.h"
 #include "magpy/replay/plan.h"
 #include "replay/cuda_graph.h"
 #include "replay/memory_budget.h"
@@ -26,6 +26,15 @@ NoMatchingRecord::NoMatchingRecord(const std::string& function, std::vector<Guar
         return msg;
       }()),
       misses_(std::move(misses)) {}
+
+std::string summarizeMisses(const Misses& misses, size_t shown) {
+  std::string out;
+  for (size_t r = 0; r < misses.size() && r < shown; ++r)
+    out += (r ? "; record " : "record ") + std::to_string(r) + " needs " + misses[r].path + " " + misses[r].expected +
+           ", got " + misses[r].actual;
+  if (misses.size() > shown) out += "; and " + std::to_string(misses.size() - shown) + " more records missed";
+  return out;
+}
 
 namespace {
 
@@ -86,6 +95,8 @@ struct Session::Impl {
   uint64_t stateVersion = 0;  // bumped whenever state may have changed
   uint64_t memoryBudget = 0;
   SessionTiming timing;
+
+  struct Records;  // for dispatch.h
 
   CallState stateFor(size_t f, std::vector<Value> args, Value kwargs) {
     if (!device.is_cpu()) {
@@ -193,9 +204,41 @@ const record::RecordFile& Session::file() const { return impl_->file; }
 
 size_t Session::findFunction(const std::string& name) const { return record::findFunction(impl_->file, name); }
 
+// A function's native records as dispatch.h's Records.
+struct Session::Impl::Records {
+  using Result = CallOutcome;
+  static constexpr bool kRunsPython = false;
+
+  Impl& p;
+  size_t f;
+  const NativeStore& store;
+  std::optional<Resolution<NativeStore>> values;  // the record being tried
+
+  size_t size() const { return p.plans[f].size(); }
+  const Plan* plan(size_t r) const { return p.plans[f][r].get(); }
+  std::optional<GuardMiss> check(size_t r) {
+    values.emplace(store, p.records[f][r].access.tree());
+    return p.missFor(f, r, *values);
+  }
+  std::vector<c10::IValue> run(size_t r) {
+    MemoryBudgetScope budget(p.memoryBudget);
+    c10::impl::ExcludeDispatchKeyGuard belowAutograd(c10::autograd_dispatch_keyset);
+    std::vector<c10::IValue> inputs = p.records[f][r].access.inputs(*values);
+    if (auto& cudaGraph = p.cudaGraphs[f][r]) return cudaGraph->run(inputs);
+    return p.plans[f][r]->runWith(inputs, &values->symbols());
+  }
+  void sizesDiffer(size_t) {}
+  CallOutcome mock(size_t r, const std::vector<c10::IValue>& outputs) {
+    auto mock = p.records[f][r].access.mock(outputs, *values);
+    if (mock.stateChanged || p.plans[f][r]->changesGeometry()) ++p.stateVersion;
+    return {std::move(*mock.result), r, p.plans[f][r]->ranCompiled()};
+  }
+  [[noreturn]] void fail(size_t r, const std::string& what) {
+    throw Error(p.file.functions[f].name + " record " + std::to_string(r) + ": " + what);
+  }
+};
+
 CallOutcome Session::call(size_t function, std::vector<Value> args, Value kwargs) {
-  using Clock = std::chrono::steady_clock;
-  auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
   Impl& p = *impl_;
   // Native replay runs with grad mode off, guards included: a record made
   // by code that read grad mode on does not serve it. (Not InferenceMode:
@@ -203,42 +246,10 @@ CallOutcome Session::call(size_t function, std::vector<Value> args, Value kwargs
   at::NoGradGuard noGrad;
   CallState state = p.stateFor(function, std::move(args), std::move(kwargs));
   NativeStore store(state);
-  std::vector<GuardMiss> misses;
+  Impl::Records records{p, function, store, std::nullopt};
+  Misses misses;
   p.timing.calls++;
-  for (size_t r = 0; r < p.plans[function].size(); ++r) {
-    const RecordAccess& access = p.records[function][r].access;
-    Resolution<NativeStore> values(store, access.tree());
-    auto t0 = Clock::now();
-    auto miss = p.missFor(function, r, values);
-    p.timing.guards += since(t0);
-    if (miss) {
-      misses.push_back(*miss);
-      continue;
-    }
-    MemoryBudgetScope budget(p.memoryBudget);
-    std::vector<c10::IValue> outputs;
-    auto t1 = Clock::now();
-    const Plan& plan = *p.plans[function][r];
-    try {
-      auto& cudaGraph = p.cudaGraphs[function][r];
-      c10::impl::ExcludeDispatchKeyGuard belowAutograd(c10::autograd_dispatch_keyset);
-      outputs = cudaGraph ? cudaGraph->run(access.inputs(values)) : plan.runWith(access.inputs(values), &values.symbols());
-    } catch (const SizeMismatch& e) {
-      if (!plan.stopsCleanly()) throw Error(p.file.functions[function].name + " record " + std::to_string(r) + ": " + e.what());
-      misses.push_back(GuardMiss{"(sizes)", "results of the sizes the record computes", e.what()});
-      continue;
-    } catch (const Error& e) {
-      throw Error(p.file.functions[function].name + " record " + std::to_string(r) + ": " + e.what());
-    } catch (const c10::Error& e) {
-      throw Error(p.file.functions[function].name + " record " + std::to_string(r) + ": " + e.what_without_backtrace());
-    }
-    p.timing.graph += since(t1);
-    auto t2 = Clock::now();
-    auto mock = access.mock(outputs, values);
-    p.timing.mock += since(t2);
-    if (mock.stateChanged || p.plans[function][r]->changesGeometry()) ++p.stateVersion;
-    return {std::move(*mock.result), r, plan.ranCompiled()};
-  }
+  if (auto outcome = dispatch(records, misses, p.timing)) return std::move(*outcome);
   throw NoMatchingRecord(p.file.functions[function].name, std::move(misses));
 }
 

@@ -17,6 +17,19 @@ struct GuardMiss {
   std::string text() const { return path + ": expected " + expected + ", got " + actual; }
 };
 
+// Each record's first failing guard for a call no record served, in order
+// (replay/dispatch.h).
+using Misses = std::vector<GuardMiss>;
+
+// "record 0 needs PATH EXPECTED, got ACTUAL; record 1 needs ..." for the
+// first `shown` misses, then how many more records missed.
+std::string summarizeMisses(const Misses& misses, size_t shown);
+
+// Where dispatch's time went, summed over calls (seconds).
+struct PhaseTimes {
+  double guards = 0, graph = 0, mock = 0;
+};
+
 // The sizes a dynamic record's guards bound for one call (s0, s1, ...):
 // the first tensor guard that names a symbol binds it, later ones must
 // agree, and the plan checks its operators' results against them.

@@ -53,9 +53,8 @@ struct SessionOptions {
 };
 
 // Where replay's time went, summed over calls (seconds).
-struct SessionTiming {
+struct SessionTiming : PhaseTimes {
   size_t calls = 0;
-  double guards = 0, graph = 0, mock = 0;
 };
 
 class Session {
