@@ -49,11 +49,19 @@ struct Options {
 };
 
 // Each record's first failing guard, for the first `limit` records.
-void printMisses(const magpy::replay::NoMatchingRecord& e, size_t limit) {
-  const auto& misses = e.misses();
+void printMisses(const std::vector<magpy::replay::GuardMiss>& misses, size_t limit) {
   if (misses.empty()) std::cout << "  the function has no records: the capture never completed a call of it\n";
   for (size_t r = 0; r < misses.size() && r < limit; ++r) std::cout << "  record " << r << ": " << misses[r].text() << "\n";
   if (misses.size() > limit) std::cout << "  (run with --explain to see every record's)\n";
+}
+
+// A compiled graph's results are checked within its tolerance, unless given one.
+magpy::replay::Tolerance resultTolerance(magpy::replay::Tolerance tol, bool compiled) {
+  if (compiled) {
+    tol.rtol = tol.rtol.value_or(*magpy::replay::Tolerance::compiled().rtol);
+    tol.atol = tol.atol.value_or(*magpy::replay::Tolerance::compiled().atol);
+  }
+  return tol;
 }
 
 int replayLog(Session& session, const Options& opt) {
@@ -61,56 +69,31 @@ int replayLog(Session& session, const Options& opt) {
   if (file.calls.empty())
     throw magpy::Error(opt.record + " has no logged calls to replay; capture with a script that calls its compiled functions");
   size_t replayed = 0, matched = 0, mismatches = 0, refused = 0;
-  std::vector<bool> stopped(file.functions.size(), false);  // --keep-going: functions whose state diverged
-  for (size_t i = 0; i < file.calls.size(); ++i) {
-    const auto& logged = file.calls[i];
-    const auto& fn = file.functions[logged.function];
-    if (stopped[logged.function]) {
-      session.applyLoggedUpdates(i, true);  // other functions see the globals it changed
-      continue;
-    }
-    magpy::replay::CallOutcome out;
-    std::string head = "call " + std::to_string(i) + "  " + fn.name + "  ";
+  bool stopped = false;
+  session.replayLog([&](const magpy::replay::LoggedStep& step) {
+    const auto& logged = file.calls[step.call];
+    std::cout << "call " << step.call << "  " << file.functions[logged.function].name << "  ";
     if (!logged.updates.empty())
-      head += "(" + std::to_string(logged.updates.size()) + " state changes made by the script applied first) ";
-    try {
-      session.applyLoggedUpdates(i);
-      out = session.call(logged.function, session.loggedArgs(i), session.loggedKwargs(i));
-    } catch (const magpy::replay::NoMatchingRecord& e) {
-      std::cout << head << "no record matches\n";
-      printMisses(e, opt.explain ? SIZE_MAX : 1);
-      if (!opt.keepGoing) return 1;
-      // Its mock did not run, so this function's later calls would start
-      // from other state than Python's: they are skipped.
-      stopped[logged.function] = true;
+      std::cout << "(" << logged.updates.size() << " state changes made by the script applied first) ";
+    if (step.kind != magpy::replay::LoggedStep::Kind::Replayed) {
       ++refused;
-      continue;
-    } catch (const magpy::Error& e) {
-      throw magpy::Error("logged call " + std::to_string(i) + ": " + e.what());
-    }
-    const magpy::record::Record* used = logged.record >= 0 ? &fn.records[size_t(logged.record)] : nullptr;
-    if (used && int(out.record) != logged.record && !used->breaks.empty()) {
-      // Capture ran this call as Python, or with a record made for classes
-      // or code the script changed later: no native record stands for it.
-      std::cout << head << "record " << out.record << ", but capture used record " << logged.record << ", which needs "
-                << "Python: " << magpy::record::toString(used->breaks.front()) << "\n";
-      if (!opt.keepGoing) return 1;
-      stopped[logged.function] = true;
-      ++refused;
-      continue;
+      if (step.kind == magpy::replay::LoggedStep::Kind::NoRecord) {
+        std::cout << "no record matches\n";
+        printMisses(step.misses, opt.explain ? SIZE_MAX : 1);
+      } else {
+        std::cout << "record " << step.outcome.record << ", but capture used record " << logged.record
+                  << ", which needs Python: " << step.why << "\n";
+      }
+      stopped = !opt.keepGoing;
+      return !stopped;
     }
     ++replayed;
-    std::cout << head << "record " << out.record;
-    if (int(out.record) != logged.record && logged.record >= 0)
+    std::cout << "record " << step.outcome.record;
+    if (int(step.outcome.record) != logged.record && logged.record >= 0)
       std::cout << " (capture used record " << logged.record << ")";
     if (opt.check) {
-      // A compiled graph's results are checked within its tolerance, unless given one.
-      magpy::replay::Tolerance tol = opt.tol;
-      if (out.compiled) {
-        tol.rtol = tol.rtol.value_or(*magpy::replay::Tolerance::compiled().rtol);
-        tol.atol = tol.atol.value_or(*magpy::replay::Tolerance::compiled().atol);
-      }
-      auto cmp = magpy::replay::compare(out.result, session.loggedResult(i), tol, "result");
+      auto cmp = magpy::replay::compare(step.outcome.result, session.loggedResult(step.call),
+                                        resultTolerance(opt.tol, step.outcome.compiled), "result");
       if (cmp.equal()) {
         std::cout << "  matches the captured result (max abs diff " << cmp.max_abs_diff << ")";
         ++matched;
@@ -120,7 +103,9 @@ int replayLog(Session& session, const Options& opt) {
       }
     }
     std::cout << "\n";
-  }
+    return true;
+  });
+  if (stopped) return 1;
   std::cout << "replayed " << replayed << " calls natively";
   if (opt.check) std::cout << ": " << matched << " matched the captured results";
   if (refused) std::cout << "; " << refused << " functions refused a call (no record matched) and were skipped from there";
@@ -169,7 +154,7 @@ int runInputs(Session& session, const Options& opt) {
     out = session.call(f, args, kwargs);
   } catch (const magpy::replay::NoMatchingRecord& e) {
     std::cout << "no record matches\n";
-    printMisses(e, SIZE_MAX);
+    printMisses(e.misses(), SIZE_MAX);
     return 1;
   }
   std::cout << "record " << out.record << "  result: " << magpy::replay::describe(out.result) << "\n";

@@ -192,24 +192,30 @@ Example makeExample(const record::RecordFile& file, size_t fi, size_t ri) {
   int64_t call = -1;
   for (size_t c = 0; c < file.calls.size() && call < 0; ++c)
     if (file.calls[c].function == fi && file.calls[c].record == int32_t(ri)) call = int64_t(c);
+  // The calls before it, replayed natively, leave the state Python had,
+  // unless one of this function's calls was refused (its state would not be).
+  std::string stateLost;
+  try {
+    if (call >= 0 && session.replayLog([](const replay::LoggedStep&) { return true; }, size_t(call))[fi])
+      stateLost = "an earlier call of " + fn.name + " needs Python";
+  } catch (const Error& e) {
+    stateLost = e.what();
+  }
+  if (!stateLost.empty()) {
+    call = -1;
+    session = replay::Session(file, options);
+  }
   replay::CallState state;
   state.globals = &session.globals();
   state.module = fn.module;
   if (call >= 0) {
-    for (size_t c = 0; c < size_t(call); ++c) {
-      session.applyLoggedUpdates(c);
-      try {
-        session.call(file.calls[c].function, session.loggedArgs(c), session.loggedKwargs(c));
-      } catch (const Error&) {
-        // A call that needs Python (graph breaks): its effects on state are not replayed.
-      }
-    }
     session.applyLoggedUpdates(size_t(call));
     state.args = session.loggedArgs(size_t(call));
     state.kwargs = session.loggedKwargs(size_t(call));
     ex.from = "the inputs of logged call " + std::to_string(call);
   } else {
-    ex.from = "random inputs with the recorded shapes (no logged call ran this record)";
+    ex.from = "random inputs with the recorded shapes (" +
+              (stateLost.empty() ? "no logged call ran this record" : "native replay of the log cannot reach it: " + stateLost) + ")";
   }
   state.self = session.self(fi);
 

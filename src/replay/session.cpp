@@ -288,6 +288,38 @@ void Session::applyLoggedUpdates(size_t call, bool sharedOnly) {
   }
 }
 
+std::vector<bool> Session::replayLog(const std::function<bool(const LoggedStep&)>& visit, size_t end) {
+  const record::RecordFile& f = impl_->file;
+  std::vector<bool> stopped(f.functions.size(), false);
+  for (size_t i = 0; i < f.calls.size() && i < end; ++i) {
+    const record::LoggedCall& logged = f.calls[i];
+    if (stopped[logged.function]) {
+      applyLoggedUpdates(i, true);  // other functions see the globals it changed
+      continue;
+    }
+    LoggedStep step;
+    step.call = i;
+    try {
+      applyLoggedUpdates(i);
+      step.outcome = call(logged.function, loggedArgs(i), loggedKwargs(i));
+    } catch (const NoMatchingRecord& e) {
+      step.kind = LoggedStep::Kind::NoRecord;
+      step.misses = e.misses();
+    } catch (const Error& e) {
+      throw Error("logged call " + std::to_string(i) + ": " + e.what());
+    }
+    const auto& records = f.functions[logged.function].records;
+    if (step.kind == LoggedStep::Kind::Replayed && logged.record >= 0 && int(step.outcome.record) != logged.record &&
+        !records.at(size_t(logged.record)).breaks.empty()) {
+      step.kind = LoggedStep::Kind::NeedsPython;
+      step.why = record::toString(records[size_t(logged.record)].breaks.front());
+    }
+    if (step.kind != LoggedStep::Kind::Replayed) stopped[logged.function] = true;
+    if (!visit(step)) break;
+  }
+  return stopped;
+}
+
 // Callers may change what they get: guards on state are checked afresh.
 Value& Session::self(size_t function) {
   ++impl_->stateVersion;

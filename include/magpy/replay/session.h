@@ -11,6 +11,7 @@
 // call() throws NoMatchingRecord with each record's first failing guard.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -57,6 +58,21 @@ struct SessionTiming : PhaseTimes {
   size_t calls = 0;
 };
 
+// One logged call as Session::replayLog replayed it.
+struct LoggedStep {
+  size_t call = 0;
+  enum class Kind {
+    Replayed,     // `outcome` holds what ran
+    NoRecord,     // no record's guards held: `misses`
+    NeedsPython,  // a record ran, but capture ran this call with a record
+                  // that needs Python (graph breaks, or made for classes or
+                  // code the script changed later): `why`
+  } kind = Kind::Replayed;
+  CallOutcome outcome;
+  std::vector<GuardMiss> misses;
+  std::string why;
+};
+
 class Session {
  public:
   explicit Session(record::RecordFile file, const SessionOptions& options = {});
@@ -94,6 +110,15 @@ class Session {
   // sharedOnly, only changes of state other functions see too (module
   // globals, interpreter state): for a call that is skipped.
   void applyLoggedUpdates(size_t call, bool sharedOnly = false);
+
+  // Replays logged calls [0, end) in order, each after the state changes
+  // the script made before it. A function a call is refused for (NoRecord,
+  // NeedsPython) stops: its mock did not run, so its later calls would
+  // start from state Python never had; they are skipped, with only the
+  // changes other functions see applied. `visit` sees every call replayed
+  // or refused and returns whether to go on. Returns the functions that
+  // stopped. Errors name the logged call.
+  std::vector<bool> replayLog(const std::function<bool(const LoggedStep&)>& visit, size_t end = SIZE_MAX);
 
   // A logged call's inputs and expected result, as runtime values.
   std::vector<Value> loggedArgs(size_t call) const;
