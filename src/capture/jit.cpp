@@ -315,7 +315,7 @@ struct Session::Impl {
       try {
         return e.live->check(*values);
       } catch (const std::exception& ex) {  // a value the guards cannot inspect: not this record
-        return replay::GuardMiss{"(guards)", "checkable values", ex.what()};
+        return replay::GuardMiss{"(guards)", "checkable values", messageOf(ex)};
       }
     }
     PyObject* runAsPython(size_t r) {
@@ -350,7 +350,8 @@ struct Session::Impl {
       if (auto served = replay::dispatch(records, misses, fn.times)) return *served;
     } catch (const std::exception& ex) {
       if (!PyErr_Occurred())
-        PyErr_Format(PyExc_RuntimeError, "magpy: replaying a record of %s failed: %s", fn.name.c_str(), ex.what());
+        PyErr_Format(PyExc_RuntimeError, "magpy: replaying a record of %s failed: %s", fn.name.c_str(),
+                     messageOf(ex).c_str());
       return nullptr;
     }
     return monitorCall(fn, inv, logged, misses);
@@ -392,7 +393,7 @@ struct Session::Impl {
       } catch (const std::exception& e) {
         record::GraphBreak b;
         b.function = fn.name;
-        b.reason = e.what();
+        b.reason = messageOf(e);
         breaks.push_back(b);
       }
     }

@@ -146,7 +146,7 @@ int Monitor::onEvent(PyFrameObject* frame, int what, PyObject* arg) {
     }
     if (done_ || broken_) Frame(frame).traceOpcodes(false);
   } catch (const std::exception& e) {
-    graphBreak(std::string("internal error while monitoring: ") + e.what());
+    graphBreak("internal error while monitoring: " + messageOf(e));
   }
   if (PyErr_Occurred()) PyErr_Clear();  // our own lookups must not leak errors into the program
   bool suppress = !frames_.empty() && frames_.back()->pending.active && frames_.back()->pending.suppressOps;

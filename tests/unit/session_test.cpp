@@ -107,3 +107,16 @@ TEST(Environment, TorchVersionConcern) {
   EXPECT_EQ(torchVersionConcern(libtorchVersion() + "a0"), "");
   EXPECT_NE(torchVersionConcern("0.4.1").find("replays on libtorch"), std::string::npos);
 }
+
+TEST(Errors, MessagesLeaveOutLibtorchsBacktrace) {
+  try {
+    at::randn({2}).view({3});
+    FAIL() << "view accepted a wrong size";
+  } catch (const std::exception& e) {
+    std::string text = messageOf(e);
+    EXPECT_NE(text.find("shape '[3]' is invalid"), std::string::npos) << text;
+    EXPECT_EQ(text.find("frame #"), std::string::npos) << text;
+    EXPECT_EQ(text.find("Exception raised from"), std::string::npos) << text;
+  }
+  EXPECT_EQ(messageOf(Error("plain")), "plain");
+}
