@@ -49,6 +49,15 @@ CallLog::Seen CallLog::observe(const record::AccessPath& path, const LiveRoots& 
   s.exists = true;
   if (auto a = atomOf(v.get())) {
     s.atom = *a;
+  } else if (PyMethod_Check(v.get())) {
+    // Bound methods are made anew at each read: the same method when its
+    // function and object are.
+    s.object = PyMethod_GET_FUNCTION(v.get());
+    s.contents = uint64_t(reinterpret_cast<uintptr_t>(PyMethod_GET_SELF(v.get())));
+  } else if (PyCFunction_Check(v.get()) && PyCFunction_GET_SELF(v.get())) {
+    // The same for a native method (autograd's Function.apply).
+    s.object = PyCFunction_GET_SELF(v.get());
+    s.contents = uint64_t(reinterpret_cast<uintptr_t>(reinterpret_cast<PyCFunctionObject*>(v.get())->m_ml));
   } else {
     s.object = v.get();
     if (isTensor(v.get())) s.version = int64_t(tensorOf(v.get()).unsafeGetTensorImpl()->version_counter().current_version());

@@ -85,3 +85,20 @@ TEST_P(Corpus, MatchesEagerAndReplays) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Programs, Corpus, ::testing::ValuesIn(corpus()), [](const auto& info) { return info.param; });
+
+// Two captures of a program that seeds its random numbers are the same
+// bytes, libtorch error texts and bound methods read afresh included.
+// (Some torch builds seed from the clock at start: sitecustomize seeds.)
+TEST(CorpusCaptures, AreByteIdentical) {
+  Scratch s("corpus_determinism");
+  s.write("sitecustomize.py", "import torch\ntorch.manual_seed(0)\n");
+  std::string dir = sourceDir() + "/tests/corpus";
+  for (std::string name : {"autograd_functions", "sparse_input"}) {
+    for (std::string copy : {"a", "b"}) {
+      Result cap = s.run("cd '" + dir + "' && PYTHONPATH='" + s.dir() + "' magpy-capture -q -o '" +
+                         s.path(copy + ".mgp") + "' " + name + ".py");
+      ASSERT_EQ(cap.status, 0) << name << cap.out << cap.err;
+    }
+    EXPECT_EQ(s.read("a.mgp"), s.read("b.mgp")) << name;
+  }
+}
