@@ -156,12 +156,11 @@ struct Session::Impl {
   size_t coveredByNumbers(const Unit& fn, const record::Record& made) const {
     auto covers = [](const record::Guard& mine, const record::Guard& theirs) {
       if (mine == theirs) return true;
-      bool relaxed = mine.check.kind == record::Check::Kind::Type && theirs.check.kind == record::Check::Kind::Equals &&
+      bool relaxed = mine.check.kind == record::Check::Kind::Number && theirs.check.kind == record::Check::Kind::Equals &&
                      mine.path == theirs.path;
       if (!relaxed) return false;
       record::Atom::Kind k = theirs.check.atom.kind;
-      return (k == record::Atom::Kind::Int && mine.check.s == "builtins.int") ||
-             (k == record::Atom::Kind::Float && mine.check.s == "builtins.float");
+      return k == (mine.check.number == record::NumberType::Int ? record::Atom::Kind::Int : record::Atom::Kind::Float);
     };
     // The earlier call ran the same operators with the same result sizes:
     // the new record's size checks pass for its values too.
@@ -201,7 +200,7 @@ struct Session::Impl {
     Entry& e = fn.entries[r];
     std::string paths;
     for (auto& g : e.record.guards)
-      if (g.check.kind == record::Check::Kind::Type && fn.varyingNumbers.count(g.path)) {
+      if (g.check.kind == record::Check::Kind::Number && fn.varyingNumbers.count(g.path)) {
         fn.varyingNumbers.erase(g.path);
         fn.sizingNumbers.insert(g.path);
         paths += (paths.empty() ? "" : ", ") + record::toString(g.path);
@@ -218,7 +217,7 @@ struct Session::Impl {
     std::string lifted, kept;
     for (auto& g : made.guards) {
       if (!spec.varyingNumbers.count(g.path)) continue;
-      std::string& list = g.check.kind == record::Check::Kind::Type ? lifted : kept;
+      std::string& list = g.check.kind == record::Check::Kind::Number ? lifted : kept;
       list += (list.empty() ? "" : ", ") + record::toString(g.path);
     }
     if (!lifted.empty())

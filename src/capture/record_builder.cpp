@@ -152,10 +152,9 @@ class Builder {
             // A lifted number whose value the run did not depend on (MagPy 6.2.1):
             // any value of its type will do. A run that can stop half-way (a
             // size check failing after an in-place write) keeps the value.
-            PyTypeObject* type = n.atom.kind == record::Atom::Kind::Int ? &PyLong_Type : &PyFloat_Type;
-            c.kind = K::Type;
-            c.s = typeName(type);
-            addGuard(path, c, reinterpret_cast<PyObject*>(type));
+            bool isInt = n.atom.kind == record::Atom::Kind::Int;
+            c = record::numberCheck(isInt ? record::NumberType::Int : record::NumberType::Float);
+            addGuard(path, c, reinterpret_cast<PyObject*>(isInt ? &PyLong_Type : &PyFloat_Type));
             break;
           }
           c.kind = K::Equals;

@@ -292,14 +292,24 @@ template <class Ar> void io(Ar& ar, Value& v) {
   ioU32(ar, v.id, "a value id");
 }
 
+// A lifted number's check is written as the type check it was before it
+// had a kind of its own (see the grammar), and read back as one.
 template <class Ar> void io(Ar& ar, Check& c) {
-  ioEnum(ar, c.kind, Check::Kind::Absent);
+  Check::Kind kind = c.kind == Check::Kind::Number ? Check::Kind::Type : c.kind;
+  ioEnum(ar, kind, Check::Kind::Absent);
+  if constexpr (Ar::kReading) c.kind = kind;
   ar.str(c.s);
   ar.zigzag(c.i);
   io(ar, c.atom);
   io(ar, c.keys);
   io(ar, c.meta);
   io(ar, c.path);
+  if constexpr (Ar::kReading) {
+    if (c.kind == Check::Kind::Type && (c.s == "builtins.int" || c.s == "builtins.float")) {
+      c.kind = Check::Kind::Number;
+      c.number = c.s == "builtins.int" ? NumberType::Int : NumberType::Float;
+    }
+  }
 }
 
 template <class Ar> void io(Ar& ar, Arg& a) {

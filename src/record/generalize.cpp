@@ -207,7 +207,7 @@ void pinLiftedNumbers(Record& r) {
   for (auto& n : r.graph.nodes) {
     if (!n.isInput() || n.number.empty()) continue;
     for (auto& g : r.guards)
-      if (g.path == n.source && g.check.kind == Check::Kind::Type) {
+      if (g.path == n.source && g.check.kind == Check::Kind::Number) {
         g.check = Check{};
         g.check.kind = Check::Kind::Equals;
         g.check.atom = n.seen;

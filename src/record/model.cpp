@@ -52,12 +52,21 @@ size_t Graph::numOps() const {
 }
 
 bool Check::operator==(const Check& o) const {
-  return kind == o.kind && s == o.s && i == o.i && atom == o.atom && keys == o.keys && meta == o.meta && path == o.path;
+  return kind == o.kind && (kind != Kind::Number || number == o.number) && s == o.s && i == o.i && atom == o.atom && keys == o.keys && meta == o.meta && path == o.path;
+}
+
+Check numberCheck(NumberType type) {
+  Check c;
+  c.kind = Check::Kind::Number;
+  c.number = type;
+  c.s = type == NumberType::Int ? "builtins.int" : "builtins.float";
+  return c;
 }
 
 std::string describe(const Check& c) {
   switch (c.kind) {
-    case Check::Kind::Type: return "type " + c.s;
+    case Check::Kind::Type:
+    case Check::Kind::Number: return "type " + c.s;
     case Check::Kind::Equals: return "== " + toString(c.atom);
     case Check::Kind::Length: return "len " + std::to_string(c.i);
     case Check::Kind::DictKeys: {

@@ -192,6 +192,7 @@ void symbolicSizesJson(const TensorMeta& m, JsonWriter& j) {
 void checkJson(const Check& c, JsonWriter& j) {
   switch (c.kind) {
     case Check::Kind::Type: j.field("check", "type").field("type", c.s); break;
+    case Check::Kind::Number: j.field("check", "number").field("type", c.s); break;
     case Check::Kind::Equals: j.field("check", "equals").field("value", toString(c.atom)); break;
     case Check::Kind::Length: j.field("check", "length").field("length", c.i); break;
     case Check::Kind::DictKeys: {

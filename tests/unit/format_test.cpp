@@ -60,6 +60,26 @@ TEST(Format, LiftedNumbersRoundTripAndPrintTheirTypes) {
   EXPECT_TRUE(contains(text, "%add_steps = operator.add(%steps, 1)  : int")) << text;
 }
 
+// A lifted number's guard is a kind of its own in memory and, in the file,
+// the type check it always was: files from before read the same.
+TEST(Format, NumberChecksAreWrittenAsTypeChecks) {
+  RecordFile f = sample::sampleFile();
+  Guard lifted{AccessPath::global("", "STEPS"), numberCheck(NumberType::Float)};
+  Guard typed = lifted;
+  typed.check = Check{};
+  typed.check.kind = Check::Kind::Type;
+  typed.check.s = "builtins.float";
+  f.functions[0].records[0].guards.push_back(lifted);
+  RecordFile asType = f;
+  asType.functions[0].records[0].guards.back() = typed;
+  EXPECT_EQ(encode(f), encode(asType));
+  const Guard& back = decode(encode(asType)).functions[0].records[0].guards.back();
+  EXPECT_EQ(back.check.kind, Check::Kind::Number);
+  EXPECT_EQ(back.check.number, NumberType::Float);
+  EXPECT_EQ(back.check, lifted.check) << toString(back) << " vs " << toString(lifted);
+  EXPECT_EQ(describe(back.check), "type builtins.float");
+}
+
 TEST(Format, EncodingIsDeterministic) {
   EXPECT_EQ(encode(sample::sampleFile()), encode(sample::sampleFile()));
 }

@@ -18,6 +18,8 @@
 //   record      := count:varint guard* graph mock count:varint break* origin:string refs
 //   guard       := path check
 //   check       := kind:u8 s:string i:zigzag atom keys:atoms meta path
+//                  (a lifted number's check, Check::Kind::Number, is the
+//                   type check kind 0 with s "builtins.int" or "builtins.float")
 //   graph       := count:varint node*
 //   node        := kind:u8 name:string target:string overload:string
 //                  count:varint arg* source:path blob:zigzag count:varint meta* where:string

@@ -21,8 +21,11 @@ struct Check {
     Identity,  // a function, class or module, named by s (qualified name), code hash in i
     Alias,     // the value is the same object as the one at path
     Absent,    // the path leads nowhere (a global that would shadow a builtin, a missing attribute)
+    Number,    // a lifted number (MagPy 6.2.1): any value of `number`'s exact type the graph can
+               // hold (an int within 64 bits); s names the type as Type does ("builtins.int")
   };
   Kind kind = Kind::Type;
+  NumberType number = NumberType::Int;  // Number
   std::string s;
   int64_t i = 0;
   Atom atom;
@@ -32,6 +35,9 @@ struct Check {
 
   bool operator==(const Check& o) const;
 };
+
+// The check a lifted number of this type gets (Kind::Number).
+Check numberCheck(NumberType type);
 
 // The expected side of a check, rendered for messages: "float32[1, 16] ...".
 std::string describe(const Check& c);

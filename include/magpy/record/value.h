@@ -13,6 +13,9 @@
 
 namespace magpy::record {
 
+// The Python number a lifted number is (MagPy 6.2.1).
+enum class NumberType : uint8_t { Int, Float };
+
 // An immutable Python scalar, or a tuple of them (as dict keys such as
 // ("disp", 0) are). Equality is exact: the kind must match (True is not 1)
 // and floats compare bit for bit.

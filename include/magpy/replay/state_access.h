@@ -201,9 +201,9 @@ bool RecordAccess::holds(const GuardStep& gs, Resolution<Store>& r, const typena
   const auto& v = r.get(gs.node);
   if (!v) return c.kind == K::Absent;
   switch (c.kind) {
+    case K::Type: return s.typeIs(v, c, expected);
     // A lifted number's type: also one the graph can hold (an int within 64 bits).
-    case K::Type:
-      return s.typeIs(v, c, expected) && ((c.s != "builtins.int" && c.s != "builtins.float") || s.atom(v).has_value());
+    case K::Number: return s.typeIs(v, c, expected) && s.atom(v).has_value();
     case K::Identity: return s.identityIs(v, c, expected);
     case K::Equals: {
       auto a = s.atom(v);
@@ -238,7 +238,8 @@ std::string RecordAccess::actual(const GuardStep& gs, Resolution<Store>& r) cons
   const auto& v = r.get(gs.node);
   if (!v) return "missing (" + r.whyMissing(gs.node) + ")";
   switch (c.kind) {
-    case K::Type: {
+    case K::Type: return "type " + s.typeName(v);
+    case K::Number: {
       std::string type = s.typeName(v);
       return type == c.s ? "a number no graph holds (an int beyond 64 bits)" : "type " + type;
     }
