@@ -84,41 +84,21 @@ struct Session::Impl {
     return snapshot(fn.shape.self, wanted, blobs);
   }
 
-  // ---- dynamic records ----
+  // ---- the record-set policy (specialize.h) ----
 
-  // Over-specialization (MagPy 6.1): the record just made may differ from
-  // an earlier one only in argument sizes; then `made` becomes one dynamic
-  // record for both (record/generalize.h). Returns the entry it replaces
-  // (the earlier one, when the dynamic record also serves the earlier
-  // call's sizes), or SIZE_MAX to add it. Records whose runs used sizes,
-  // or whose graphs write their inputs in place or draw random numbers,
-  // stay as they are: a dynamic record checks its results' sizes while it
-  // runs, and a run stopped half-way must have changed nothing.
-  size_t generalizeInto(Unit& fn, record::Record& made) {
-    if (!options.dynamic || !fn.dynamic || !replay::stopsCleanly(made.graph)) return SIZE_MAX;
-    for (size_t i = fn.entries.size(); i-- > 0;) {
-      const Entry& e = fn.entries[i];
-      if (!e.plan || e.readSizes) continue;
-      record::Generalized g = record::generalize(e.record, made);
-      if (!g.record) {
-        if (options.explain) std::cerr << "magpy: " << fn.name << ": record " << i << " stays apart: " << g.why << "\n";
-        continue;
-      }
-      std::string origin = made.origin + "; sizes made dynamic with record " + std::to_string(i);
-      made = std::move(*g.record);
-      made.origin = std::move(origin);
-      if (options.explain)
-        std::cerr << "magpy: " << fn.name << ": record " << i << " and this call differ only in argument sizes: "
-                  << (g.coversEarlier ? "one dynamic record replaces it\n" : "a dynamic record serves sizes from 2 up\n");
-      return g.coversEarlier ? i : SIZE_MAX;
-    }
-    return SIZE_MAX;
+  void explain(const Unit& fn, const std::string& note) const {
+    if (options.explain) std::cerr << "magpy: " << fn.name << ": " << note << "\n";
   }
 
-  // Guard fail reason detection (MagPy 6.1): where every guard a record
-  // misses on is a number of the state that now has another value of the
-  // same type, the function's calls differ in that number. Its later runs
-  // lift it (monitor_numbers.cpp).
+  static std::vector<RecordInUse> inUse(const Unit& fn) {
+    std::vector<RecordInUse> out;
+    for (auto& e : fn.entries)
+      out.push_back({&e.record, e.plan != nullptr, e.retired, e.readSizes, e.live->definitionsChanged().has_value()});
+    return out;
+  }
+
+  // What the records that missed this call found: numbers of the state
+  // that changed are learned to vary.
   void learnVaryingNumbers(Unit& fn, const LiveRoots& roots) {
     for (auto& e : fn.entries) {
       if (!e.plan || e.retired) continue;
@@ -130,104 +110,21 @@ struct Session::Impl {
       } catch (const std::exception&) {
         continue;
       }
-      std::vector<std::pair<const record::Guard*, record::Atom>> changed;
+      std::vector<std::optional<record::Atom>> now;
       for (size_t i : missed) {
         const record::Guard& g = e.record.guards[i];
-        bool number = g.check.kind == record::Check::Kind::Equals && g.path.root != record::AccessPath::Root::Runtime &&
-                      (g.check.atom.kind == record::Atom::Kind::Int || g.check.atom.kind == record::Atom::Kind::Float);
-        PyRef now = number ? resolveLive(g.path, roots) : PyRef();
-        auto atom = now ? atomOf(now.get()) : std::nullopt;
-        if (!atom || atom->kind != g.check.atom.kind) {
-          changed.clear();
-          break;
-        }
-        changed.push_back({&g, *atom});
+        PyRef v = RecordSetPolicy::isStateNumber(g) ? resolveLive(g.path, roots) : PyRef();
+        now.push_back(v ? atomOf(v.get()) : std::nullopt);
       }
-      for (auto& [g, now] : changed)
-        if (!fn.sizingNumbers.count(g->path) && fn.varyingNumbers.insert(g->path).second && options.explain)
-          std::cerr << "magpy: " << fn.name << ": " << record::toString(g->path) << " changes between calls (was "
-                    << record::toString(g->check.atom) << ", now " << record::toString(now) << "): lifting it into the graph\n";
+      for (auto& note : fn.policy.learnFromMiss(e.record, missed, now)) explain(fn, note);
     }
   }
 
-  // A record whose lifted numbers may vary serves every call an earlier
-  // record that differs only in their values serves: it replaces the latest
-  // such record. Returns its index, or SIZE_MAX.
-  size_t coveredByNumbers(const Unit& fn, const record::Record& made) const {
-    auto covers = [](const record::Guard& mine, const record::Guard& theirs) {
-      if (mine == theirs) return true;
-      bool relaxed = mine.check.kind == record::Check::Kind::Number && theirs.check.kind == record::Check::Kind::Equals &&
-                     mine.path == theirs.path;
-      if (!relaxed) return false;
-      record::Atom::Kind k = theirs.check.atom.kind;
-      return k == (mine.check.number == record::NumberType::Int ? record::Atom::Kind::Int : record::Atom::Kind::Float);
-    };
-    // The earlier call ran the same operators with the same result sizes:
-    // the new record's size checks pass for its values too.
-    auto sameOperators = [](const record::Graph& a, const record::Graph& b) {
-      std::vector<const record::Node*> x, y;
-      for (auto& n : a.nodes)
-        if (n.isOp()) x.push_back(&n);
-      for (auto& n : b.nodes)
-        if (n.isOp()) y.push_back(&n);
-      if (x.size() != y.size()) return false;
-      for (size_t k = 0; k < x.size(); ++k)
-        if (x[k]->opName() != y[k]->opName() || x[k]->outputs != y[k]->outputs) return false;
-      return true;
-    };
-    if (!made.breaks.empty()) return SIZE_MAX;
-    for (size_t i = fn.entries.size(); i-- > 0;) {
-      const record::Record& earlier = fn.entries[i].record;
-      // (A record made for classes or code since changed serves other calls.)
-      if (!fn.entries[i].plan || fn.entries[i].retired || earlier.guards.size() != made.guards.size() ||
-          !sameOperators(earlier.graph, made.graph) || fn.entries[i].live->definitionsChanged())
-        continue;
-      bool all = true, relaxed = false;
-      for (size_t k = 0; all && k < made.guards.size(); ++k) {
-        all = covers(made.guards[k], earlier.guards[k]);
-        relaxed = relaxed || !(made.guards[k] == earlier.guards[k]);
-      }
-      if (all && relaxed) return i;
+  void retire(Unit& fn, size_t r) {
+    if (auto note = fn.policy.retire(fn.entries[r].record)) {
+      fn.entries[r].retired = true;
+      explain(fn, "record " + std::to_string(r) + " " + *note);
     }
-    return SIZE_MAX;
-  }
-
-  // A record with lifted numbers whose results' sizes changed with them:
-  // graphs keep the sizes seen at capture, so these numbers stay guarded
-  // from now on, and the JIT stops trying the record (it stays in the file:
-  // it served the calls before, and replay checks its sizes too).
-  void retireIfNumbersSize(Unit& fn, size_t r) {
-    Entry& e = fn.entries[r];
-    std::string paths;
-    for (auto& g : e.record.guards)
-      if (g.check.kind == record::Check::Kind::Number && fn.varyingNumbers.count(g.path)) {
-        fn.varyingNumbers.erase(g.path);
-        fn.sizingNumbers.insert(g.path);
-        paths += (paths.empty() ? "" : ", ") + record::toString(g.path);
-      }
-    if (paths.empty()) return;
-    e.retired = true;
-    if (options.explain)
-      std::cerr << "magpy: " << fn.name << ": record " << r << " computes other sizes for other values of " << paths
-                << ": they stay guarded from now on\n";
-  }
-
-  void explainNumbers(const Unit& fn, const CallSpec& spec, const record::Record& made, const Monitor& monitor,
-                      size_t replaced) const {
-    std::string lifted, kept;
-    for (auto& g : made.guards) {
-      if (!spec.varyingNumbers.count(g.path)) continue;
-      std::string& list = g.check.kind == record::Check::Kind::Number ? lifted : kept;
-      list += (list.empty() ? "" : ", ") + record::toString(g.path);
-    }
-    if (!lifted.empty())
-      std::cerr << "magpy: " << fn.name << ": this record computes with " << lifted << " in its graph, for any value"
-                << (replaced == SIZE_MAX ? "" : "; it replaces record " + std::to_string(replaced)) << "\n";
-    if (!kept.empty())
-      std::cerr << "magpy: " << fn.name << ": this record keeps the value of " << kept << ": "
-                << (monitor.numberUse().empty() ? "the run may stop half-way (it writes its inputs in place or draws random numbers)"
-                                                : monitor.numberUse())
-                << "\n";
   }
 
   // Units whose `self` state holds an object another unit's state holds too
@@ -326,7 +223,7 @@ struct Session::Impl {
       const Entry& e = fn.entries[r];
       return e.plan->runWith(e.live->inputs(*values), &values->symbols());
     }
-    void sizesDiffer(size_t r) { s.retireIfNumbersSize(fn, r); }
+    void sizesDiffer(size_t r) { s.retire(fn, r); }
     PyObject* mock(size_t r, const std::vector<c10::IValue>& outputs) {
       if (logged) logged->record = int32_t(r);
       PyRef result = fn.entries[r].live->mock(outputs, *values);
@@ -365,13 +262,13 @@ struct Session::Impl {
     std::string why = replay::summarizeMisses(misses, 3);
     if (options.explain && !misses.empty())
       std::cerr << "magpy: " << fn.name << ": call " << fn.calls - 1 << " matches no record (" << why << "); monitoring it\n";
-    if (options.dynamic && fn.dynamic) learnVaryingNumbers(fn, inv.roots);
+    if (fn.policy.dynamic()) learnVaryingNumbers(fn, inv.roots);
     Monitor monitor(annotations);
     CallSpec spec = fn.shape;
     spec.args = inv.roots.args;
     spec.kwargs = inv.roots.kwargs;
     spec.invoke = inv.run;
-    spec.varyingNumbers = fn.varyingNumbers;
+    spec.varyingNumbers = fn.policy.varyingNumbers();
     auto t3 = Clock::now();
     PyRef result;
     {
@@ -398,12 +295,11 @@ struct Session::Impl {
     }
     if (!breaks.empty()) built = buildBreakRecord(monitor, spec, breaks);
     built.record.origin = fn.entries.empty() ? "first call" : "call " + std::to_string(fn.calls - 1) + ": " + why;
-    size_t replaced = coveredByNumbers(fn, built.record);
-    if (options.explain && !spec.varyingNumbers.empty())
-      explainNumbers(fn, spec, built.record, monitor, replaced);
-    if (replaced == SIZE_MAX && breaks.empty() && !monitor.readSizes()) replaced = generalizeInto(fn, built.record);
-    if (options.explain && monitor.readSizes() && options.dynamic && fn.dynamic)
-      std::cerr << "magpy: " << fn.name << ": this record keeps its sizes: " << monitor.sizeUse() << "\n";
+    Placement placed =
+        fn.policy.place(inUse(fn), built.record, monitor.readSizes(), spec.varyingNumbers, monitor.numberUse());
+    size_t replaced = placed.replaces;
+    for (auto& note : placed.notes) explain(fn, note);
+    if (monitor.readSizes() && fn.policy.dynamic()) explain(fn, "this record keeps its sizes: " + monitor.sizeUse());
     if (options.explain)
       for (auto& b : built.record.breaks)
         std::cerr << "magpy: " << fn.name << ": graph break " << (b.where.empty() ? "" : "at ") << record::toString(b)
@@ -485,7 +381,7 @@ PyObject* Session::compile(PyObject* target, std::optional<bool> dynamic) {
   }
   auto fn = std::make_unique<Unit>();
   fn->target = PyRef::borrow(target);
-  fn->dynamic = dynamic.value_or(impl_->options.dynamic);
+  fn->policy = RecordSetPolicy(impl_->options.dynamic && dynamic.value_or(impl_->options.dynamic));
   fn->shape.self = target;
   if (PyFunction_Check(target)) {
     fn->shape.function = target;

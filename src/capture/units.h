@@ -15,6 +15,7 @@
 
 #include "capture/live.h"
 #include "capture/monitor.h"
+#include "capture/specialize.h"
 #include "magpy/record/record.h"
 #include "magpy/replay/plan.h"
 
@@ -40,10 +41,7 @@ struct Unit {
   CallSpec shape;            // self, function, selfIsFirstArg, homeModule
   size_t parent = SIZE_MAX;  // segments: the compiled function they serve
   std::vector<Entry> entries;
-  bool dynamic = true;       // records whose argument sizes change become one dynamic record
-  // Numbers of the state its calls were seen to differ in: runs lift them (CallSpec).
-  std::set<record::AccessPath> varyingNumbers;
-  std::set<record::AccessPath> sizingNumbers;  // numbers that changed the sizes of a record's results: not lifted again
+  RecordSetPolicy policy;    // dynamic records, lifted numbers, retiring (specialize.h)
   record::Value self;        // the state its records read, as first read
   bool haveSelf = false;
   std::set<record::AccessPath> statePaths;   // self- and module-rooted paths its records read
