@@ -189,45 +189,6 @@ NumberOp numberOpOf(const std::string& target) {
   return NumberOp::None;
 }
 
-// operator.add(a, b) and its kin: each operand a lifted number or a
-// constant; the result's type must be the one Python's arithmetic gives.
-template <class NewSlot>
-Step numberStep(const record::Node& n, const std::string& where, const std::vector<std::vector<int>>& nodeSlots,
-                const std::vector<char>& slotNumber, const std::vector<bool>& slotLifted, NewSlot& newSlot) {
-  Step step;
-  step.number = numberOpOf(n.target);
-  step.name = n.target;
-  step.node = record::nameAndSource(n);
-  if (step.number == NumberOp::None || n.args.size() != 2 || (n.number != "int" && n.number != "float"))
-    throw Error(where + ": " + n.target + " is no number operator magpy-run knows (operator.add, sub, mul, truediv, floordiv "
-                "of two operands)");
-  std::string types[2];
-  bool lifted = false;
-  for (size_t k = 0; k < 2; ++k) {
-    const record::Arg& a = n.args[k];
-    Operand op;
-    if (a.kind == record::Arg::Kind::Node) {
-      if (a.i < 0 || size_t(a.i) >= nodeSlots.size() || nodeSlots[size_t(a.i)].size() != 1 ||
-          !slotNumber[size_t(nodeSlots[size_t(a.i)][0])])
-        throw Error(where + ": " + n.target + " takes a value that is not a number");
-      op.kind = Operand::Kind::Slot;
-      op.slot = nodeSlots[size_t(a.i)][0];
-      types[k] = slotNumber[size_t(op.slot)] == 'i' ? "int" : "float";
-      lifted = lifted || slotLifted[size_t(op.slot)];
-    } else if (a.kind == record::Arg::Kind::Int || a.kind == record::Arg::Kind::Float) {
-      op.constant = a.kind == record::Arg::Kind::Int ? c10::IValue(a.i) : c10::IValue(a.f);
-      types[k] = a.kind == record::Arg::Kind::Int ? "int" : "float";
-    } else {
-      throw Error(where + ": " + n.target + " takes numbers");
-    }
-    step.operands.push_back(std::move(op));
-  }
-  if (record::numberOpResult(n.target, types[0], types[1]) != n.number)
-    throw Error(where + ": " + n.target + " of " + types[0] + " and " + types[1] + " does not give " + n.number);
-  step.outputs.push_back(newSlot(n.number[0], lifted));
-  return step;
-}
-
 bool isOptionalTensorList(const c10::Argument& a) {
   auto list = a.type()->cast<c10::ListType>();
   return list && list->getElementType()->kind() == c10::TypeKind::OptionalType;
@@ -348,198 +309,268 @@ struct Plan::Impl {
   Candidate tryCompiled(CompiledPasses passes, const FirstCall& call) const;
   std::vector<c10::IValue> runCompiled(std::vector<c10::IValue> inputs, const SymbolValues* symbols) const;
   LoweringInput lowering() const { return {steps, inputSlots, constants, outputSlots, numSlots, freezable}; }
+  struct Builder;
 };
 
+
+// Makes a plan's steps from a graph, node by node: a slot for each value,
+// an operand for each argument, and where each slot is last read.
+struct Plan::Impl::Builder {
+  Impl& plan;
+  const OptimizedGraph& optimized;
+  const std::vector<record::TensorBlob>& blobs;
+  const PlanOptions& options;
+  c10::Device device;
+  std::vector<bool> ownedPerRun, written;  // per node
+  std::vector<std::vector<int>> nodeSlots;  // per node: the slots of its values
+  std::vector<int> lastUse;                 // per slot: the last step that reads it
+  // Per slot: 0 a tensor, or the Python number it holds ('i' int, 'f'
+  // float); lifted: computed from a number the call's state supplies.
+  std::vector<char> slotNumber;
+  std::vector<bool> slotLifted;
+
+  Builder(Impl& p, const OptimizedGraph& g, const std::vector<record::TensorBlob>& b, const PlanOptions& o)
+      : plan(p), optimized(g), blobs(b), options(o), device(o.device), ownedPerRun(writtenOrEscaping(g.graph)),
+        written(writtenInPlace(g.graph)), nodeSlots(g.graph.nodes.size()) {}
+
+  int newSlot(char number = 0, bool lifted = false) {
+    lastUse.push_back(-1);
+    slotNumber.push_back(number);
+    slotLifted.push_back(lifted);
+    return int(plan.numSlots++);
+  }
+  int slotOf(int64_t node, const std::string& where) const {
+    if (node < 0 || size_t(node) >= nodeSlots.size() || nodeSlots[size_t(node)].size() != 1)
+      throw Error(where + ": uses a value that is not a single tensor");
+    return nodeSlots[size_t(node)][0];
+  }
+
+  void build() {
+    const record::Graph& graph = optimized.graph;
+    for (size_t ni = 0; ni < graph.nodes.size(); ++ni) {
+      const record::Node& n = graph.nodes[ni];
+      std::string where = "node " + record::nameAndSource(n);
+      switch (n.kind) {
+        case record::NodeKind::Placeholder:
+        case record::NodeKind::GetAttr: input(ni, where); break;
+        case record::NodeKind::Output:
+          for (auto& a : n.args) {
+            if (a.kind != record::Arg::Kind::Node) throw Error(where + ": outputs must be graph values");
+            plan.outputSlots.push_back(slotOf(a.i, where));
+          }
+          break;
+        case record::NodeKind::CallMethod:
+        case record::NodeKind::CallModule:
+          throw Error(where + ": " + record::toString(n.kind) + " nodes cannot be replayed natively");
+        case record::NodeKind::CallFunction:
+          if (n.target == "getitem") getitem(ni, where);
+          else if (!n.number.empty() || record::isNumberOp(n.target)) numberStep(ni, where);
+          else opStep(ni, where);
+          break;
+      }
+    }
+    foldAndRelease();
+  }
+
+  void input(size_t ni, const std::string& where) {
+    const record::Node& n = optimized.graph.nodes[ni];
+    int s = newSlot(n.number.empty() ? 0 : n.number[0], !n.number.empty());
+    nodeSlots[ni] = {s};
+    if (n.blob >= 0 && !n.number.empty()) throw Error(where + ": a number input holds tensor contents");
+    if (n.blob >= 0) {
+      if (size_t(n.blob) >= blobs.size() || n.outputs.empty()) throw Error(where + ": constant without contents");
+      plan.constants.push_back({s, c10::IValue(tensorFromBlob(blobs[size_t(n.blob)], n.outputs[0]).to(device)), ownedPerRun[ni]});
+      return;
+    }
+    plan.inputSlots.push_back(s);
+    plan.inputNumbers.push_back(slotNumber[size_t(s)]);
+    plan.freezable.push_back(n.kind == record::NodeKind::GetAttr && n.number.empty() && !ownedPerRun[ni]);
+    plan.writtenInput.push_back(ownedPerRun[ni]);
+    if (written[ni] && plan.backend != Backend::Aten) plan.writtenInputs.push_back(plan.inputSlots.size() - 1);
+    plan.inputPaths.push_back(n.source);
+  }
+
+  void getitem(size_t ni, const std::string& where) {
+    const record::Node& n = optimized.graph.nodes[ni];
+    if (n.args.size() != 2 || n.args[0].kind != record::Arg::Kind::Node || n.args[1].kind != record::Arg::Kind::Int)
+      throw Error(where + ": getitem takes (node, index)");
+    if (n.args[0].i < 0 || size_t(n.args[0].i) >= nodeSlots.size()) throw Error(where + ": getitem of a missing node");
+    auto& source = nodeSlots[size_t(n.args[0].i)];
+    if (n.args[1].i < 0 || size_t(n.args[1].i) >= source.size()) throw Error(where + ": getitem index out of range");
+    nodeSlots[ni] = {source[size_t(n.args[1].i)]};
+  }
+
+  void addStep(size_t ni, Step step) {
+    for (int s : step.operandSlots())
+      if (s >= 0) lastUse[size_t(s)] = int(plan.steps.size());
+    nodeSlots[ni] = step.outputs;
+    plan.steps.push_back(std::move(step));
+  }
+
+  // operator.add(a, b) and its kin: each operand a lifted number or a
+  // constant; the result's type must be the one Python's arithmetic gives.
+  void numberStep(size_t ni, const std::string& where) {
+    const record::Node& n = optimized.graph.nodes[ni];
+    Step step;
+    step.number = numberOpOf(n.target);
+    step.name = n.target;
+    step.node = record::nameAndSource(n);
+    if (step.number == NumberOp::None || n.args.size() != 2 || (n.number != "int" && n.number != "float"))
+      throw Error(where + ": " + n.target + " is no number operator magpy-run knows (operator.add, sub, mul, truediv, "
+                  "floordiv of two operands)");
+    std::string types[2];
+    bool lifted = false;
+    for (size_t k = 0; k < 2; ++k) {
+      const record::Arg& a = n.args[k];
+      Operand op;
+      if (a.kind == record::Arg::Kind::Node) {
+        if (a.i < 0 || size_t(a.i) >= nodeSlots.size() || nodeSlots[size_t(a.i)].size() != 1 ||
+            !slotNumber[size_t(nodeSlots[size_t(a.i)][0])])
+          throw Error(where + ": " + n.target + " takes a value that is not a number");
+        op.kind = Operand::Kind::Slot;
+        op.slot = nodeSlots[size_t(a.i)][0];
+        types[k] = slotNumber[size_t(op.slot)] == 'i' ? "int" : "float";
+        lifted = lifted || slotLifted[size_t(op.slot)];
+      } else if (a.kind == record::Arg::Kind::Int || a.kind == record::Arg::Kind::Float) {
+        op.constant = a.kind == record::Arg::Kind::Int ? c10::IValue(a.i) : c10::IValue(a.f);
+        types[k] = a.kind == record::Arg::Kind::Int ? "int" : "float";
+      } else {
+        throw Error(where + ": " + n.target + " takes numbers");
+      }
+      step.operands.push_back(std::move(op));
+    }
+    if (record::numberOpResult(n.target, types[0], types[1]) != n.number)
+      throw Error(where + ": " + n.target + " of " + types[0] + " and " + types[1] + " does not give " + n.number);
+    step.outputs.push_back(newSlot(n.number[0], lifted));
+    addStep(ni, std::move(step));
+  }
+
+  // An aten operator: its schema in this libtorch, checked against the
+  // policy and the record's arguments.
+  void opStep(size_t ni, const std::string& where) {
+    const record::Node& n = optimized.graph.nodes[ni];
+    auto handle = c10::Dispatcher::singleton().findSchema({n.target, n.overload});
+    if (!handle)
+      throw Error(where + ": operator " + n.opName() + " does not exist in this libtorch (" + libtorchVersion() +
+                  "); replay with the libtorch the record was captured with, or capture again");
+    const auto& schema = handle->schema();
+    const auto& params = schema.arguments();
+    if (!options.trustRecord) refuseOutsidePolicy(n, schema, where);
+    if (n.args.size() > params.size())
+      throw Error(where + ": " + n.opName() + " takes " + std::to_string(params.size()) +
+                  " arguments in this libtorch, the record passes " + std::to_string(n.args.size()));
+    Step step;
+    step.op = *handle;
+    step.name = n.opName();
+    step.node = record::nameAndSource(n);
+    step.checkGeometry = record::checksGeometry(n.target);
+    step.folded = optimized.folded[ni];
+    plan.changesGeometry = plan.changesGeometry || record::changesGeometry(n.target);
+    bool lifted = false;  // takes a number the call's state supplies
+    for (size_t ai = 0; ai < params.size(); ++ai) {
+      if (ai < n.args.size()) {
+        step.operands.push_back(operand(n.args[ai], params[ai], lifted, where + " (" + n.opName() + ")"));
+      } else if (params[ai].default_value()) {  // a newer libtorch added a trailing argument
+        step.operands.push_back(Operand{});
+        step.operands.back().constant = *params[ai].default_value();
+      } else {
+        throw Error(where + ": " + n.opName() + " needs argument '" + params[ai].name() + "', which the record lacks");
+      }
+    }
+    size_t returns = schema.returns().size();
+    if (returns == 1 && schema.returns()[0].type()->kind() == c10::TypeKind::ListType) {
+      step.unpackList = true;  // split/unbind/chunk: one slot per element seen at capture
+      returns = n.outputs.size();
+    }
+    for (size_t r = 0; r < returns; ++r) {
+      char number = step.unpackList ? 0 : numberType(*schema.returns()[r].real_type());
+      step.outputs.push_back(newSlot(number, number && lifted));
+    }
+    if (n.outputs.size() == step.outputs.size())
+      for (size_t r = 0; r < returns; ++r) {
+        const record::TensorMeta& m = n.outputs[r];
+        if (m.dynamic()) step.sizeChecks.push_back({step.outputs[r], m.sym});
+        else if (lifted) step.sizeChecks.push_back({step.outputs[r], fixedSizes(m.shape)});
+      }
+    addStep(ni, std::move(step));
+  }
+
+  // One argument of an operator; `lifted` is set when it reads a number
+  // the call's state supplies.
+  Operand operand(const record::Arg& a, const c10::Argument& param, bool& lifted, const std::string& where) {
+    Operand op;
+    if (a.kind == record::Arg::Kind::Node) {
+      op.kind = Operand::Kind::Slot;
+      op.slot = slotOf(a.i, where);
+      if (char number = slotNumber[size_t(op.slot)]) {
+        op.kind = numberOperand(param, number, where);
+        lifted = lifted || slotLifted[size_t(op.slot)];
+      }
+    } else if (a.kind == record::Arg::Kind::SizeList) {
+      op.kind = Operand::Kind::SizeList;
+      for (size_t k = 0; k + 1 < a.ints.size(); k += 2) {
+        int s = a.ints[k] ? slotOf(a.ints[k + 1], where) : -1;
+        if (s >= 0 && slotNumber[size_t(s)] != 'i') throw Error(where + ": a size list entry is not an integer");
+        if (s >= 0) lifted = lifted || slotLifted[size_t(s)];
+        op.slots.push_back(s);
+        op.sizes.push_back(a.ints[k] ? 0 : a.ints[k + 1]);
+      }
+    } else if (a.kind == record::Arg::Kind::NodeList) {
+      op.kind = isOptionalTensorList(param) ? Operand::Kind::OptionalTensorList : Operand::Kind::TensorList;
+      for (auto i : a.ints) {
+        if (i < 0 && op.kind == Operand::Kind::TensorList) throw Error(where + ": None in a Tensor[] argument");
+        op.slots.push_back(i < 0 ? -1 : slotOf(i, where));
+      }
+    } else {
+      op.constant = constantFor(a, param, where);
+      // Tensors a factory makes go where the record replays.
+      if (param.name() == "device" && !device.is_cpu() &&
+          (op.constant.isNone() || (op.constant.isDevice() && op.constant.toDevice().is_cpu())))
+        op.constant = c10::IValue(device);
+    }
+    return op;
+  }
+
+  // Folded steps: the inputs they read and the results they keep. Then
+  // every slot is released after its last use, except graph outputs;
+  // slots never read again (unused results) right after the step that made
+  // them.
+  void foldAndRelease() {
+    std::vector<int> inputIndex(plan.numSlots, -1);
+    for (size_t i = 0; i < plan.inputSlots.size(); ++i) inputIndex[size_t(plan.inputSlots[i])] = int(i);
+    std::set<size_t> foldInputs;
+    for (auto& step : plan.steps) {
+      if (!step.folded) continue;
+      for (auto& op : step.operands) {
+        if (op.kind == Operand::Kind::Slot && inputIndex[size_t(op.slot)] >= 0)
+          foldInputs.insert(size_t(inputIndex[size_t(op.slot)]));
+        for (int s : op.slots)
+          if (s >= 0 && inputIndex[size_t(s)] >= 0) foldInputs.insert(size_t(inputIndex[size_t(s)]));
+      }
+      plan.foldOutputs.insert(plan.foldOutputs.end(), step.outputs.begin(), step.outputs.end());
+    }
+    plan.foldInputs.assign(foldInputs.begin(), foldInputs.end());
+
+    std::vector<bool> isOutput(plan.numSlots, false);
+    for (int s : plan.outputSlots) isOutput[size_t(s)] = true;
+    for (size_t si = 0; si < plan.steps.size(); ++si)
+      for (int s : plan.steps[si].outputs)
+        if (lastUse[size_t(s)] < 0) lastUse[size_t(s)] = int(si);
+    for (size_t s = 0; s < plan.numSlots; ++s)
+      if (!isOutput[s] && lastUse[s] >= 0) plan.steps[size_t(lastUse[s])].release.push_back(int(s));
+  }
+};
 
 Plan::Plan(const record::Graph& input, const std::vector<record::TensorBlob>& blobs, const PlanOptions& options)
     : impl_(std::make_unique<Impl>()) {
   if (std::string why = readsUninitialized(input); !why.empty()) throw Error(why);
   OptimizedGraph optimized = optimize(input, options.passes, options.inference);
-  const record::Graph& graph = optimized.graph;
   impl_->applied = optimized.applied;
-  std::vector<bool> ownedPerRun = writtenOrEscaping(graph);
-  std::vector<bool> written = writtenInPlace(graph);
-  impl_->stopsCleanly = replay::stopsCleanly(graph);
+  impl_->stopsCleanly = replay::stopsCleanly(optimized.graph);
   impl_->backend = options.inference && c10::Device(options.device).is_cpu() ? options.backend : Backend::Aten;
-  for (auto& n : graph.nodes)
+  for (auto& n : optimized.graph.nodes)
     for (auto& m : n.outputs) impl_->dynamic = impl_->dynamic || m.dynamic();
-  c10::Device device(options.device);
-  auto& dispatcher = c10::Dispatcher::singleton();
-  std::vector<std::vector<int>> nodeSlots(graph.nodes.size());
-  std::vector<int> lastUse;
-  // Per slot: 0 a tensor, or the Python number it holds ('i' int, 'f'
-  // float); lifted: computed from a number the call's state supplies.
-  std::vector<char> slotNumber;
-  std::vector<bool> slotLifted;
-  auto newSlot = [&](char number = 0, bool lifted = false) {
-    lastUse.push_back(-1);
-    slotNumber.push_back(number);
-    slotLifted.push_back(lifted);
-    return int(impl_->numSlots++);
-  };
-  auto slotOf = [&](int64_t node, const std::string& where) {
-    if (node < 0 || size_t(node) >= nodeSlots.size() || nodeSlots[size_t(node)].size() != 1)
-      throw Error(where + ": uses a value that is not a single tensor");
-    return nodeSlots[size_t(node)][0];
-  };
-
-  for (size_t ni = 0; ni < graph.nodes.size(); ++ni) {
-    const record::Node& n = graph.nodes[ni];
-    std::string where = "node " + record::nameAndSource(n);
-    switch (n.kind) {
-      case record::NodeKind::Placeholder:
-      case record::NodeKind::GetAttr: {
-        int s = newSlot(n.number.empty() ? 0 : n.number[0], !n.number.empty());
-        nodeSlots[ni] = {s};
-        if (n.blob >= 0 && !n.number.empty()) throw Error(where + ": a number input holds tensor contents");
-        if (n.blob >= 0) {
-          if (size_t(n.blob) >= blobs.size() || n.outputs.empty()) throw Error(where + ": constant without contents");
-          impl_->constants.push_back({s, c10::IValue(tensorFromBlob(blobs[size_t(n.blob)], n.outputs[0]).to(device)), ownedPerRun[ni]});
-        } else {
-          impl_->inputSlots.push_back(s);
-          impl_->inputNumbers.push_back(slotNumber[size_t(s)]);
-          impl_->freezable.push_back(n.kind == record::NodeKind::GetAttr && n.number.empty() && !ownedPerRun[ni]);
-          impl_->writtenInput.push_back(ownedPerRun[ni]);
-          if (written[ni] && impl_->backend != Backend::Aten) impl_->writtenInputs.push_back(impl_->inputSlots.size() - 1);
-          impl_->inputPaths.push_back(n.source);
-        }
-        break;
-      }
-      case record::NodeKind::Output:
-        for (auto& a : n.args) {
-          if (a.kind != record::Arg::Kind::Node) throw Error(where + ": outputs must be graph values");
-          impl_->outputSlots.push_back(slotOf(a.i, where));
-        }
-        break;
-      case record::NodeKind::CallMethod:
-      case record::NodeKind::CallModule:
-        throw Error(where + ": " + record::toString(n.kind) + " nodes cannot be replayed natively");
-      case record::NodeKind::CallFunction: {
-        if (n.target == "getitem") {
-          if (n.args.size() != 2 || n.args[0].kind != record::Arg::Kind::Node || n.args[1].kind != record::Arg::Kind::Int)
-            throw Error(where + ": getitem takes (node, index)");
-          auto& source = nodeSlots.at(size_t(n.args[0].i));
-          if (n.args[1].i < 0 || size_t(n.args[1].i) >= source.size()) throw Error(where + ": getitem index out of range");
-          nodeSlots[ni] = {source[size_t(n.args[1].i)]};
-          break;
-        }
-        if (!n.number.empty() || record::isNumberOp(n.target)) {
-          impl_->steps.push_back(numberStep(n, where, nodeSlots, slotNumber, slotLifted, newSlot));
-          for (int s : impl_->steps.back().operandSlots()) lastUse[size_t(s)] = int(impl_->steps.size() - 1);
-          nodeSlots[ni] = impl_->steps.back().outputs;
-          break;
-        }
-        auto handle = dispatcher.findSchema({n.target, n.overload});
-        if (!handle)
-          throw Error(where + ": operator " + n.opName() + " does not exist in this libtorch (" + libtorchVersion() +
-                      "); replay with the libtorch the record was captured with, or capture again");
-        const auto& schema = handle->schema();
-        const auto& params = schema.arguments();
-        if (!options.trustRecord) refuseOutsidePolicy(n, schema, where);
-        if (n.args.size() > params.size())
-          throw Error(where + ": " + n.opName() + " takes " + std::to_string(params.size()) + " arguments in this libtorch, the record passes " +
-                      std::to_string(n.args.size()));
-        Step step;
-        step.op = *handle;
-        step.name = n.opName();
-        step.node = record::nameAndSource(n);
-        step.checkGeometry = record::checksGeometry(n.target);
-        step.folded = optimized.folded[ni];
-        bool lifted = false;  // takes a number the call's state supplies
-        impl_->changesGeometry = impl_->changesGeometry || record::changesGeometry(n.target);
-        int stepIndex = int(impl_->steps.size());
-        for (size_t ai = 0; ai < params.size(); ++ai) {
-          Operand op;
-          if (ai >= n.args.size()) {
-            // A newer libtorch added a trailing argument: use its default.
-            if (!params[ai].default_value())
-              throw Error(where + ": " + n.opName() + " needs argument '" + params[ai].name() + "', which the record lacks");
-            op.constant = *params[ai].default_value();
-          } else {
-            const record::Arg& a = n.args[ai];
-            if (a.kind == record::Arg::Kind::Node) {
-              op.kind = Operand::Kind::Slot;
-              op.slot = slotOf(a.i, where);
-              lastUse[size_t(op.slot)] = stepIndex;
-              if (char number = slotNumber[size_t(op.slot)]) {
-                op.kind = numberOperand(params[ai], number, where + " (" + n.opName() + ")");
-                lifted = lifted || slotLifted[size_t(op.slot)];
-              }
-            } else if (a.kind == record::Arg::Kind::SizeList) {
-              op.kind = Operand::Kind::SizeList;
-              for (size_t k = 0; k + 1 < a.ints.size(); k += 2) {
-                int s = a.ints[k] ? slotOf(a.ints[k + 1], where) : -1;
-                if (s >= 0 && slotNumber[size_t(s)] != 'i') throw Error(where + ": a size list entry is not an integer");
-                if (s >= 0) lifted = lifted || slotLifted[size_t(s)];
-                if (s >= 0) lastUse[size_t(s)] = stepIndex;
-                op.slots.push_back(s);
-                op.sizes.push_back(a.ints[k] ? 0 : a.ints[k + 1]);
-              }
-            } else if (a.kind == record::Arg::Kind::NodeList) {
-              op.kind = isOptionalTensorList(params[ai]) ? Operand::Kind::OptionalTensorList : Operand::Kind::TensorList;
-              for (auto i : a.ints) {
-                if (i < 0 && op.kind == Operand::Kind::TensorList) throw Error(where + ": None in a Tensor[] argument");
-                int s = i < 0 ? -1 : slotOf(i, where);
-                if (s >= 0) lastUse[size_t(s)] = stepIndex;
-                op.slots.push_back(s);
-              }
-            } else {
-              op.constant = constantFor(a, params[ai], where + " (" + n.opName() + ")");
-              // Tensors a factory makes go where the record replays.
-              if (params[ai].name() == "device" && !device.is_cpu() &&
-                  (op.constant.isNone() || (op.constant.isDevice() && op.constant.toDevice().is_cpu())))
-                op.constant = c10::IValue(device);
-            }
-          }
-          step.operands.push_back(std::move(op));
-        }
-        size_t returns = schema.returns().size();
-        if (returns == 1 && schema.returns()[0].type()->kind() == c10::TypeKind::ListType) {
-          step.unpackList = true;  // split/unbind/chunk: one slot per element seen at capture
-          returns = n.outputs.size();
-        }
-        for (size_t r = 0; r < returns; ++r) {
-          char number = step.unpackList ? 0 : numberType(*schema.returns()[r].real_type());
-          step.outputs.push_back(newSlot(number, number && lifted));
-        }
-        if (n.outputs.size() == step.outputs.size())
-          for (size_t r = 0; r < returns; ++r) {
-            const record::TensorMeta& m = n.outputs[r];
-            if (m.dynamic()) step.sizeChecks.push_back({step.outputs[r], m.sym});
-            else if (lifted) step.sizeChecks.push_back({step.outputs[r], fixedSizes(m.shape)});
-          }
-        nodeSlots[ni] = step.outputs;
-        impl_->steps.push_back(std::move(step));
-        break;
-      }
-    }
-  }
-
-  // Folded steps: the inputs they read and the results they keep.
-  std::vector<int> inputIndex(impl_->numSlots, -1);
-  for (size_t i = 0; i < impl_->inputSlots.size(); ++i) inputIndex[size_t(impl_->inputSlots[i])] = int(i);
-  std::set<size_t> foldInputs;
-  for (auto& step : impl_->steps) {
-    if (!step.folded) continue;
-    for (auto& op : step.operands) {
-      if (op.kind == Operand::Kind::Slot && inputIndex[size_t(op.slot)] >= 0) foldInputs.insert(size_t(inputIndex[size_t(op.slot)]));
-      for (int s : op.slots)
-        if (s >= 0 && inputIndex[size_t(s)] >= 0) foldInputs.insert(size_t(inputIndex[size_t(s)]));
-    }
-    impl_->foldOutputs.insert(impl_->foldOutputs.end(), step.outputs.begin(), step.outputs.end());
-  }
-  impl_->foldInputs.assign(foldInputs.begin(), foldInputs.end());
-
-  // Release every slot after its last use, except graph outputs; slots
-  // never read again (unused results) are released right after the step
-  // that made them.
-  std::vector<bool> isOutput(impl_->numSlots, false);
-  for (int s : impl_->outputSlots) isOutput[size_t(s)] = true;
-  for (size_t si = 0; si < impl_->steps.size(); ++si)
-    for (int s : impl_->steps[si].outputs)
-      if (lastUse[size_t(s)] < 0) lastUse[size_t(s)] = int(si);
-  for (size_t s = 0; s < impl_->numSlots; ++s)
-    if (!isOutput[s] && lastUse[s] >= 0) impl_->steps[size_t(lastUse[s])].release.push_back(int(s));
+  Impl::Builder(*impl_, optimized, blobs, options).build();
   if (impl_->backend != Backend::Aten) {
     impl_->refusal = loweringRefusal(impl_->steps, impl_->dynamic);
     for (size_t i = 0; i < impl_->inputNumbers.size() && impl_->refusal.empty(); ++i)
