@@ -156,9 +156,29 @@ void require(bool ok, const Value& target, const char* what) {
   if (!ok) throw Error("the target is " + describe(target) + ", not " + what);
 }
 
+// x.data = y keeps x's identity with y's contents; x.grad takes None or
+// a tensor like x.
+bool setTensorAttr(const at::Tensor& tensor, const std::string& name, const Value& value) {
+  if (name == "data" && value.kind == Value::Kind::Tensor) {
+    tensor.set_data(value.tensor);
+    return true;
+  }
+  if (name != "grad") throw Error("a tensor's attribute '" + name + "' cannot be stored");
+  if (value.kind == Value::Kind::Atom && value.atom.kind == record::Atom::Kind::None) {
+    tensor.mutable_grad() = at::Tensor();
+    return true;
+  }
+  if (value.kind != Value::Kind::Tensor || value.tensor.sizes() != tensor.sizes() ||
+      value.tensor.scalar_type() != tensor.scalar_type() || value.tensor.device() != tensor.device())
+    throw Error(describe(value) + " is not None or a tensor like " + describe(Value::ofTensor(tensor)));
+  tensor.mutable_grad() = value.tensor;
+  return true;
+}
+
 }  // namespace
 
 bool NativeStore::setAttr(const Handle& target, const std::string& name, Handle value) const {
+  if (target->kind == Value::Kind::Tensor) return setTensorAttr(target->tensor, name, *value);
   require(hasAttributes(*target), *target, "an object");
   const Value* was = target->heap->attr(name);
   if (was && was->sameAs(*value)) return false;

@@ -88,18 +88,6 @@ void setRuntimeState(const record::AccessPath& path, const Value& value) {
 
 // x.grad = g, checked as torch checks it in Python: None, or a tensor of
 // x's shape, dtype and device.
-void setGrad(at::Tensor& tensor, const Value& grad, const record::AccessPath& path) {
-  if (grad.kind == Value::Kind::Atom && grad.atom.kind == record::Atom::Kind::None) {
-    tensor.mutable_grad() = at::Tensor();
-    return;
-  }
-  if (grad.kind != Value::Kind::Tensor || grad.tensor.sizes() != tensor.sizes() ||
-      grad.tensor.scalar_type() != tensor.scalar_type() || grad.tensor.device() != tensor.device())
-    throw Error("cannot store " + record::toString(path) + ": " + describe(grad) + " is not None or a tensor like " +
-                describe(Value::ofTensor(tensor)));
-  tensor.mutable_grad() = grad.tensor;
-}
-
 }  // namespace
 
 bool parentExists(const record::AccessPath& path, const CallState& state) {
@@ -110,6 +98,7 @@ bool parentExists(const record::AccessPath& path, const CallState& state) {
   return bool(resolvePath(NativeStore(state), parent, true));
 }
 
+// Through the store's writers: logged updates and mocks store the same way.
 void assign(const record::AccessPath& path, Value value, const CallState& state) {
   if (path.root == record::AccessPath::Root::Runtime && path.steps.empty()) return setRuntimeState(path, value);
   if (path.steps.empty()) throw Error("cannot replace the root " + record::toString(path));
@@ -120,29 +109,17 @@ void assign(const record::AccessPath& path, Value value, const CallState& state)
     parentPath.steps.pop_back();  // obj.__dict__['name'] = v is obj.name = v
     last = record::PathStep::attr(last.key.s);
   }
-  Value parent = resolve(parentPath, state);
-  if (parent.kind == Value::Kind::Tensor && last.kind == record::PathStep::Kind::Attr && last.name == "data" &&
-      value.kind == Value::Kind::Tensor) {
-    parent.tensor.set_data(value.tensor);  // x.data = y: x keeps its identity, y's contents
-    return;
+  NativeStore store(state);
+  NativeStore::Handle parent = resolvePath(store, parentPath);
+  try {
+    switch (last.kind) {
+      case record::PathStep::Kind::Attr: store.setAttr(parent, last.name, std::move(value)); return;
+      case record::PathStep::Kind::Key: store.setItem(parent, last.key, std::move(value)); return;
+      case record::PathStep::Kind::Index: store.setItem(parent, record::Atom::integer(last.index), std::move(value)); return;
+    }
+  } catch (const Error& e) {
+    throw Error("cannot store " + record::toString(path) + ": " + e.what());
   }
-  if (parent.kind == Value::Kind::Tensor && last.kind == record::PathStep::Kind::Attr && last.name == "grad")
-    return setGrad(parent.tensor, value, path);
-  switch (last.kind) {
-    case record::PathStep::Kind::Attr:
-      if (parent.kind != Value::Kind::Object && parent.kind != Value::Kind::Opaque) break;
-      parent.heap->setAttr(last.name, std::move(value));
-      return;
-    case record::PathStep::Kind::Key:
-      if (parent.kind != Value::Kind::Dict) break;
-      parent.heap->setItem(last.key, std::move(value));
-      return;
-    case record::PathStep::Kind::Index:
-      if (parent.kind != Value::Kind::List || last.index < 0 || size_t(last.index) >= parent.heap->items.size()) break;
-      parent.heap->items[size_t(last.index)] = std::move(value);
-      return;
-  }
-  throw Error("cannot store " + record::toString(path) + ": " + record::toString(parentPath) + " is " + describe(parent));
 }
 
 namespace {
