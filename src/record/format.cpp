@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "magpy/record/graph_utils.h"
+#include "magpy/record/validate.h"
 #include "magpy/support/error.h"
 #include "magpy/support/hash.h"
 
@@ -430,249 +431,17 @@ uint64_t getLE(const std::string& in, size_t at, int bytes) {
   return v;
 }
 
-[[noreturn]] void corrupted(const std::string& origin, const std::string& what) {
-  throw Error(origin + ": the record is corrupted: " + what + "; capture it again with magpy-capture");
-}
-
-// What the byte grammar cannot express: cross-references point at things
-// that exist, sizes do not overflow, and every structure has the shape its
-// users rely on (argument tuples, keyword dicts, one name per attribute,
-// strides per dimension). Code that uses a decoded RecordFile may assume
-// all of it.
-class Validator {
- public:
-  Validator(const RecordFile& f, std::string origin) : f_(f), origin_(std::move(origin)) {}
-
-  void run() {
-    if (f_.stateAt != kStateFirstRead && f_.stateAt != kStateAtExit)
-      bad("the state is taken at '" + f_.stateAt + "' (not '" + kStateFirstRead + "' or '" + kStateAtExit + "')");
-    for (auto& b : f_.blobs) blob(b);
-    for (auto& fn : f_.functions) function(fn);
-    for (auto& g : f_.globals) {
-      if (g.globals.kind != Value::Kind::Dict) bad("the globals of module " + g.module + " are not a dict");
-      tree(g.globals);
-    }
-    for (size_t i = 0; i < f_.calls.size(); ++i) call(f_.calls[i], "logged call " + std::to_string(i));
-  }
-
- private:
-  [[noreturn]] void bad(const std::string& what) const { corrupted(origin_, what); }
-
-  // Element count of a shape, or a failure when a dimension is negative or
-  // the product does not fit in 63 bits.
-  int64_t elements(const std::vector<int64_t>& shape, const std::string& what) const {
-    int64_t n = 1;
-    for (int64_t d : shape) {
-      if (d < 0) bad(what + " has a negative dimension");
-      if (__builtin_mul_overflow(n, d, &n)) bad(what + " has more elements than fit in 64 bits");
-    }
-    return n;
-  }
-
-  size_t dtypeBytes(const std::string& dtype, const std::string& what) const {
-    try {
-      return dtypeSize(dtype);
-    } catch (const Error&) {
-      bad(what + " has unknown dtype '" + dtype + "'");
-    }
-  }
-
-  void blob(const TensorBlob& b) const {
-    int64_t n = elements(b.shape, "a tensor blob");
-    uint64_t bytes;
-    if (__builtin_mul_overflow(uint64_t(n), dtypeBytes(b.dtype, "a tensor blob"), &bytes) || bytes != b.bytes.size())
-      bad("a " + b.dtype + " blob holds " + std::to_string(b.bytes.size()) + " bytes for " + std::to_string(n) + " elements");
-    if (hashBytes(b.bytes.data(), b.bytes.size()) != b.hash) bad("a tensor blob does not match its content hash");
-  }
-
-  void meta(const TensorMeta& m, const std::string& what) const {
-    dtypeBytes(m.dtype, what);
-    if (m.strides.size() != m.shape.size())
-      bad(what + " has " + std::to_string(m.strides.size()) + " strides for " + std::to_string(m.shape.size()) + " dimensions");
-    elements(m.shape, what);
-    for (int64_t s : m.strides)
-      if (s < 0) bad(what + " has a negative stride");
-    if (m.dynamic() && m.sym.size() != m.shape.size())
-      bad(what + " has " + std::to_string(m.sym.size()) + " dynamic sizes for " + std::to_string(m.shape.size()) +
-          " dimensions");
-    constexpr int64_t kLimit = int64_t(1) << 32;  // keeps scale * value + offset far from overflow
-    for (size_t d = 0; d < m.sym.size(); ++d) {
-      const SymDim& x = m.sym[d];
-      if (x.symbol < -1 || x.symbol >= kMaxSymbols)
-        bad(what + " has size symbol " + std::to_string(x.symbol) + " (a record has symbols 0 to " +
-            std::to_string(kMaxSymbols - 1) + ")");
-      if (x.symbol < 0 && (x.scale != 1 || x.offset != m.shape[d]))
-        bad(what + "'s fixed size " + toString(x) + " disagrees with its shape");
-      if (x.symbol >= 0 && (x.scale <= 0 || x.scale > kLimit || x.offset < -kLimit || x.offset > kLimit))
-        bad(what + " has size " + toString(x) + ", out of the range records may use");
-    }
-  }
-
-  void tensor(uint32_t blobIndex, const TensorMeta& m, const std::string& what) const {
-    meta(m, what);
-    if (m.dynamic()) bad(what + " has contents but dynamic sizes");
-    if (blobIndex >= f_.blobs.size()) bad(what + " refers to missing blob " + std::to_string(blobIndex));
-    const TensorBlob& b = f_.blobs[blobIndex];
-    if (b.dtype != m.dtype || b.shape != m.shape) bad(what + "'s metadata disagrees with its blob");
-  }
-
-  // A value tree: a Ref names an object defined before it in the same
-  // tree, and not one that contains it: replay's values are shared
-  // pointers, and a container that holds itself would never be freed.
-  enum class Id : uint8_t { Unseen, Open, Done };
-  void tree(const Value& root) const {
-    std::vector<Id> ids;
-    value(root, ids);
-  }
-  void value(const Value& v, std::vector<Id>& ids) const {
-    if (v.kind == Value::Kind::Ref) {
-      if (v.id == 0 || v.id >= ids.size() || ids[v.id] == Id::Unseen)
-        bad("a value refers to object #" + std::to_string(v.id) + ", defined nowhere before");
-      if (ids[v.id] == Id::Open) bad("object #" + std::to_string(v.id) + " contains itself, which records cannot hold");
-      return;
-    }
-    if (v.id) {
-      if (v.id > kMaxIds) bad("a value id is out of range");
-      if (ids.size() <= v.id) ids.resize(size_t(v.id) + 1);
-      ids[v.id] = Id::Open;
-    }
-    if (v.kind == Value::Kind::Tensor) tensor(v.blob, v.meta, "a tensor value");
-    if (v.kind == Value::Kind::Dict && v.keys.size() != v.items.size())
-      bad("a dict has " + std::to_string(v.keys.size()) + " keys for " + std::to_string(v.items.size()) + " values");
-    if ((v.kind == Value::Kind::Object || v.kind == Value::Kind::Opaque) && v.names.size() != v.items.size())
-      bad("an object of type " + v.type + " has " + std::to_string(v.names.size()) + " attribute names for " +
-          std::to_string(v.items.size()) + " values");
-    bool container = v.kind != Value::Kind::Atom && v.kind != Value::Kind::Tensor;
-    if (!container && !v.items.empty()) bad("a scalar or tensor value has elements");
-    for (auto& item : v.items) value(item, ids);
-    if (v.id) ids[v.id] = Id::Done;
-  }
-
-  void function(const CompiledFunction& fn) const {
-    tree(fn.self);
-    for (size_t ri = 0; ri < fn.records.size(); ++ri) record(fn.records[ri], "function " + fn.name + " record " + std::to_string(ri));
-  }
-
-  void record(const Record& r, const std::string& at) const {
-    uint32_t bound = 0;  // symbols the guards bind
-    for (auto& g : r.guards) {
-      if (g.check.kind != Check::Kind::Tensor) continue;
-      std::string what = at + ": the guard on " + toString(g.path);
-      meta(g.check.meta, what);
-      for (auto& d : g.check.meta.sym) {
-        if (d.symbol >= 0 && (d.scale != 1 || d.offset != 0)) bad(what + " has size " + toString(d) + ", not a symbol");
-        if (d.symbol >= 0) bound |= 1u << d.symbol;
-      }
-    }
-
-    for (auto& e : r.refs.edges)
-      if (e.from >= r.refs.nodes.size() || e.to >= r.refs.nodes.size() || e.version >= r.refs.nodes[e.from].versions)
-        bad(at + ": a RefGraph edge names a missing node or version");
-    size_t outputs = graph(r.graph, at);
-    for (auto& n : r.graph.nodes)
-      for (auto& m : n.outputs)
-        for (auto& d : m.sym)
-          if (d.symbol >= 0 && !(bound & (1u << d.symbol)))
-            bad(at + ": node " + n.name + " has size " + toString(d) + ", but no guard binds s" +
-                std::to_string(d.symbol));
-    expr(r.mock.result, outputs, at + ": the mock's result");
-    for (auto& e : r.mock.effects) expr(e.value, outputs, at + ": the mock's write to " + toString(e.target));
-  }
-
-  // Returns the number of values the graph outputs.
-  size_t graph(const Graph& g, const std::string& at) const {
-    size_t outputs = 0;
-    for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
-      const Node& n = g.nodes[ni];
-      std::string node = at + ": node " + n.name;
-      if (n.blob >= int64_t(f_.blobs.size()) || n.blob < -1) bad(node + " refers to a missing blob");
-      if (n.blob >= 0 && (n.outputs.empty() || n.kind != NodeKind::GetAttr)) bad(node + " holds contents but is not a constant");
-      if (n.blob >= 0) tensor(uint32_t(n.blob), n.outputs[0], node);
-      for (auto& m : n.outputs) meta(m, node);
-      number(n, node);
-      for (auto& a : n.args)
-        if (a.kind == Arg::Kind::SizeList) {
-          bool pairs = a.ints.size() % 2 == 0;
-          for (size_t k = 0; pairs && k < a.ints.size(); k += 2) pairs = a.ints[k] == 0 || a.ints[k] == 1;
-          if (!pairs) bad(node + " has a size list that is not (0, size) or (1, node) pairs");
-        }
-      forEachNodeArg(n, [&](int64_t i) {
-        if (i < 0 || size_t(i) >= ni) bad(node + " uses a value that is not defined before it");
-      });
-      if (n.kind == NodeKind::Output) {
-        if (ni + 1 != g.nodes.size()) bad(node + ": the output is not the last node");
-        outputs = n.args.size();
-      }
-    }
-    return outputs;
-  }
-
-  // A lifted number is an input with no tensor metadata, or arithmetic
-  // on two operands; nothing else says it computes a number.
-  void number(const Node& n, const std::string& node) const {
-    if (n.number.empty() || !n.isInput()) {
-      if (n.seen.kind != Atom::Kind::None) bad(node + " has a value seen at capture but is no number input");
-    }
-    if (n.number.empty()) {
-      if (isNumberOp(n.target)) bad(node + " does number arithmetic but has no number type");
-      return;
-    }
-    if (n.number != "int" && n.number != "float") bad(node + " has number type '" + n.number + "' (int or float)");
-    Atom::Kind kind = n.number == "int" ? Atom::Kind::Int : Atom::Kind::Float;
-    bool input = n.isInput() && n.blob < 0 && n.outputs.empty() && n.seen.kind == kind;
-    bool arithmetic = n.kind == NodeKind::CallFunction && isNumberOp(n.target) && n.args.size() == 2 && n.outputs.empty();
-    if (!input && !arithmetic) bad(node + " has a number type but is neither a number input nor number arithmetic");
-  }
-
-  void expr(const ValueExpr& e, size_t outputs, const std::string& what) const {
-    if (e.kind == ValueExpr::Kind::GraphOutput && (e.index < 0 || uint64_t(e.index) >= outputs))
-      bad(what + " uses graph output " + std::to_string(e.index) + " of " + std::to_string(outputs));
-    if (e.kind == ValueExpr::Kind::Dict && e.keys.size() != e.items.size())
-      bad(what + " builds a dict with " + std::to_string(e.keys.size()) + " keys for " + std::to_string(e.items.size()) + " values");
-    if (!e.type.empty() && (e.kind != ValueExpr::Kind::Dict || e.type != kOrderedDict))
-      bad(what + " builds a " + e.type + ", which replay does not make (only a dict or " + kOrderedDict + ")");
-    for (auto& item : e.items) expr(item, outputs, what);
-  }
-
-  void call(const LoggedCall& c, const std::string& at) const {
-    if (c.function >= f_.functions.size()) bad(at + " names missing function " + std::to_string(c.function));
-    if (c.record < -1 || c.record >= int32_t(f_.functions[c.function].records.size()))
-      bad(at + " names missing record " + std::to_string(c.record));
-    if (c.args.kind != Value::Kind::Tuple) bad(at + ": its positional arguments are not a tuple");
-    if (c.kwargs.kind != Value::Kind::Dict) bad(at + ": its keyword arguments are not a dict");
-    for (auto& k : c.kwargs.keys)
-      if (k.kind != Atom::Kind::Str) bad(at + ": a keyword argument's name is not a string");
-    tree(c.args);
-    tree(c.kwargs);
-    tree(c.result);
-    tree(c.rng);
-    if (c.rng.kind != Value::Kind::Tensor && !(c.rng.kind == Value::Kind::Atom && c.rng.atom.kind == Atom::Kind::None))
-      bad(at + ": its random generator state is not a tensor");
-    for (auto& u : c.updates) {
-      if (u.function < -1 || u.function >= int32_t(f_.functions.size()))
-        bad(at + ": a state update names missing function " + std::to_string(u.function));
-      tree(u.value);
-    }
-  }
-
-  // Ids are renumbered 1, 2, ... per tree (compactIds): more ids than values
-  // a record can hold is corruption, and the bound keeps `defined` small.
-  static constexpr uint32_t kMaxIds = 1u << 24;
-  const RecordFile& f_;
-  std::string origin_;
-};
-
 // Decompresses the body frame into memory that grows with the data the
 // frame really holds: a header or frame that only announces a huge size
 // allocates nothing.
 std::string decompressBody(const char* frame, size_t frameSize, uint64_t bodySize, const std::string& origin) {
   if (bodySize > kMaxBodySize)
-    corrupted(origin, "it announces a body of " + std::to_string(bodySize) + " bytes, more than the " +
+    corruptedRecord(origin, "it announces a body of " + std::to_string(bodySize) + " bytes, more than the " +
                           std::to_string(kMaxBodySize >> 30) + " GiB a record may hold");
   unsigned long long content = ZSTD_getFrameContentSize(frame, frameSize);
-  if (content == ZSTD_CONTENTSIZE_ERROR) corrupted(origin, "its compressed body is not a zstd frame");
+  if (content == ZSTD_CONTENTSIZE_ERROR) corruptedRecord(origin, "its compressed body is not a zstd frame");
   if (content != bodySize)
-    corrupted(origin, "its header and its compressed body disagree on the body's size");
+    corruptedRecord(origin, "its header and its compressed body disagree on the body's size");
   std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
   // Grown as output comes, so a small frame announcing a huge body costs no
   // more than it holds; a body up to four times its frame (weights hardly
@@ -686,13 +455,13 @@ std::string decompressBody(const char* frame, size_t frameSize, uint64_t bodySiz
     ZSTD_outBuffer out{body.data(), body.size(), filled};
     size_t consumed = in.pos;
     size_t ret = ZSTD_decompressStream(dctx.get(), &out, &in);
-    if (ZSTD_isError(ret)) corrupted(origin, std::string("its compressed body does not decompress (") + ZSTD_getErrorName(ret) + ")");
+    if (ZSTD_isError(ret)) corruptedRecord(origin, std::string("its compressed body does not decompress (") + ZSTD_getErrorName(ret) + ")");
     bool progress = out.pos != filled || in.pos != consumed;
     filled = out.pos;
     if (ret == 0) break;  // the frame ended (its checksum checked)
-    if (!progress) corrupted(origin, "its compressed body is truncated or larger than announced");
+    if (!progress) corruptedRecord(origin, "its compressed body is truncated or larger than announced");
   }
-  if (filled != bodySize || in.pos != in.size) corrupted(origin, "its compressed body does not hold the announced size");
+  if (filled != bodySize || in.pos != in.size) corruptedRecord(origin, "its compressed body does not hold the announced size");
   return body;
 }
 
@@ -759,7 +528,7 @@ RecordFile parseBody(const std::string& body, const std::string& origin) {
   Reader r(body, origin);
   io(r, file);
   if (!r.atEnd()) r.fail("unexpected data after the last section");
-  Validator(file, origin).run();
+  validate(file, origin);
   return file;
 }
 
