@@ -38,7 +38,7 @@ CallLog::CallLog(BlobPool& blobs)
 // their module explicitly.
 CallLog::StateKey CallLog::stateKey(const Units& units, size_t u, record::AccessPath p) {
   if (p.root != record::AccessPath::Root::Global) return {int(u), p};
-  if (p.name.empty()) p.name = units[u]->shape.homeModule;
+  if (p.name.empty()) p.name = units[u]->spec.homeModule;
   return {-1, p};
 }
 
@@ -71,7 +71,7 @@ std::vector<record::StateUpdate> CallLog::changesBefore(const Units& units, size
   std::set<StateKey> seen;
   for (size_t w = 0; w < compiled; ++w) {
     const Unit& fn = *units[w];
-    LiveRoots roots{fn.shape.self, nullptr, nullptr, fn.shape.homeModule};
+    LiveRoots roots{fn.spec.self, nullptr, nullptr, fn.spec.homeModule};
     for (auto& path : fn.statePaths) {
       if (w != u && path.root != record::AccessPath::Root::Global) continue;
       auto key = stateKey(units, w, path);
@@ -117,7 +117,7 @@ std::vector<record::StateUpdate> CallLog::changesBefore(const Units& units, size
 
 void CallLog::noteExit(const Units& units, size_t compiled) {
   for (size_t u = 0; u < compiled; ++u) {
-    LiveRoots roots{units[u]->shape.self, nullptr, nullptr, units[u]->shape.homeModule};
+    LiveRoots roots{units[u]->spec.self, nullptr, nullptr, units[u]->spec.homeModule};
     for (auto& path : units[u]->statePaths) {
       auto key = stateKey(units, u, path);
       lastExit_[key] = observe(key.second, roots);

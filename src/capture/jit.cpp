@@ -54,7 +54,7 @@ struct Session::Impl {
       if (path.root == record::AccessPath::Root::Self) {
         removeFromSnapshot(self, path.steps);
       } else if (path.root == record::AccessPath::Root::Global) {
-        auto it = moduleGlobals.find(path.name.empty() ? fn.shape.homeModule : path.name);
+        auto it = moduleGlobals.find(path.name.empty() ? fn.spec.homeModule : path.name);
         if (it != moduleGlobals.end()) removeFromSnapshot(it->second, path.steps);
       }
     }
@@ -81,7 +81,7 @@ struct Session::Impl {
       record::AccessPath p = record::withInstanceAttributes(path);
       if (p.root == record::AccessPath::Root::Self && !fn.absentPaths.count(p)) wanted.insert(p.steps);
     }
-    return snapshot(fn.shape.self, wanted, blobs);
+    return snapshot(fn.spec.self, wanted, blobs);
   }
 
   // ---- the record-set policy (specialize.h) ----
@@ -141,10 +141,10 @@ struct Session::Impl {
                                                     !PyFunction_Check(o) && !isTensor(o));
     };
     for (auto& fn : units) {
-      if (!fn->shape.self) continue;
+      if (!fn->spec.self) continue;
       LiveRoots roots;
-      roots.self = fn->shape.self;
-      roots.homeModule = fn->shape.homeModule;
+      roots.self = fn->spec.self;
+      roots.homeModule = fn->spec.homeModule;
       for (auto& path : fn->statePaths) {
         if (path.root != record::AccessPath::Root::Self) continue;
         record::AccessPath prefix = record::AccessPath::self();
@@ -264,7 +264,7 @@ struct Session::Impl {
       std::cerr << "magpy: " << fn.name << ": call " << fn.calls - 1 << " matches no record (" << why << "); monitoring it\n";
     if (fn.policy.dynamic()) learnVaryingNumbers(fn, inv.roots);
     Monitor monitor(annotations);
-    CallSpec spec = fn.shape;
+    CallSpec spec = fn.spec;
     spec.args = inv.roots.args;
     spec.kwargs = inv.roots.kwargs;
     spec.invoke = inv.run;
@@ -382,16 +382,16 @@ PyObject* Session::compile(PyObject* target, std::optional<bool> dynamic) {
   auto fn = std::make_unique<Unit>();
   fn->target = PyRef::borrow(target);
   fn->policy = RecordSetPolicy(impl_->options.dynamic && dynamic.value_or(impl_->options.dynamic));
-  fn->shape.self = target;
+  fn->spec.self = target;
   if (PyFunction_Check(target)) {
-    fn->shape.function = target;
+    fn->spec.function = target;
     fn->name = qualifiedName(target);
-    fn->shape.homeModule = utf8(PyFunction_GET_MODULE(target));
+    fn->spec.homeModule = utf8(PyFunction_GET_MODULE(target));
   } else if (PyMethod_Check(target)) {
-    fn->shape.function = PyMethod_GET_FUNCTION(target);
-    fn->shape.selfIsFirstArg = true;
+    fn->spec.function = PyMethod_GET_FUNCTION(target);
+    fn->spec.selfIsFirstArg = true;
     fn->name = qualifiedName(target);
-    fn->shape.homeModule = utf8(PyFunction_Check(fn->shape.function) ? PyFunction_GET_MODULE(fn->shape.function) : nullptr);
+    fn->spec.homeModule = utf8(PyFunction_Check(fn->spec.function) ? PyFunction_GET_MODULE(fn->spec.function) : nullptr);
   } else {
     PyObject* call = PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(target)), "__call__");
     if (!call || !PyFunction_Check(call)) {
@@ -401,12 +401,12 @@ PyObject* Session::compile(PyObject* target, std::optional<bool> dynamic) {
                    Py_TYPE(target)->tp_name);
       return nullptr;
     }
-    fn->shape.function = call;
+    fn->spec.function = call;
     Py_DECREF(call);  // the class keeps it alive
-    fn->shape.selfIsFirstArg = true;
+    fn->spec.selfIsFirstArg = true;
     fn->name = typeName(Py_TYPE(target));
     PyObject* module = PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(target)), "__module__");
-    fn->shape.homeModule = utf8(module);
+    fn->spec.homeModule = utf8(module);
     Py_XDECREF(module);
     PyErr_Clear();
   }
@@ -456,7 +456,7 @@ PyObject* Session::call(size_t index, PyObject* args, PyObject* kwargs) {
   }
 
   Invocation inv;
-  inv.roots = LiveRoots{fn.shape.self, args, kwargs, fn.shape.homeModule};
+  inv.roots = LiveRoots{fn.spec.self, args, kwargs, fn.spec.homeModule};
   inv.run = [&] { return PyObject_Call(fn.target.get(), args, kwargs); };
   inv.runEager = [&] { return s.segments.runEager(index, inv.run); };
   PyRef result = PyRef::steal(s.callUnit(index, inv, logging ? &entry : nullptr));
@@ -525,7 +525,7 @@ record::RecordFile Session::recordFile(bool stateAtExit) {
   for (auto& fn : s.units) {
     record::CompiledFunction out;
     out.name = fn->name;
-    out.module = fn->shape.homeModule;
+    out.module = fn->spec.homeModule;
     out.self = stateAtExit || !fn->haveSelf ? s.selfNow(*fn) : fn->self;
     for (auto& e : fn->entries) {
       out.records.push_back(e.record);

@@ -170,7 +170,7 @@ void Monitor::graphBreak(const std::string& reason, const std::string& callee) {
   for (auto& f : frames_) f->view.traceOpcodes(false);
 }
 
-void Monitor::dynamic(const std::string& reason) { graphBreak(reason); }
+void Monitor::breakGraph(const std::string& reason) { graphBreak(reason); }
 
 std::string Monitor::where(const ShadowFrame& sf) const {
   return sourceLine(sf.view.code(), sf.pending.active ? sf.pending.line : sf.view.line());

@@ -114,7 +114,7 @@ class Monitor : public OpRecorder::Delegate {
   int externalTensor(const at::Tensor& t) override;
   int pythonDataTensor(const at::Tensor& t) override;
   void beforeWrite(const at::Tensor& t) override;
-  void dynamic(const std::string& reason) override;
+  void breakGraph(const std::string& reason) override;
   std::string sourceLocation() const override;
 
   // Frames: entering, binding, leaving (monitor_frames.cpp).
@@ -228,7 +228,7 @@ class Monitor : public OpRecorder::Delegate {
   void concatSizes(NodeId left, NodeId right, NodeId to);
   void copySizeTag(NodeId from, NodeId to);
   void hintSizes(const std::vector<NodeId>& values);
-  void flattenInts(NodeId n, std::vector<OpRecorder::SizeHint>& out, int depth);
+  void flattenInts(NodeId n, std::vector<OpRecorder::NumberHint>& out, int depth);
   bool isSizeCall(const Pending& p) const;
   void useSizes(const std::string& how);
 

@@ -98,7 +98,7 @@ bool Monitor::holdsSizes(NodeId n, int depth) const {
 // that lift numbers; floats only there), or a plain number. Numbers an
 // operator call passes where no hint reaches (nested deeper, in a dict)
 // are fixed.
-void Monitor::flattenInts(NodeId n, std::vector<OpRecorder::SizeHint>& out, int depth) {
+void Monitor::flattenInts(NodeId n, std::vector<OpRecorder::NumberHint>& out, int depth) {
   if (n < 0) return;
   if (depth > kMaxDepth) {
     if (liftNumbers_) fixNumbers(n, "an operator takes numbers nested too deeply", depth);
@@ -108,7 +108,7 @@ void Monitor::flattenInts(NodeId n, std::vector<OpRecorder::SizeHint>& out, int 
   bool isInt = node.kind == NodeKind::Atom && node.atom.kind == record::Atom::Kind::Int;
   bool isFloat = node.kind == NodeKind::Atom && node.atom.kind == record::Atom::Kind::Float;
   if (isInt || (isFloat && liftNumbers_)) {
-    OpRecorder::SizeHint h;
+    OpRecorder::NumberHint h;
     h.number = isInt ? node.atom.i : 0;
     h.real = isFloat;
     h.f = node.atom.f;
@@ -144,9 +144,9 @@ void Monitor::flattenInts(NodeId n, std::vector<OpRecorder::SizeHint>& out, int 
 }
 
 void Monitor::hintSizes(const std::vector<NodeId>& values) {
-  std::vector<OpRecorder::SizeHint> hints;
+  std::vector<OpRecorder::NumberHint> hints;
   for (NodeId v : values) flattenInts(v, hints, 0);
-  ops_->setSizeHints(std::move(hints));
+  ops_->setNumberHints(std::move(hints));
 }
 
 // At an instruction's start: where the sizes among its inputs go.

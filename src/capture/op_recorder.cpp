@@ -247,7 +247,7 @@ bool OpRecorder::argFor(const c10::IValue& v, const c10::Argument& param, record
     value = valueOf(t);
     if (value >= 0) return value;
     if (op == "aten::lift_fresh" || op == "aten::lift") return delegate_.pythonDataTensor(t);
-    delegate_.dynamic(op + " reads a tensor that neither the graph nor the function's inputs produced");
+    delegate_.breakGraph(op + " reads a tensor that neither the graph nor the function's inputs produced");
     return -2;
   };
   auto realKind = param.real_type()->kind();
@@ -339,7 +339,7 @@ bool OpRecorder::argFor(const c10::IValue& v, const c10::Argument& param, record
         if (node < 0) return false;
         out.ints.push_back(node);
       } else {
-        delegate_.dynamic(op + " takes a list holding a " + std::string(x.tagKind()));
+        delegate_.breakGraph(op + " takes a list holding a " + std::string(x.tagKind()));
         return false;
       }
     }
@@ -349,14 +349,14 @@ bool OpRecorder::argFor(const c10::IValue& v, const c10::Argument& param, record
     return true;
   }
   if (v.isGenerator()) {
-    delegate_.dynamic(op + " takes an explicit random generator");
+    delegate_.breakGraph(op + " takes an explicit random generator");
     return false;
   }
   if (v.isScalar()) {  // complex numbers
-    delegate_.dynamic(op + " takes a complex scalar, which records cannot hold");
+    delegate_.breakGraph(op + " takes a complex scalar, which records cannot hold");
     return false;
   }
-  delegate_.dynamic(op + " takes an argument of kind " + v.tagKind() + ", which records cannot hold");
+  delegate_.breakGraph(op + " takes an argument of kind " + v.tagKind() + ", which records cannot hold");
   return false;
 }
 
@@ -367,7 +367,7 @@ namespace {
 bool sameBits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
 // How many of an operator's scalar arguments have a hint's value.
-size_t occurrences(const record::Arg& a, const OpRecorder::SizeHint& h) {
+size_t occurrences(const record::Arg& a, const OpRecorder::NumberHint& h) {
   using K = record::Arg::Kind;
   bool wrappedInt = a.kind == K::WrappedScalar && a.s == "int64", wrappedReal = a.kind == K::WrappedScalar && a.s == "float64";
   if (a.kind == K::Int || wrappedInt) return !h.real && a.i == h.number;
@@ -381,10 +381,10 @@ size_t occurrences(const record::Arg& a, const OpRecorder::SizeHint& h) {
 // The hint a number argument is: the one hint with its value, where that
 // names a size or lifted number. Where several hints (or a plain number)
 // have the value, none is taken, and lifted numbers with it conflict.
-OpRecorder::SizeHint* OpRecorder::hintFor(bool real, int64_t i, double f) {
-  SizeHint* found = nullptr;
+OpRecorder::NumberHint* OpRecorder::hintFor(bool real, int64_t i, double f) {
+  NumberHint* found = nullptr;
   bool ambiguous = false;
-  auto same = [&](const SizeHint& h) { return h.real == real && (real ? sameBits(h.f, f) : h.number == i); };
+  auto same = [&](const NumberHint& h) { return h.real == real && (real ? sameBits(h.f, f) : h.number == i); };
   for (auto& h : hints_) {
     if (!same(h)) continue;
     bool named = h.value >= 0 || h.node >= 0;
@@ -399,7 +399,7 @@ OpRecorder::SizeHint* OpRecorder::hintFor(bool real, int64_t i, double f) {
   return found && !found->conflict ? found : nullptr;
 }
 
-int OpRecorder::hintNode(SizeHint& h, const std::string& where) {
+int OpRecorder::hintNode(NumberHint& h, const std::string& where) {
   if (h.node >= 0) {
     h.lifted = true;
     return h.node;
@@ -435,7 +435,7 @@ void OpRecorder::liftHints(std::vector<record::Arg>& args, const std::string& wh
 // (x.view(b, n, 4, 64)), anything else by value where that is unambiguous.
 void OpRecorder::liftHint(record::Arg& a, const std::string& where) {
   using K = record::Arg::Kind;
-  auto liftTo = [&](SizeHint* h, bool numbersOnly) {
+  auto liftTo = [&](NumberHint* h, bool numbersOnly) {
     if (h && (!numbersOnly || h->node >= 0)) a = record::Arg::node(hintNode(*h, where));
   };
   switch (a.kind) {
@@ -453,7 +453,7 @@ void OpRecorder::liftHint(record::Arg& a, const std::string& where) {
   std::vector<int64_t> pairs;
   bool lifted = false;
   for (size_t k = 0; k < a.ints.size(); ++k) {
-    SizeHint* h = nullptr;
+    NumberHint* h = nullptr;
     if (!positional) h = hintFor(false, a.ints[k], 0);
     else if ((hints_[k].value >= 0 || hints_[k].node >= 0) && !hints_[k].conflict) h = &hints_[k];
     pairs.push_back(h ? 1 : 0);
@@ -478,18 +478,18 @@ void OpRecorder::onOperator(const std::string& name, const std::string& overload
   if (isMetadataOp(name)) return;
   std::string op = overload.empty() ? name : name + "." + overload;
   if (name == "aten::requires_grad_" || name == "aten::retain_grad") {
-    delegate_.dynamic(op + " changes a tensor's autograd flags, which a record cannot replay");
+    delegate_.breakGraph(op + " changes a tensor's autograd flags, which a record cannot replay");
     return;
   }
   if (at::GradMode::is_enabled() != gradEnabledAtEntry_) {
-    delegate_.dynamic(op + " runs with grad mode " + (gradEnabledAtEntry_ ? "disabled" : "enabled") +
+    delegate_.breakGraph(op + " runs with grad mode " + (gradEnabledAtEntry_ ? "disabled" : "enabled") +
                       " inside the function (torch.no_grad, torch.enable_grad or set_grad_enabled), and a graph cannot "
                       "switch grad mode");
     return;
   }
   const c10::OperatorHandle* h = handleFor(name, overload);
   if (!h) {
-    delegate_.dynamic(op + " has no schema in this libtorch");
+    delegate_.breakGraph(op + " has no schema in this libtorch");
     return;
   }
   const auto& params = h->schema().arguments();
@@ -522,7 +522,7 @@ void OpRecorder::onOperator(const std::string& name, const std::string& overload
     } else if (out.isNone()) {
       continue;
     } else {
-      delegate_.dynamic(op + " returns a " + std::string(out.tagKind()) +
+      delegate_.breakGraph(op + " returns a " + std::string(out.tagKind()) +
                         " computed from tensor contents; Python code that uses it cannot become a graph");
       return;
     }

@@ -34,8 +34,8 @@ class OpRecorder {
     // A graph constant (index) for a tensor torch made from Python data
     // without an operator (t[i] = 3 lifts 3 with aten::lift_fresh).
     virtual int pythonDataTensor(const at::Tensor& t) = 0;
-    // The run did something a graph cannot hold.
-    virtual void dynamic(const std::string& reason) = 0;
+    // The run did something a graph cannot hold: a graph break.
+    virtual void breakGraph(const std::string& reason) = 0;
     // The source line ("file.py:12") of the operator being recorded; asked
     // only for operators that become nodes.
     virtual std::string sourceLocation() const = 0;
@@ -76,7 +76,7 @@ class OpRecorder {
   // number. A lifted number an operator takes in no argument, or also
   // takes as a plain number where it cannot tell which is which, is
   // reported by takeUnliftedNumbers(): the run depends on its value.
-  struct SizeHint {
+  struct NumberHint {
     int64_t number = 0;
     int value = -1;
     int64_t dim = 0;
@@ -86,7 +86,7 @@ class OpRecorder {
     bool lifted = false;    // some operator took it as its node
     bool conflict = false;  // some operator took its value as a plain number
   };
-  void setSizeHints(std::vector<SizeHint> hints) { hints_ = std::move(hints); }
+  void setNumberHints(std::vector<NumberHint> hints) { hints_ = std::move(hints); }
   // Clears the hints; returns the lifted numbers' nodes the operators did not take.
   std::vector<int> takeUnliftedNumbers();
 
@@ -100,8 +100,8 @@ class OpRecorder {
   int bind(const at::Tensor& t, int node);
   void liftHints(std::vector<record::Arg>& args, const std::string& where);
   void liftHint(record::Arg& a, const std::string& where);
-  SizeHint* hintFor(bool real, int64_t i, double f);
-  int hintNode(SizeHint& h, const std::string& where);
+  NumberHint* hintFor(bool real, int64_t i, double f);
+  int hintNode(NumberHint& h, const std::string& where);
   bool argFor(const c10::IValue& v, const c10::Argument& param, record::Arg& out, const std::string& op);
   static bool writesArgument(const std::string& name, const c10::FunctionSchema& schema, size_t i,
                              c10::ArrayRef<const c10::IValue> inputs);
@@ -118,7 +118,7 @@ class OpRecorder {
   std::vector<at::Tensor> keepAlive_;  // so TensorImpl addresses are not reused during the run
   std::unordered_set<c10::TensorImpl*> dataDependentShape_;
   record::Namespace names_;  // of the nodes in graph_
-  std::vector<SizeHint> hints_;
+  std::vector<NumberHint> hints_;
   std::map<std::pair<int, int64_t>, int> sizeNodes_;  // (value, dim) -> its aten::size.int node
   uint64_t callbackHandle_ = 0;
 };

@@ -27,7 +27,7 @@ size_t Segments::unitFor(PyObject* function, PyCodeObject* code) {
   auto unit = std::make_unique<Unit>();
   unit->name = "segment " + qualifiedName(function) + " (in " + units_[activeUnit_]->name + ")";
   unit->parent = activeUnit_;
-  unit->shape.homeModule = utf8(PyFunction_GET_MODULE(function));
+  unit->spec.homeModule = utf8(PyFunction_GET_MODULE(function));
   units_.push_back(std::move(unit));
   codes_.push_back(PyRef::borrow(reinterpret_cast<PyObject*>(code)));
   return byCode_.emplace(code, units_.size() - 1).first->second;
@@ -52,13 +52,13 @@ PyObject* Segments::intercept(const FrameCall& call) {
   size_t index = unitFor(function, call.code());
   Unit& unit = *units_[index];
   unit.target = PyRef::borrow(function);
-  unit.shape.self = function;
-  unit.shape.function = function;
+  unit.spec.self = function;
+  unit.spec.function = function;
   PyRef args = PyRef::steal(call.args());
   PyRef kwargs = PyRef::steal(call.kwargs());
   if (!args) return nullptr;
   Invocation inv;
-  inv.roots = LiveRoots{function, args.get(), kwargs.get(), unit.shape.homeModule};
+  inv.roots = LiveRoots{function, args.get(), kwargs.get(), unit.spec.homeModule};
   inv.run = [&] { return call.run(); };
   inv.runEager = [&] { return runEagerFrame(call); };
   return dispatch_(index, inv);

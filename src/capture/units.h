@@ -38,7 +38,7 @@ struct Entry {
 struct Unit {
   std::string name;
   PyRef target;
-  CallSpec shape;            // self, function, selfIsFirstArg, homeModule
+  CallSpec spec;             // how to call it: self, function, selfIsFirstArg, homeModule
   size_t parent = SIZE_MAX;  // segments: the compiled function they serve
   std::vector<Entry> entries;
   RecordSetPolicy policy;    // dynamic records, lifted numbers, retiring (specialize.h)
