@@ -121,9 +121,21 @@ class Builder {
   }
 
   void guards() {
+    callShapeGuards();
+    // Arguments first: they change most often, so a miss is found early.
+    std::vector<NodeId> order;
+    for (NodeId id : entry_.order)
+      if (isArgPath(entry_.first[id])) order.push_back(id);
+    for (NodeId id : entry_.order)
+      if (!isArgPath(entry_.first[id])) order.push_back(id);
+    for (NodeId id : order) nodeGuards(id);
+    relationGuards();
+  }
+
+  // The call's shape: how many positional arguments, which keywords.
+  // Parameters not passed take defaults the run may have relied on.
+  void callShapeGuards() {
     using K = record::Check::Kind;
-    // The call's shape: how many positional arguments, which keywords.
-    // Parameters not passed take defaults the run may have relied on.
     record::Check count;
     count.kind = K::Length;
     count.i = call_.args ? PyTuple_GET_SIZE(call_.args) : 0;
@@ -136,93 +148,96 @@ class Builder {
       while (PyDict_Next(call_.kwargs, &pos, &k, &v)) keys.keys.push_back(*atomOf(k));
     }
     addGuard(AccessPath::allKwargs(), keys);
-    // Arguments first: they change most often, so a miss is found early.
-    std::vector<NodeId> order;
-    for (NodeId id : entry_.order)
-      if (isArgPath(entry_.first[id])) order.push_back(id);
-    for (NodeId id : entry_.order)
-      if (!isArgPath(entry_.first[id])) order.push_back(id);
-    for (NodeId id : order) {
-      const ShadowNode& n = g_.node(id);
-      const AccessPath& path = entry_.first[id];
-      record::Check c;
-      switch (n.kind) {
-        case NodeKind::Atom:
-          if (call_.varyingNumbers.count(path) && m_.numberFree(id) && graphStopsCleanly()) {
-            // A lifted number whose value the run did not depend on (MagPy 6.2.1):
-            // any value of its type will do. A run that can stop half-way (a
-            // size check failing after an in-place write) keeps the value.
-            bool isInt = n.atom.kind == record::Atom::Kind::Int;
-            c = record::numberCheck(isInt ? record::NumberType::Int : record::NumberType::Float);
-            addGuard(path, c, reinterpret_cast<PyObject*>(isInt ? &PyLong_Type : &PyFloat_Type));
-            break;
-          }
-          c.kind = K::Equals;
-          c.atom = n.atom;
-          addGuard(path, c);
-          break;
-        case NodeKind::Tensor:
-          c.kind = K::Tensor;
-          c.meta = m_.entryMeta(id) ? *m_.entryMeta(id) : replay::metaOf(tensorOf(n.obj));
-          addGuard(path, c);
-          if (!plainTensorType(Py_TYPE(n.obj))) {
-            // A tensor subclass (its __torch_function__ runs Python code):
-            // a plain tensor in its place must not take this record, nor
-            // it a plain tensor's.
-            record::Check type;
-            type.kind = K::Type;
-            type.s = typeName(Py_TYPE(n.obj));
-            addGuard(path, type, reinterpret_cast<PyObject*>(Py_TYPE(n.obj)));
-          }
-          break;
-        case NodeKind::Tuple:
-        case NodeKind::List:
-        case NodeKind::Dict: {
-          c.kind = K::Type;
-          c.s = typeName(Py_TYPE(n.obj));
-          addGuard(path, c, reinterpret_cast<PyObject*>(Py_TYPE(n.obj)));
-          record::Check len;
-          if (n.kind == NodeKind::Dict) {
-            if (!n.unsupported.empty()) break;  // a break record: its keys are not all known
-            len.kind = K::DictKeys;
-            for (auto& e : n.versions.front().refs) len.keys.push_back(e.rel.key);
-          } else {
-            len.kind = K::Length;
-            len.i = int64_t(n.versions.front().refs.size());
-          }
-          addGuard(path, len);
+  }
+
+  // What a value of the entry state must be, by the kind of its node.
+  void nodeGuards(NodeId id) {
+    using K = record::Check::Kind;
+    const ShadowNode& n = g_.node(id);
+    const AccessPath& path = entry_.first[id];
+    record::Check c;
+    switch (n.kind) {
+      case NodeKind::Atom:
+        if (call_.varyingNumbers.count(path) && m_.numberFree(id) && graphStopsCleanly()) {
+          // A lifted number whose value the run did not depend on (MagPy 6.2.1):
+          // any value of its type will do. A run that can stop half-way (a
+          // size check failing after an in-place write) keeps the value.
+          bool isInt = n.atom.kind == record::Atom::Kind::Int;
+          c = record::numberCheck(isInt ? record::NumberType::Int : record::NumberType::Float);
+          addGuard(path, c, reinterpret_cast<PyObject*>(isInt ? &PyLong_Type : &PyFloat_Type));
           break;
         }
-        case NodeKind::Module:
-          if (path.steps.empty()) break;  // G(m) itself: a module does not change identity
-          addGuard(path, identity(n), n.obj);
-          break;
-        case NodeKind::Function:
-          addGuard(path, identity(n), n.obj);
-          break;
-        case NodeKind::Object: {
-          // An enum member is a singleton: identity says all. A value of a
-          // class derived from int, float or str is used as a value: its
-          // type alone says nothing.
-          if (std::string member = enumMemberName(n.obj); !member.empty()) {
-            c.kind = K::Identity;
-            c.s = member;
-            addGuard(path, c, n.obj);
-            break;
-          }
-          c.kind = K::Type;
-          c.s = typeName(Py_TYPE(n.obj));
-          addGuard(path, c, reinterpret_cast<PyObject*>(Py_TYPE(n.obj)));
-          if (auto atom = baseValueOf(n.obj)) {
-            record::Check value;
-            value.kind = K::Equals;
-            value.atom = *atom;
-            addGuard(path, value);
-          }
+        c.kind = K::Equals;
+        c.atom = n.atom;
+        addGuard(path, c);
+        break;
+      case NodeKind::Tensor:
+        c.kind = K::Tensor;
+        c.meta = m_.entryMeta(id) ? *m_.entryMeta(id) : replay::metaOf(tensorOf(n.obj));
+        addGuard(path, c);
+        if (!plainTensorType(Py_TYPE(n.obj))) {
+          // A tensor subclass (its __torch_function__ runs Python code):
+          // a plain tensor in its place must not take this record, nor
+          // it a plain tensor's.
+          record::Check type;
+          type.kind = K::Type;
+          type.s = typeName(Py_TYPE(n.obj));
+          addGuard(path, type, reinterpret_cast<PyObject*>(Py_TYPE(n.obj)));
+        }
+        break;
+      case NodeKind::Tuple:
+      case NodeKind::List:
+      case NodeKind::Dict: {
+        c.kind = K::Type;
+        c.s = typeName(Py_TYPE(n.obj));
+        addGuard(path, c, reinterpret_cast<PyObject*>(Py_TYPE(n.obj)));
+        record::Check len;
+        if (n.kind == NodeKind::Dict) {
+          if (!n.unsupported.empty()) break;  // a break record: its keys are not all known
+          len.kind = K::DictKeys;
+          for (auto& e : n.versions.front().refs) len.keys.push_back(e.rel.key);
+        } else {
+          len.kind = K::Length;
+          len.i = int64_t(n.versions.front().refs.size());
+        }
+        addGuard(path, len);
+        break;
+      }
+      case NodeKind::Module:
+        if (path.steps.empty()) break;  // G(m) itself: a module does not change identity
+        addGuard(path, identity(n), n.obj);
+        break;
+      case NodeKind::Function:
+        addGuard(path, identity(n), n.obj);
+        break;
+      case NodeKind::Object: {
+        // An enum member is a singleton: identity says all. A value of a
+        // class derived from int, float or str is used as a value: its
+        // type alone says nothing.
+        if (std::string member = enumMemberName(n.obj); !member.empty()) {
+          c.kind = K::Identity;
+          c.s = member;
+          addGuard(path, c, n.obj);
           break;
         }
+        c.kind = K::Type;
+        c.s = typeName(Py_TYPE(n.obj));
+        addGuard(path, c, reinterpret_cast<PyObject*>(Py_TYPE(n.obj)));
+        if (auto atom = baseValueOf(n.obj)) {
+          record::Check value;
+          value.kind = K::Equals;
+          value.atom = *atom;
+          addGuard(path, value);
+        }
+        break;
       }
     }
+  }
+
+  // Paths related to others or to nothing: second names of modules and
+  // functions, aliases, absences, and interpreter state read.
+  void relationGuards() {
+    using K = record::Check::Kind;
     // (x.__class__ needs none: x's own type guard checks it.)
     for (auto& [path, id] : entry_.namedAgain)
       if (!path.steps.empty() && !(path.steps.back().kind == record::PathStep::Kind::Attr &&
