@@ -233,24 +233,81 @@ void OpRecorder::onBeforeOperator(const std::string& name, const std::string& ov
   }
 }
 
+// The graph value of this very tensor, else an input for a tensor from
+// outside, and only then a value with the same storage and view: two
+// arguments that alias at capture are two inputs, since the next call may
+// pass unrelated tensors. -2 (and a graph break) for none.
+int64_t OpRecorder::tensorArg(const at::Tensor& t, const std::string& op) {
+  auto it = values_.find(t.unsafeGetTensorImpl());
+  if (it != values_.end()) return it->second;
+  int value = delegate_.externalTensor(t);
+  if (value >= 0) return value;
+  value = valueOf(t);
+  if (value >= 0) return value;
+  if (op == "aten::lift_fresh" || op == "aten::lift") return delegate_.pythonDataTensor(t);
+  delegate_.breakGraph(op + " reads a tensor that neither the graph nor the function's inputs produced");
+  return -2;
+}
+
+namespace {
+
+// An int where the schema takes a dtype, layout or memory format is one.
+record::Arg intArg(int64_t i, const c10::Argument& param) {
+  using K = record::Arg::Kind;
+  auto is = [&](c10::TypeKind kind) {
+    auto real = param.real_type();
+    return real->kind() == kind || (real->kind() == c10::TypeKind::OptionalType && real->containedType(0)->kind() == kind);
+  };
+  record::Arg out;
+  if (is(c10::TypeKind::ScalarTypeType)) {
+    out.kind = K::DType;
+    out.s = replay::dtypeName(static_cast<c10::ScalarType>(i));
+  } else if (is(c10::TypeKind::LayoutType)) {
+    out.kind = K::Layout;
+    out.s = i == int64_t(c10::kStrided) ? "strided" : "layout" + std::to_string(i);
+  } else if (is(c10::TypeKind::MemoryFormatType)) {
+    static const char* kFormats[] = {"contiguous_format", "preserve_format", "channels_last", "channels_last_3d"};
+    out.kind = K::MemoryFormat;
+    out.s = i >= 0 && i < 4 ? kFormats[i] : "memory_format" + std::to_string(i);
+  } else {
+    out = record::Arg::integer(i);
+  }
+  return out;
+}
+
+}  // namespace
+
+// Tensor[], Tensor?[] and (in this libtorch) SymInt[] arrive as lists.
+bool OpRecorder::listArg(const c10::IValue& v, const c10::Argument& param, record::Arg& out, const std::string& op) {
+  using K = record::Arg::Kind;
+  auto items = v.isTensorList() ? c10::impl::toList(v.toTensorList()).vec() : v.toListRef().vec();
+  bool allInts = !items.empty() && std::all_of(items.begin(), items.end(), [](auto& x) { return x.isInt(); });
+  if (allInts) {
+    out.kind = K::IntList;
+    for (auto& x : items) out.ints.push_back(x.toInt());
+    return true;
+  }
+  out.kind = K::NodeList;
+  for (auto& x : items) {
+    if (x.isNone()) {
+      out.ints.push_back(-1);
+    } else if (x.isTensor()) {
+      int64_t node = tensorArg(x.toTensor(), op);
+      if (node < 0) return false;
+      out.ints.push_back(node);
+    } else {
+      delegate_.breakGraph(op + " takes a list holding a " + std::string(x.tagKind()));
+      return false;
+    }
+  }
+  if (items.empty() && param.real_type()->kind() == c10::TypeKind::ListType &&
+      param.real_type()->containedType(0)->kind() == c10::TypeKind::IntType)
+    out.kind = K::IntList;
+  return true;
+}
+
 bool OpRecorder::argFor(const c10::IValue& v, const c10::Argument& param, record::Arg& out, const std::string& op) {
   using K = record::Arg::Kind;
-  // The graph value of this very tensor, else an input for a tensor from
-  // outside, and only then a value with the same storage and view: two
-  // arguments that alias at capture are two inputs, since the next call
-  // may pass unrelated tensors.
-  auto tensorNode = [&](const at::Tensor& t) -> int64_t {
-    auto it = values_.find(t.unsafeGetTensorImpl());
-    if (it != values_.end()) return it->second;
-    int value = delegate_.externalTensor(t);
-    if (value >= 0) return value;
-    value = valueOf(t);
-    if (value >= 0) return value;
-    if (op == "aten::lift_fresh" || op == "aten::lift") return delegate_.pythonDataTensor(t);
-    delegate_.breakGraph(op + " reads a tensor that neither the graph nor the function's inputs produced");
-    return -2;
-  };
-  auto realKind = param.real_type()->kind();
   if (v.isTensor()) {
     const at::Tensor& t = v.toTensor();
     if (t.unsafeGetTensorImpl()->is_wrapped_number()) {
@@ -259,105 +316,47 @@ bool OpRecorder::argFor(const c10::IValue& v, const c10::Argument& param, record
       wrappedValue(t, out);
       return true;
     }
-    int64_t node = tensorNode(t);
+    int64_t node = tensorArg(t, op);
     if (node < 0) return false;
     out = record::Arg::node(node);
     return true;
   }
   if (v.isNone()) {
     out = record::Arg::none();
-    return true;
-  }
-  if (v.isBool()) {
+  } else if (v.isBool()) {
     out = record::Arg::boolean(v.toBool());
-    return true;
-  }
-  if (v.isInt()) {
-    int64_t i = v.toInt();
-    if (realKind == c10::TypeKind::ScalarTypeType || (realKind == c10::TypeKind::OptionalType &&
-        param.real_type()->containedType(0)->kind() == c10::TypeKind::ScalarTypeType)) {
-      out.kind = K::DType;
-      out.s = replay::dtypeName(static_cast<c10::ScalarType>(i));
-    } else if (realKind == c10::TypeKind::LayoutType || (realKind == c10::TypeKind::OptionalType &&
-               param.real_type()->containedType(0)->kind() == c10::TypeKind::LayoutType)) {
-      out.kind = K::Layout;
-      out.s = i == int64_t(c10::kStrided) ? "strided" : "layout" + std::to_string(i);
-    } else if (realKind == c10::TypeKind::MemoryFormatType || (realKind == c10::TypeKind::OptionalType &&
-               param.real_type()->containedType(0)->kind() == c10::TypeKind::MemoryFormatType)) {
-      static const char* kFormats[] = {"contiguous_format", "preserve_format", "channels_last", "channels_last_3d"};
-      out.kind = K::MemoryFormat;
-      out.s = i >= 0 && i < 4 ? kFormats[i] : "memory_format" + std::to_string(i);
-    } else {
-      out = record::Arg::integer(i);
-    }
-    return true;
-  }
-  if (v.isDouble()) {
+  } else if (v.isInt()) {
+    out = intArg(v.toInt(), param);
+  } else if (v.isDouble()) {
     out = record::Arg::floating(v.toDouble());
-    return true;
-  }
-  if (v.isString()) {
+  } else if (v.isString()) {
     out.kind = K::Str;
     out.s = v.toStringRef();
-    return true;
-  }
-  if (v.isDevice()) {
+  } else if (v.isDevice()) {
     out.kind = K::Device;
     out.s = v.toDevice().str();
-    return true;
-  }
-  if (v.isIntList()) {
+  } else if (v.isIntList()) {
     out.kind = K::IntList;
     out.ints = v.toIntVector();
-    return true;
-  }
-  if (v.isDoubleList()) {
+  } else if (v.isDoubleList()) {
     out.kind = K::FloatList;
     out.floats = v.toDoubleVector();
-    return true;
-  }
-  if (v.isBoolList()) {
+  } else if (v.isBoolList()) {
     out.kind = K::BoolList;
     for (bool b : v.toBoolList()) out.ints.push_back(b);
-    return true;
-  }
-  if (v.isTensorList() || v.isList()) {
-    // Tensor[], Tensor?[] and (in this libtorch) SymInt[] arrive as lists.
-    auto items = v.isTensorList() ? c10::impl::toList(v.toTensorList()).vec() : v.toListRef().vec();
-    bool allInts = !items.empty() && std::all_of(items.begin(), items.end(), [](auto& x) { return x.isInt(); });
-    if (allInts) {
-      out.kind = K::IntList;
-      for (auto& x : items) out.ints.push_back(x.toInt());
-      return true;
-    }
-    out.kind = K::NodeList;
-    for (auto& x : items) {
-      if (x.isNone()) {
-        out.ints.push_back(-1);
-      } else if (x.isTensor()) {
-        int64_t node = tensorNode(x.toTensor());
-        if (node < 0) return false;
-        out.ints.push_back(node);
-      } else {
-        delegate_.breakGraph(op + " takes a list holding a " + std::string(x.tagKind()));
-        return false;
-      }
-    }
-    if (items.empty() && realKind == c10::TypeKind::ListType &&
-        param.real_type()->containedType(0)->kind() == c10::TypeKind::IntType)
-      out.kind = K::IntList;
-    return true;
-  }
-  if (v.isGenerator()) {
+  } else if (v.isTensorList() || v.isList()) {  // after the typed lists, which are lists too
+    return listArg(v, param, out, op);
+  } else if (v.isGenerator()) {
     delegate_.breakGraph(op + " takes an explicit random generator");
     return false;
-  }
-  if (v.isScalar()) {  // complex numbers
+  } else if (v.isScalar()) {  // complex numbers
     delegate_.breakGraph(op + " takes a complex scalar, which records cannot hold");
     return false;
+  } else {
+    delegate_.breakGraph(op + " takes an argument of kind " + v.tagKind() + ", which records cannot hold");
+    return false;
   }
-  delegate_.breakGraph(op + " takes an argument of kind " + v.tagKind() + ", which records cannot hold");
-  return false;
+  return true;
 }
 
 // The size hint a number stands for, when exactly one size (and no plain

@@ -103,6 +103,8 @@ class OpRecorder {
   NumberHint* hintFor(bool real, int64_t i, double f);
   int hintNode(NumberHint& h, const std::string& where);
   bool argFor(const c10::IValue& v, const c10::Argument& param, record::Arg& out, const std::string& op);
+  bool listArg(const c10::IValue& v, const c10::Argument& param, record::Arg& out, const std::string& op);
+  int64_t tensorArg(const at::Tensor& t, const std::string& op);
   static bool writesArgument(const std::string& name, const c10::FunctionSchema& schema, size_t i,
                              c10::ArrayRef<const c10::IValue> inputs);
 
