@@ -300,6 +300,24 @@ std::string shortName(const std::string& qualified) {
   return isIdentifier(s) ? s : "Exported";
 }
 
+// The export's data file: the graph's tensors, which are parameters, and
+// the example's inputs, outputs and generator state.
+void saveExampleData(const std::string& path, Example ex) {
+  std::vector<record::Atom> tensorKeys;
+  std::vector<replay::Value> tensorValues, parameterNames;
+  for (auto& [target, t] : ex.tensors) {
+    tensorKeys.push_back(record::Atom::string(target));
+    tensorValues.push_back(replay::Value::ofTensor(t));
+  }
+  for (auto& p : ex.parameters) parameterNames.push_back(replay::Value::ofAtom(record::Atom::string(p)));
+  replay::Value payload = replay::Value::dict(
+      {record::Atom::string("tensors"), record::Atom::string("parameters"), record::Atom::string("inputs"),
+       record::Atom::string("outputs"), record::Atom::string("rng")},
+      {replay::Value::dict(std::move(tensorKeys), std::move(tensorValues)), replay::Value::list(std::move(parameterNames)),
+       replay::Value::list(std::move(ex.inputs)), replay::Value::list(std::move(ex.outputs)), replay::Value::ofTensor(ex.rng)});
+  replay::saveValueFile(path, payload);
+}
+
 }  // namespace
 
 FxExportSummary writeFxExport(const record::RecordFile& file, const FxExportOptions& options,
@@ -390,19 +408,7 @@ FxExportSummary writeFxExport(const record::RecordFile& file, const FxExportOpti
      << "        _check(\"torch.fx\", build()(*inputs), expected)\n"
      << scriptCheck;
 
-  std::vector<record::Atom> tensorKeys;
-  std::vector<replay::Value> tensorValues, parameterNames;
-  for (auto& [target, t] : ex.tensors) {
-    tensorKeys.push_back(record::Atom::string(target));
-    tensorValues.push_back(replay::Value::ofTensor(t));
-  }
-  for (auto& p : ex.parameters) parameterNames.push_back(replay::Value::ofAtom(record::Atom::string(p)));
-  replay::Value payload = replay::Value::dict(
-      {record::Atom::string("tensors"), record::Atom::string("parameters"), record::Atom::string("inputs"),
-       record::Atom::string("outputs"), record::Atom::string("rng")},
-      {replay::Value::dict(std::move(tensorKeys), std::move(tensorValues)), replay::Value::list(std::move(parameterNames)),
-       replay::Value::list(std::move(ex.inputs)), replay::Value::list(std::move(ex.outputs)), replay::Value::ofTensor(ex.rng)});
-  replay::saveValueFile(summary.dataPath, payload);
+  saveExampleData(summary.dataPath, std::move(ex));
   record::writeFileAtomically(pythonPath, py.str());
   return summary;
 }
