@@ -187,71 +187,12 @@ struct Session::Impl {
 
   // ---- calls ----
 
-  // A unit's records on live objects, as dispatch.h's Records; those with
-  // graph breaks run as Python.
-  struct Records {
-    using Result = PyObject*;  // a new reference, or null with a Python error set
-    static constexpr bool kRunsPython = true;
-
-    Impl& s;
-    Unit& fn;
-    Invocation& inv;
-    record::LoggedCall* logged;
-    std::optional<LiveStore> store;
-    std::optional<LiveRecord::Values> values;  // the record being tried
-
-    size_t size() const { return fn.entries.size(); }
-    const replay::Plan* plan(size_t r) const { return fn.entries[r].plan.get(); }
-    std::optional<replay::GuardMiss> check(size_t r) {
-      Entry& e = fn.entries[r];
-      if (e.retired) return replay::GuardMiss{"(numbers)", "no more calls", "this record is retired (its numbers change sizes)"};
-      values.reset();
-      store.emplace(e.live->store(inv.roots));
-      values.emplace(*store, e.live->tree());
-      try {
-        return e.live->check(*values);
-      } catch (const std::exception& ex) {  // a value the guards cannot inspect: not this record
-        return replay::GuardMiss{"(guards)", "checkable values", messageOf(ex)};
-      }
-    }
-    PyObject* runAsPython(size_t r) {
-      if (logged) logged->record = int32_t(r);
-      fn.eager++;
-      return inv.runEager();
-    }
-    std::vector<c10::IValue> run(size_t r) {
-      const Entry& e = fn.entries[r];
-      return e.plan->runWith(e.live->inputs(*values), &values->symbols());
-    }
-    void sizesDiffer(size_t r) { s.retire(fn, r); }
-    PyObject* mock(size_t r, const std::vector<c10::IValue>& outputs) {
-      if (logged) logged->record = int32_t(r);
-      PyRef result = fn.entries[r].live->mock(outputs, *values);
-      fn.hits++;
-      return result.release();
-    }
-    [[noreturn]] void fail(size_t, const std::string& what) { throw Error(what); }
-  };
+  struct Records;  // for dispatch.h
 
   // One call of a unit: the first record whose guards hold runs (its graph
   // and mock, or Python when it has graph breaks); with none, a monitored
   // run adds a record. `logged` receives what replay needs of the call.
-  PyObject* callUnit(size_t index, Invocation& inv, record::LoggedCall* logged) {
-    Unit& fn = *units[index];
-    fn.calls++;
-    if (options.progress) showProgress();
-    replay::Misses misses;  // one per record, in order
-    Records records{*this, fn, inv, logged, std::nullopt, std::nullopt};
-    try {
-      if (auto served = replay::dispatch(records, misses, fn.times)) return *served;
-    } catch (const std::exception& ex) {
-      if (!PyErr_Occurred())
-        PyErr_Format(PyExc_RuntimeError, "magpy: replaying a record of %s failed: %s", fn.name.c_str(),
-                     messageOf(ex).c_str());
-      return nullptr;
-    }
-    return monitorCall(fn, inv, logged, misses);
-  }
+  PyObject* callUnit(size_t index, Invocation& inv, record::LoggedCall* logged);
 
   // A call no record serves: a monitored run adds a record for it.
   PyObject* monitorCall(Unit& fn, Invocation& inv, record::LoggedCall* logged, const replay::Misses& misses) {
@@ -351,6 +292,69 @@ struct Session::Impl {
     return result.release();
   }
 };
+
+// A unit's records on live objects, as dispatch.h's Records; those with
+// graph breaks run as Python.
+struct Session::Impl::Records {
+  using Result = PyObject*;  // a new reference, or null with a Python error set
+  static constexpr bool kRunsPython = true;
+
+  Impl& s;
+  Unit& fn;
+  Invocation& inv;
+  record::LoggedCall* logged;
+  std::optional<LiveStore> store;
+  std::optional<LiveRecord::Values> values;  // the record being tried
+
+  size_t size() const { return fn.entries.size(); }
+  const replay::Plan* plan(size_t r) const { return fn.entries[r].plan.get(); }
+  std::optional<replay::GuardMiss> check(size_t r) {
+    Entry& e = fn.entries[r];
+    if (e.retired) return replay::GuardMiss{"(numbers)", "no more calls", "this record is retired (its numbers change sizes)"};
+    values.reset();
+    store.emplace(e.live->store(inv.roots));
+    values.emplace(*store, e.live->tree());
+    try {
+      return e.live->check(*values);
+    } catch (const std::exception& ex) {  // a value the guards cannot inspect: not this record
+      return replay::GuardMiss{"(guards)", "checkable values", messageOf(ex)};
+    }
+  }
+  PyObject* runAsPython(size_t r) {
+    if (logged) logged->record = int32_t(r);
+    fn.eager++;
+    return inv.runEager();
+  }
+  std::vector<c10::IValue> run(size_t r) {
+    const Entry& e = fn.entries[r];
+    return e.plan->runWith(e.live->inputs(*values), &values->symbols());
+  }
+  void sizesDiffer(size_t r) { s.retire(fn, r); }
+  PyObject* mock(size_t r, const std::vector<c10::IValue>& outputs) {
+    if (logged) logged->record = int32_t(r);
+    PyRef result = fn.entries[r].live->mock(outputs, *values);
+    fn.hits++;
+    return result.release();
+  }
+  [[noreturn]] void fail(size_t, const std::string& what) { throw Error(what); }
+};
+
+PyObject* Session::Impl::callUnit(size_t index, Invocation& inv, record::LoggedCall* logged) {
+  Unit& fn = *units[index];
+  fn.calls++;
+  if (options.progress) showProgress();
+  replay::Misses misses;  // one per record, in order
+  Records records{*this, fn, inv, logged, std::nullopt, std::nullopt};
+  try {
+    if (auto served = replay::dispatch(records, misses, fn.times)) return *served;
+  } catch (const std::exception& ex) {
+    if (!PyErr_Occurred())
+      PyErr_Format(PyExc_RuntimeError, "magpy: replaying a record of %s failed: %s", fn.name.c_str(),
+                   messageOf(ex).c_str());
+    return nullptr;
+  }
+  return monitorCall(fn, inv, logged, misses);
+}
 
 Session::Session(const Options& options) : impl_(std::make_unique<Impl>()) {
   impl_->options = options;
