@@ -208,3 +208,34 @@ TEST(StateAccess, DynamicTensorGuardsBindSizesAndNeedContiguousTensors) {
   EXPECT_FALSE(tensorMatches(at::zeros({1, 3}), m, at::kFloat, c)) << "size 1 is not a symbol's";
   EXPECT_FALSE(tensorMatches(at::zeros({7, 3}), m, at::kFloat, s)) << "s0 is 6 in this call";
 }
+
+// Logged updates (assign) and mocks write through the one store writer:
+// the same paths work for both.
+TEST(StateAccess, LoggedUpdatesAndMocksStoreAlike) {
+  CallState s = sampleState();
+  AccessPath w = AccessPath::self().attr("layers").item(-1).attr("w");
+  assign(w.attr("grad"), Value::ofTensor(at::ones({2, 3})), s);
+  at::Tensor last = s.self.heap->attr("layers")->heap->items[1].heap->attr("w")->tensor;
+  EXPECT_TRUE(at::equal(last.grad(), at::ones({2, 3})));
+
+  record::MockSpec mock;
+  record::Effect clear;
+  clear.kind = record::Effect::Kind::SetAttr;
+  clear.target = w;
+  clear.name = "grad";
+  clear.value = record::ValueExpr::constant(Atom::none());
+  mock.effects.push_back(clear);
+  RecordAccess access({}, {}, mock);
+  NativeStore store(s);
+  Resolution<NativeStore> values(store, access.tree());
+  access.mock({}, values);
+  EXPECT_FALSE(last.grad().defined());
+
+  try {
+    assign(w.attr("grad"), Value::ofTensor(at::ones({5})), s);
+    FAIL() << "a grad of another shape was stored";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot store self.layers[-1].w.grad: tensor float32[5]"), std::string::npos)
+        << e.what();
+  }
+}
