@@ -1,9 +1,12 @@
 // The structural checks of a RecordFile (validate.h).
 #include "magpy/record/validate.h"
 
+#include <algorithm>
+
 #include "magpy/record/graph_utils.h"
 #include "magpy/support/error.h"
 #include "magpy/support/hash.h"
+#include "magpy/support/strings.h"
 
 namespace magpy::record {
 namespace {
@@ -13,6 +16,17 @@ namespace {
 // users rely on (argument tuples, keyword dicts, one name per attribute,
 // strides per dimension). Code that uses a decoded RecordFile may assume
 // all of it.
+// A device type, then perhaps ":index" ("cpu", "cuda:1"): what a record
+// holds before libtorch parses it.
+bool isDeviceName(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size() && s[i] >= 'a' && s[i] <= 'z') ++i;
+  if (i == 0) return false;
+  if (i == s.size()) return true;
+  if (s[i] != ':' || i + 1 == s.size() || s.size() - i > 4) return false;
+  return std::all_of(s.begin() + long(i) + 1, s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
 class Validator {
  public:
   Validator(const RecordFile& f, std::string origin) : f_(f), origin_(std::move(origin)) {}
@@ -61,6 +75,7 @@ class Validator {
 
   void meta(const TensorMeta& m, const std::string& what) const {
     dtypeBytes(m.dtype, what);
+    if (!isDeviceName(m.device)) bad(what + " is on device " + quote(m.device) + ", which names no device");
     if (m.strides.size() != m.shape.size())
       bad(what + " has " + std::to_string(m.strides.size()) + " strides for " + std::to_string(m.shape.size()) + " dimensions");
     elements(m.shape, what);

@@ -15,6 +15,7 @@
 #include "magpy/replay/guards.h"
 #include "magpy/replay/tensors.h"
 #include "magpy/support/error.h"
+#include "magpy/support/strings.h"
 #include "replay/compiled_graph.h"
 #include "replay/plan_steps.h"
 
@@ -45,12 +46,23 @@ Operand::Kind numberOperand(const c10::Argument& param, char number, const std::
               (number == 'i' ? "int" : "float"));
 }
 
+bool isScalarTypeArgument(const c10::Argument& a) {
+  auto type = a.real_type();
+  if (type->kind() == c10::TypeKind::OptionalType) type = type->containedType(0);
+  return type->kind() == c10::TypeKind::ScalarTypeType;
+}
+
 c10::IValue constantFor(const record::Arg& a, const c10::Argument& schemaArg, const std::string& where) {
   using K = record::Arg::Kind;
   switch (a.kind) {
     case K::None: return c10::IValue();
     case K::Bool: return c10::IValue(bool(a.i));
-    case K::Int: return c10::IValue(a.i);
+    case K::Int:
+      // An int where a dtype goes is one (a record from elsewhere may hold any).
+      if (isScalarTypeArgument(schemaArg) && (a.i < 0 || a.i >= int64_t(c10::ScalarType::NumOptions)))
+        throw Error(where + ": argument '" + schemaArg.name() + "' is dtype number " + std::to_string(a.i) +
+                    ", which names no dtype");
+      return c10::IValue(a.i);
     case K::Float: return c10::IValue(a.f);
     case K::Str: return c10::IValue(a.s);
     case K::IntList: return c10::IValue(a.ints);
@@ -70,7 +82,12 @@ c10::IValue constantFor(const record::Arg& a, const c10::Argument& schemaArg, co
       t.unsafeGetTensorImpl()->set_wrapped_number(true);
       return c10::IValue(t);
     }
-    case K::Device: return c10::IValue(c10::Device(a.s));
+    case K::Device:
+      try {
+        return c10::IValue(c10::Device(a.s));
+      } catch (const c10::Error&) {
+        throw Error(where + ": argument '" + schemaArg.name() + "' is device " + quote(a.s) + ", which names no device");
+      }
     case K::Layout:
       if (a.s == "strided") return c10::IValue(c10::kStrided);
       throw Error(where + ": layout " + a.s + " is not supported by replay");
@@ -350,26 +367,35 @@ struct Plan::Impl::Builder {
     for (size_t ni = 0; ni < graph.nodes.size(); ++ni) {
       const record::Node& n = graph.nodes[ni];
       std::string where = "node " + record::nameAndSource(n);
-      switch (n.kind) {
-        case record::NodeKind::Placeholder:
-        case record::NodeKind::GetAttr: input(ni, where); break;
-        case record::NodeKind::Output:
-          for (auto& a : n.args) {
-            if (a.kind != record::Arg::Kind::Node) throw Error(where + ": outputs must be graph values");
-            plan.outputSlots.push_back(slotOf(a.i, where));
-          }
-          break;
-        case record::NodeKind::CallMethod:
-        case record::NodeKind::CallModule:
-          throw Error(where + ": " + record::toString(n.kind) + " nodes cannot be replayed natively");
-        case record::NodeKind::CallFunction:
-          if (n.target == "getitem") getitem(ni, where);
-          else if (!n.number.empty() || record::isNumberOp(n.target)) numberStep(ni, where);
-          else opStep(ni, where);
-          break;
+      try {
+        node(ni, where);
+      } catch (const c10::Error& e) {  // libtorch refused what the record says: name the node
+        throw Error(where + ": " + messageOf(e));
       }
     }
     foldAndRelease();
+  }
+
+  void node(size_t ni, const std::string& where) {
+    const record::Node& n = optimized.graph.nodes[ni];
+    switch (n.kind) {
+      case record::NodeKind::Placeholder:
+      case record::NodeKind::GetAttr: input(ni, where); break;
+      case record::NodeKind::Output:
+        for (auto& a : n.args) {
+          if (a.kind != record::Arg::Kind::Node) throw Error(where + ": outputs must be graph values");
+          plan.outputSlots.push_back(slotOf(a.i, where));
+        }
+        break;
+      case record::NodeKind::CallMethod:
+      case record::NodeKind::CallModule:
+        throw Error(where + ": " + record::toString(n.kind) + " nodes cannot be replayed natively");
+      case record::NodeKind::CallFunction:
+        if (n.target == "getitem") getitem(ni, where);
+        else if (!n.number.empty() || record::isNumberOp(n.target)) numberStep(ni, where);
+        else opStep(ni, where);
+        break;
+    }
   }
 
   void input(size_t ni, const std::string& where) {

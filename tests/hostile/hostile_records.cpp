@@ -310,6 +310,11 @@ void loadCases(std::vector<Case>& out) {
     out.push_back({"body_size_2p40", withHeaderBodySize(file, uint64_t(1) << 40), 2, "more than the 8 GiB a record may hold"});
     out.push_back({"body_size_5e9", withHeaderBodySize(file, 5000000000ull), 2, "disagree on the body's size"});
   }
+  {
+    RecordFile f = withTensorArg(op("relu", "aten::relu", "", {Arg::node(0)}));
+    f.calls[0].args.items[0].meta.device = "";
+    out.push_back({"arg_device_empty", encode(f), 2, "is on device '', which names no device"});
+  }
 }
 
 void replayCases(std::vector<Case>& out) {
@@ -382,6 +387,15 @@ void replayCases(std::vector<Case>& out) {
   out.push_back({"reshape_alias_oob",
                  encode(withTensorArg(op("alias", "aten::_reshape_alias", "", {Arg::node(0), ints({1 << 20}), ints({1})}))), 2,
                  "views 4194304 bytes of a 8-byte storage", true});
+  // Values libtorch would take apart with its own words, or not at all.
+  {
+    Arg device;
+    device.kind = Arg::Kind::Device;
+    out.push_back({"device_empty", encode(oneCall({op("ones", "aten::ones", "", {ints({2}), Arg::none(), Arg::none(), device})})),
+                   2, "%ones (hostile.py:1) (aten::ones): argument 'device' is device '', which names no device", true});
+    out.push_back({"dtype_99", encode(oneCall({op("ones", "aten::ones", "", {ints({2}), Arg::integer(99)})})), 2,
+                   "%ones (hostile.py:1) (aten::ones): argument 'dtype' is dtype number 99, which names no dtype", true});
+  }
 }
 
 }  // namespace
