@@ -287,22 +287,26 @@ std::vector<bool> foldable(const record::Graph& g) {
       if (use.written[r] || use.escapes[r]) return true;
     return false;
   };
-  // Sources: the inputs each node's value is computed from.
-  std::vector<std::set<size_t>> sources(g.nodes.size());
+  // Per node: whether its value is computed from some input, and whether
+  // every input it is computed from is a parameter (a state tensor the
+  // graph does not write; not a lifted number, which changes from call to
+  // call, since the fold cache keys on tensors' identity and version).
+  // Flags rather than sets of inputs: linear in the graph's size.
+  std::vector<bool> fromInputs(g.nodes.size(), false), onlyParameters(g.nodes.size(), true);
   std::vector<bool> fold(g.nodes.size(), false);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     if (n.isInput()) {
-      sources[i] = {i};
+      fromInputs[i] = true;
+      onlyParameters[i] = n.kind == NodeKind::GetAttr && n.number.empty() && !use.written[i];
       continue;
     }
-    forEachNodeArg(n, [&](int64_t j) { sources[i].insert(sources[size_t(j)].begin(), sources[size_t(j)].end()); });
-    if (n.kind != NodeKind::CallFunction || hasSideEffects(n) || sources[i].empty()) continue;
-    bool ok = !touched(i);
-    // Parameters only: a lifted number changes from call to call, and the
-    // fold cache keys on tensors' identity and version.
-    for (size_t src : sources[i]) ok = ok && g.nodes[src].kind == NodeKind::GetAttr && g.nodes[src].number.empty() && !use.written[src];
-    fold[i] = ok;
+    forEachNodeArg(n, [&](int64_t j) {
+      fromInputs[i] = fromInputs[i] || fromInputs[size_t(j)];
+      onlyParameters[i] = onlyParameters[i] && onlyParameters[size_t(j)];
+    });
+    if (n.kind != NodeKind::CallFunction || hasSideEffects(n) || !fromInputs[i]) continue;
+    fold[i] = onlyParameters[i] && !touched(i);
   }
   return fold;
 }

@@ -387,6 +387,26 @@ void replayCases(std::vector<Case>& out) {
   out.push_back({"reshape_alias_oob",
                  encode(withTensorArg(op("alias", "aten::_reshape_alias", "", {Arg::node(0), ints({1 << 20}), ints({1})}))), 2,
                  "views 4194304 bytes of a 8-byte storage", true});
+  {
+    // A chain of additions, each of one more parameter: per-node sets of
+    // the parameters a value comes from grew quadratically (gigabytes from
+    // a small file) while the plan was built.
+    std::vector<Node> nodes;
+    for (int k = 0; k < 8000; ++k) {
+      Node p;
+      p.kind = NodeKind::GetAttr;
+      p.name = p.target = "p" + std::to_string(k);
+      p.source = AccessPath::self().attr(p.name);
+      p.outputs = {meta({2})};
+      nodes.push_back(p);
+      if (k == 0) continue;
+      int64_t prev = k == 1 ? 0 : int64_t(nodes.size()) - 2;  // p0, or the last addition
+      Node add = op("add" + std::to_string(k), "aten::add", "Tensor", {Arg::node(prev), Arg::node(int64_t(nodes.size()) - 1)});
+      add.outputs = {meta({2})};
+      nodes.push_back(add);
+    }
+    out.push_back({"fold_chain", encode(oneCall(std::move(nodes))), 2, "does not exist: self has no attribute", true});
+  }
   // Values libtorch would take apart with its own words, or not at all.
   {
     Arg device;
