@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "capture/live.h"
-#include "capture/monitor.h"
+#include "capture/monitor/monitor.h"
 #include "magpy/record/record.h"
 
 namespace magpy::capture {

@@ -92,7 +92,7 @@ struct ShadowNode {
   NodeId sizeOf = kNoNode;
   int32_t sizeDim = -1;
   int32_t sizeValue = -1;
-  // A lifted number (capture/monitor_numbers.cpp): the graph node that
+  // A lifted number (capture/monitor/numbers.cpp): the graph node that
   // reads or computes this int or float; -1: none (yet).
   int32_t number = -1;
 

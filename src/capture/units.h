@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "capture/live.h"
-#include "capture/monitor.h"
+#include "capture/monitor/monitor.h"
 #include "capture/specialize.h"
 #include "magpy/record/record.h"
 #include "magpy/replay/plan.h"

@@ -6,8 +6,8 @@
 // comparison, a branch, arithmetic, a builtin, a store to state) is a
 // decision magpy does not record yet: the run then reads sizes
 // (readSizes(), sizeUse() says where), and its record keeps its sizes.
-#include "capture/monitor.h"
-#include "capture/monitor_state.h"
+#include "capture/monitor/monitor.h"
+#include "capture/monitor/state.h"
 
 namespace magpy::capture {
 namespace {

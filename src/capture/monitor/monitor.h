@@ -117,7 +117,7 @@ class Monitor : public OpRecorder::Delegate {
   void breakGraph(const std::string& reason) override;
   std::string sourceLocation() const override;
 
-  // Frames: entering, binding, leaving (monitor_frames.cpp).
+  // Frames: entering, binding, leaving (frames.cpp).
   void enterFrame(PyFrameObject* frame);
   void leaveFrame(ShadowFrame& sf, PyObject* result);
   bool bindRootFrame(ShadowFrame& sf);
@@ -147,7 +147,7 @@ class Monitor : public OpRecorder::Delegate {
   bool finishInstruction(Step& s);
   NodeId slotNode(ShadowFrame& sf, int index);  // stack slot shadow, from the bottom
 
-  // Locals, globals, cells, attributes, imports (monitor_loads.cpp).
+  // Locals, globals, cells, attributes, imports (loads.cpp).
   bool finishNewValue(Step& s);
   bool finishLoadFast(Step& s);
   bool finishStoreFast(Step& s);
@@ -171,7 +171,7 @@ class Monitor : public OpRecorder::Delegate {
   NodeId boundMethod(NodeId owner, PyObject* ownerObj, PyObject* name, PyObject* method);
   void readAutogradState(NodeId tensor, const std::string& attr);
 
-  // Containers: subscripts, unpacking, displays (monitor_containers.cpp).
+  // Containers: subscripts, unpacking, displays (containers.cpp).
   bool finishBinarySubscr(Step& s);
   bool finishStoreSubscr(Step& s);
   bool finishDeleteSubscr(Step& s);
@@ -186,7 +186,7 @@ class Monitor : public OpRecorder::Delegate {
   bool finishMapAdd(Step& s);
   bool breaksOnOpaqueContents(NodeId id, PyObject* obj, const char* doing);
 
-  // Operators, iteration and control flow (monitor_control.cpp).
+  // Operators, iteration and control flow (control.cpp).
   bool finishBinaryOp(Step& s);
   bool finishOperator(Step& s);
   bool finishIsOp(Step& s);
@@ -205,7 +205,7 @@ class Monitor : public OpRecorder::Delegate {
   bool breaksOnContentLength(PyObject* iterated, const char* doing);
   bool breaksOnDistinctIdentity(NodeId a, NodeId b, PyObject* result);
 
-  // Calls and annotations (monitor_calls.cpp).
+  // Calls and annotations (calls.cpp).
   void beginCall(ShadowFrame& sf, Pending& p);
   bool takeCallArguments(ShadowFrame& sf, Pending& p);
   PyObject* resolveCallee(Pending& p);
@@ -219,7 +219,7 @@ class Monitor : public OpRecorder::Delegate {
   NodeId applyAnnotation(Pending& p, PyObject* result);
   void readLayer(NodeId layer);
 
-  // Sizes read from tensors, followed to the operators they reach (monitor_sizes.cpp).
+  // Sizes read from tensors, followed to the operators they reach (sizes.cpp).
   void tagSizes(NodeId sizes, NodeId tensor);
   void tagSize(NodeId size, NodeId tensor, int64_t dim);
   bool holdsSizes(NodeId n, int depth = 0) const;
@@ -232,7 +232,7 @@ class Monitor : public OpRecorder::Delegate {
   bool isSizeCall(const Pending& p) const;
   void useSizes(const std::string& how);
 
-  // Numbers the program keeps in its state, lifted (monitor_numbers.cpp).
+  // Numbers the program keeps in its state, lifted (numbers.cpp).
   bool liftable(NodeId n) const;
   bool holdsNumbers(NodeId n, int depth = 0) const;
   int numberNode(NodeId n);

@@ -2,7 +2,7 @@
 // that implement Monitor (one per family of instructions).
 #pragma once
 
-#include "capture/monitor.h"
+#include "capture/monitor/monitor.h"
 
 namespace magpy::capture {
 

@@ -2,8 +2,8 @@
 // attributes, imports and function objects. A value read from outside the
 // call is read along its path (a global, an attribute of a module or
 // object); values the run makes are new nodes.
-#include "capture/monitor.h"
-#include "capture/monitor_state.h"
+#include "capture/monitor/monitor.h"
+#include "capture/monitor/state.h"
 
 #include <algorithm>
 

@@ -12,8 +12,8 @@
 // own attributes, a native call that keeps it, torch making it tensor data)
 // means the run depends on the value: the number is fixed, and its guard
 // keeps its value.
-#include "capture/monitor.h"
-#include "capture/monitor_state.h"
+#include "capture/monitor/monitor.h"
+#include "capture/monitor/state.h"
 
 namespace magpy::capture {
 namespace {

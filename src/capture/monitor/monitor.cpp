@@ -1,10 +1,10 @@
 // The monitored run: events, opcode dispatch, node and tensor bookkeeping.
 // Each family of instructions has its own file: frames and binding
-// (monitor_frames.cpp), loads and stores (monitor_loads.cpp), containers
-// (monitor_containers.cpp), operators and control flow
-// (monitor_control.cpp), calls (monitor_calls.cpp).
-#include "capture/monitor.h"
-#include "capture/monitor_state.h"
+// (frames.cpp), loads and stores (loads.cpp), containers
+// (containers.cpp), operators and control flow
+// (control.cpp), calls (calls.cpp).
+#include "capture/monitor/monitor.h"
+#include "capture/monitor/state.h"
 
 #include <frameobject.h>
 

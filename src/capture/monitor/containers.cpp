@@ -2,8 +2,8 @@
 // the in-place updates of displays and comprehensions. Elements of tuples,
 // lists and dicts are followed as edges (at(i), keyed(k)), so a value read
 // back out keeps its provenance.
-#include "capture/monitor.h"
-#include "capture/monitor_state.h"
+#include "capture/monitor/monitor.h"
+#include "capture/monitor/state.h"
 
 namespace magpy::capture {
 

@@ -1,8 +1,8 @@
 // Operators on values, iteration and control flow. The program's control
 // flow is fixed in the graph, so a branch may only depend on what guards
 // cover: never on tensor contents or on objects magpy cannot see into.
-#include "capture/monitor.h"
-#include "capture/monitor_state.h"
+#include "capture/monitor/monitor.h"
+#include "capture/monitor/state.h"
 
 namespace magpy::capture {
 

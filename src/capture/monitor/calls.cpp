@@ -8,8 +8,8 @@
 
 #include "capture/compiled_function.h"
 #include "capture/live.h"
-#include "capture/monitor.h"
-#include "capture/monitor_state.h"
+#include "capture/monitor/monitor.h"
+#include "capture/monitor/state.h"
 
 
 namespace magpy::capture {

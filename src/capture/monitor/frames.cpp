@@ -1,8 +1,8 @@
 // Frames of a monitored run: entering one (a traced callee, a generator
 // resuming, untraced code to guard), binding its parameters and cells from
 // the caller's shadows, and leaving it with its return value.
-#include "capture/monitor.h"
-#include "capture/monitor_state.h"
+#include "capture/monitor/monitor.h"
+#include "capture/monitor/state.h"
 
 namespace magpy::capture {
 namespace {
