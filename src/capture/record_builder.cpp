@@ -71,40 +71,46 @@ bool isArgPath(const AccessPath& p) {
   return p.root == AccessPath::Root::Arg || p.root == AccessPath::Root::Kwarg;
 }
 
-class Builder {
- public:
-  Builder(Monitor& m, const CallSpec& call, BlobPool& blobs)
-      : m_(m), g_(m.refs()), call_(call), blobs_(blobs), entry_(entryPaths(g_, call.homeModule)) {}
+// What the parts of building a record share: the monitored run, the
+// paths of its entry state, and the record being built.
+struct BuildState {
+  Monitor& m;
+  RefGraph& g;
+  const CallSpec& call;
+  Paths entry;
+  BuiltRecord out;
+  std::optional<bool> stopsCleanly;
 
-  BuiltRecord buildGuards(std::vector<record::GraphBreak> breaks) {
-    out_.record.breaks = std::move(breaks);
-    guards();
-    refGraphView();
-    return std::move(out_);
+  // Whether a call of the graph may stop half-way without having changed
+  // anything (replay::stopsCleanly), computed once per record.
+  bool graphStopsCleanly() {
+    if (!stopsCleanly) stopsCleanly = replay::stopsCleanly(m.ops().graph());
+    return *stopsCleanly;
   }
+};
 
-  BuiltRecord build() {
-    for (NodeId id : entry_.order) {
-      const ShadowNode& n = g_.node(id);
-      if (!n.unsupported.empty()) throw Error(n.unsupported + " is read, and no record can hold it");
-      if (n.kind == NodeKind::Tensor && !plainTensorType(Py_TYPE(n.obj)))
-        throw Error(std::string("a tensor of subclass ") + Py_TYPE(n.obj)->tp_name +
-                    " is read: its __torch_function__ runs Python on every operator, which a graph cannot repeat");
-    }
-    guards();
-    mock();
-    graphInputs();  // after the mock, which may lift a number it writes
-    finishGraph();
-    entryState();
-    refGraphView();
-    out_.record.origin = "";
-    return std::move(out_);
+// The guards of a record: the call's shape, each value of the entry state
+// by its kind, then the relations between paths.
+class GuardMaker {
+ public:
+  explicit GuardMaker(BuildState& s) : s_(s) {}
+
+  void guards() {
+    callShapeGuards();
+    // Arguments first: they change most often, so a miss is found early.
+    std::vector<NodeId> order;
+    for (NodeId id : s_.entry.order)
+      if (isArgPath(s_.entry.first[id])) order.push_back(id);
+    for (NodeId id : s_.entry.order)
+      if (!isArgPath(s_.entry.first[id])) order.push_back(id);
+    for (NodeId id : order) nodeGuards(id);
+    relationGuards();
   }
 
  private:
   void addGuard(const AccessPath& path, record::Check check, PyObject* expected = nullptr) {
-    out_.record.guards.push_back({path, std::move(check)});
-    out_.expected.push_back(PyRef::borrow(expected));
+    s_.out.record.guards.push_back({path, std::move(check)});
+    s_.out.expected.push_back(PyRef::borrow(expected));
   }
 
   // A module or function, named as other processes can check it.
@@ -120,32 +126,20 @@ class Builder {
     return c;
   }
 
-  void guards() {
-    callShapeGuards();
-    // Arguments first: they change most often, so a miss is found early.
-    std::vector<NodeId> order;
-    for (NodeId id : entry_.order)
-      if (isArgPath(entry_.first[id])) order.push_back(id);
-    for (NodeId id : entry_.order)
-      if (!isArgPath(entry_.first[id])) order.push_back(id);
-    for (NodeId id : order) nodeGuards(id);
-    relationGuards();
-  }
-
   // The call's shape: how many positional arguments, which keywords.
   // Parameters not passed take defaults the run may have relied on.
   void callShapeGuards() {
     using K = record::Check::Kind;
     record::Check count;
     count.kind = K::Length;
-    count.i = call_.args ? PyTuple_GET_SIZE(call_.args) : 0;
+    count.i = s_.call.args ? PyTuple_GET_SIZE(s_.call.args) : 0;
     addGuard(AccessPath::allArgs(), count);
     record::Check keys;
     keys.kind = K::DictKeys;
-    if (call_.kwargs) {
+    if (s_.call.kwargs) {
       PyObject *k, *v;
       Py_ssize_t pos = 0;
-      while (PyDict_Next(call_.kwargs, &pos, &k, &v)) keys.keys.push_back(*atomOf(k));
+      while (PyDict_Next(s_.call.kwargs, &pos, &k, &v)) keys.keys.push_back(*atomOf(k));
     }
     addGuard(AccessPath::allKwargs(), keys);
   }
@@ -153,12 +147,12 @@ class Builder {
   // What a value of the entry state must be, by the kind of its node.
   void nodeGuards(NodeId id) {
     using K = record::Check::Kind;
-    const ShadowNode& n = g_.node(id);
-    const AccessPath& path = entry_.first[id];
+    const ShadowNode& n = s_.g.node(id);
+    const AccessPath& path = s_.entry.first[id];
     record::Check c;
     switch (n.kind) {
       case NodeKind::Atom:
-        if (call_.varyingNumbers.count(path) && m_.numberFree(id) && graphStopsCleanly()) {
+        if (s_.call.varyingNumbers.count(path) && s_.m.numberFree(id) && s_.graphStopsCleanly()) {
           // A lifted number whose value the run did not depend on (MagPy 6.2.1):
           // any value of its type will do. A run that can stop half-way (a
           // size check failing after an in-place write) keeps the value.
@@ -173,7 +167,7 @@ class Builder {
         break;
       case NodeKind::Tensor:
         c.kind = K::Tensor;
-        c.meta = m_.entryMeta(id) ? *m_.entryMeta(id) : replay::metaOf(tensorOf(n.obj));
+        c.meta = s_.m.entryMeta(id) ? *s_.m.entryMeta(id) : replay::metaOf(tensorOf(n.obj));
         addGuard(path, c);
         if (!plainTensorType(Py_TYPE(n.obj))) {
           // A tensor subclass (its __torch_function__ runs Python code):
@@ -239,34 +233,34 @@ class Builder {
   void relationGuards() {
     using K = record::Check::Kind;
     // (x.__class__ needs none: x's own type guard checks it.)
-    for (auto& [path, id] : entry_.namedAgain)
+    for (auto& [path, id] : s_.entry.namedAgain)
       if (!path.steps.empty() && !(path.steps.back().kind == record::PathStep::Kind::Attr &&
                                    path.steps.back().name == "__class__"))
-        addGuard(path, identity(g_.node(id)), g_.node(id).obj);
-    for (auto& [path, id] : entry_.aliases) {
+        addGuard(path, identity(s_.g.node(id)), s_.g.node(id).obj);
+    for (auto& [path, id] : s_.entry.aliases) {
       record::Check c;
       c.kind = K::Alias;
-      c.path = entry_.first[id];
+      c.path = s_.entry.first[id];
       addGuard(path, c);
     }
     std::set<std::string> seen;
-    for (auto& [id, rel] : m_.absences()) {
-      if (!entry_.first.count(id) || g_.node(id).refOf(rel, 0) != kNoNode) continue;
-      AccessPath path = extend(entry_.first[id], rel, call_.homeModule);
+    for (auto& [id, rel] : s_.m.absences()) {
+      if (!s_.entry.first.count(id) || s_.g.node(id).refOf(rel, 0) != kNoNode) continue;
+      AccessPath path = extend(s_.entry.first[id], rel, s_.call.homeModule);
       if (!seen.insert(record::toString(path)).second) continue;
       record::Check c;
       c.kind = K::Absent;
       addGuard(path, c);
     }
-    for (auto& [id, name] : m_.classMethods()) {
-      if (!entry_.first.count(id)) continue;
-      AccessPath path = entry_.first[id].attr("__dict__").key(name);
+    for (auto& [id, name] : s_.m.classMethods()) {
+      if (!s_.entry.first.count(id)) continue;
+      AccessPath path = s_.entry.first[id].attr("__dict__").key(name);
       if (!seen.insert(record::toString(path)).second) continue;
       record::Check c;
       c.kind = K::Absent;
       addGuard(path, c);
     }
-    for (auto& [name, value] : m_.runtimeReads()) {
+    for (auto& [name, value] : s_.m.runtimeReads()) {
       record::Check c;
       c.kind = K::Equals;
       c.atom = value;
@@ -274,11 +268,124 @@ class Builder {
     }
   }
 
+  BuildState& s_;
+};
+
+// What the record was built from, for pictures (RefGraphView).
+class RefGraphViewMaker {
+ public:
+  explicit RefGraphViewMaker(BuildState& s) : s_(s) {}
+
+  // What the record was built from, for pictures: every node reachable
+  // from node 0 through any version, then what the call returns.
+  void make() {
+    using View = record::RefGraphView;
+    View& view = s_.out.record.refs;
+    std::map<NodeId, uint32_t> index;
+    std::vector<NodeId> order;
+    auto reach = [&](NodeId from) {
+      if (from == kNoNode || index.count(from)) return;
+      std::deque<NodeId> queue{from};
+      index[from] = uint32_t(order.size());
+      order.push_back(from);
+      while (!queue.empty()) {
+        NodeId id = queue.front();
+        queue.pop_front();
+        for (auto& version : s_.g.node(id).versions)
+          for (auto& e : version.refs)
+            if (!index.count(e.target)) {
+              index[e.target] = uint32_t(order.size());
+              order.push_back(e.target);
+              queue.push_back(e.target);
+            }
+      }
+    };
+    reach(kExternal);
+    size_t inState = order.size();  // reachable from the state: at entry, or stored into it
+    reach(s_.out.record.breaks.empty() ? s_.m.resultNode() : kNoNode);
+    for (size_t at = 0; at < order.size(); ++at) {
+      NodeId id = order[at];
+      const ShadowNode& n = s_.g.node(id);
+      bool atEntry = id != kExternal && s_.entry.first.count(id);
+      uint8_t roles = atEntry ? View::kGuarded : 0;
+      if (id != kExternal && (n.versions.size() > 1 || (at < inState && !atEntry))) roles |= View::kWritten;
+      view.nodes.push_back({label(id), uint32_t(n.versions.size()), roles});
+      for (size_t v = 0; v < n.versions.size(); ++v)
+        for (auto& e : n.versions[v].refs)
+          if (v == 0 || n.refOf(e.rel, v - 1) != e.target)
+            view.edges.push_back({uint32_t(at), index[e.target], uint32_t(v), toString(e.rel)});
+    }
+    // The result's subtree, as the run left it.
+    std::vector<NodeId> stack;
+    if (s_.out.record.breaks.empty() && s_.m.resultNode() != kNoNode) stack.push_back(s_.m.resultNode());
+    std::set<NodeId> seen;
+    while (!stack.empty()) {
+      NodeId id = stack.back();
+      stack.pop_back();
+      if (!seen.insert(id).second) continue;
+      view.nodes[index[id]].roles |= View::kResult;
+      for (auto& e : s_.g.node(id).last().refs) stack.push_back(e.target);
+    }
+  }
+
+ private:
+  std::string label(NodeId id) {
+    const ShadowNode& n = s_.g.node(id);
+    if (id == kExternal) return "external state";
+    switch (n.kind) {
+      case NodeKind::Atom: return n.dataDependent ? "number from tensor data" : record::toString(n.atom);
+      case NodeKind::Tensor: {
+        const record::TensorMeta* meta = s_.m.entryMeta(id);
+        return "Tensor " + record::toString(meta ? *meta : replay::metaOf(tensorOf(n.obj)));
+      }
+      case NodeKind::Module: return std::string("module ") + PyModule_GetName(n.obj);
+      case NodeKind::Function: return qualifiedName(n.obj);
+      default: {
+        std::string type = typeName(Py_TYPE(n.obj));
+        return type.substr(type.rfind('.') + 1);
+      }
+    }
+  }
+
+  BuildState& s_;
+};
+
+class Builder {
+ public:
+  Builder(Monitor& m, const CallSpec& call, BlobPool& blobs)
+      : s_{m, m.refs(), call, entryPaths(m.refs(), call.homeModule), {}, std::nullopt}, blobs_(blobs) {}
+
+  BuiltRecord buildGuards(std::vector<record::GraphBreak> breaks) {
+    s_.out.record.breaks = std::move(breaks);
+    GuardMaker(s_).guards();
+    RefGraphViewMaker(s_).make();
+    return std::move(s_.out);
+  }
+
+  BuiltRecord build() {
+    for (NodeId id : s_.entry.order) {
+      const ShadowNode& n = s_.g.node(id);
+      if (!n.unsupported.empty()) throw Error(n.unsupported + " is read, and no record can hold it");
+      if (n.kind == NodeKind::Tensor && !plainTensorType(Py_TYPE(n.obj)))
+        throw Error(std::string("a tensor of subclass ") + Py_TYPE(n.obj)->tp_name +
+                    " is read: its __torch_function__ runs Python on every operator, which a graph cannot repeat");
+    }
+    GuardMaker(s_).guards();
+    mock();
+    graphInputs();  // after the mock, which may lift a number it writes
+    finishGraph();
+    entryState();
+    RefGraphViewMaker(s_).make();
+    s_.out.record.origin = "";
+    return std::move(s_.out);
+  }
+
+ private:
   void graphInputs() {
-    auto& nodes = m_.ops().graph().nodes;
-    for (auto& [index, shadow] : m_.graphInputs()) {
-      auto it = entry_.first.find(shadow);
-      if (it == entry_.first.end())
+    auto& nodes = s_.m.ops().graph().nodes;
+    for (auto& [index, shadow] : s_.m.graphInputs()) {
+      auto it = s_.entry.first.find(shadow);
+      if (it == s_.entry.first.end())
         throw Error(std::string("a ") + (nodes[size_t(index)].number.empty() ? "tensor" : "number") +
                     " the graph reads is not part of the call's state (it was made outside the graph)");
       record::Node& n = nodes[size_t(index)];
@@ -292,24 +399,24 @@ class Builder {
         n.target = fxTarget(p);
       }
     }
-    for (auto& [index, tensor] : m_.constants()) nodes[size_t(index)].blob = blobs_.add(tensor);
+    for (auto& [index, tensor] : s_.m.constants()) nodes[size_t(index)].blob = blobs_.add(tensor);
   }
 
   // The mock's expression for node n as the run left it.
   record::ValueExpr expr(NodeId id, int depth = 0) {
     if (depth > 64) throw Error("a value the function returns or stores is nested too deeply (or cyclic)");
-    const ShadowNode& n = g_.node(id);
+    const ShadowNode& n = s_.g.node(id);
     if (!n.unsupported.empty()) throw Error("the function returns or stores " + n.unsupported + ", which no record can hold");
-    bool atEntry = entry_.first.count(id) > 0;
+    bool atEntry = s_.entry.first.count(id) > 0;
     if (n.kind == NodeKind::Atom) {
       if (n.dataDependent) throw Error("the function returns or stores a Python number computed from tensor contents");
-      if (int value = m_.liftedNumber(id); value >= 0) return output(value);
+      if (int value = s_.m.liftedNumber(id); value >= 0) return output(value);
       return record::ValueExpr::constant(n.atom);
     }
-    if (atEntry) return record::ValueExpr::read(entry_.first[id]);  // the same object, not a copy
+    if (atEntry) return record::ValueExpr::read(s_.entry.first[id]);  // the same object, not a copy
     switch (n.kind) {
       case NodeKind::Tensor: {
-        int value = m_.ops().valueOf(tensorOf(n.obj));
+        int value = s_.m.ops().valueOf(tensorOf(n.obj));
         if (value < 0) throw Error("the function returns or stores a tensor that no graph operation made");
         return output(value);
       }
@@ -339,13 +446,6 @@ class Builder {
     }
   }
 
-  // Whether a call of the graph may stop half-way without having changed
-  // anything (replay::stopsCleanly), computed once per record.
-  bool graphStopsCleanly() {
-    if (!stopsCleanly_) stopsCleanly_ = replay::stopsCleanly(m_.ops().graph());
-    return *stopsCleanly_;
-  }
-
   record::ValueExpr output(int value) {
     auto it = std::find(outputs_.begin(), outputs_.end(), value);
     if (it == outputs_.end()) it = outputs_.insert(outputs_.end(), value);
@@ -357,13 +457,13 @@ class Builder {
   }
 
   void mock() {
-    auto& mock = out_.record.mock;
-    mock.result = expr(m_.resultNode());
+    auto& mock = s_.out.record.mock;
+    mock.result = expr(s_.m.resultNode());
     // Entry nodes with more than one version were changed in place (Algorithm 1, lines 22-24).
-    for (NodeId id : entry_.order) {
-      const ShadowNode& n = g_.node(id);
+    for (NodeId id : s_.entry.order) {
+      const ShadowNode& n = s_.g.node(id);
       if (n.versions.size() < 2 || n.kind == NodeKind::Tensor || n.kind == NodeKind::Atom) continue;
-      const AccessPath& path = entry_.first[id];
+      const AccessPath& path = s_.entry.first[id];
       const auto& before = n.versions.front().refs;
       const auto& after = n.versions.back().refs;
       if (n.kind == NodeKind::List || n.kind == NodeKind::Dict) {
@@ -391,8 +491,8 @@ class Builder {
         if (globals) {
           record::AccessPath p;
           p.root = AccessPath::Root::Global;
-          p.name = g_.node(id).obj ? PyModule_GetName(g_.node(id).obj) : "";
-          if (p.name == call_.homeModule) p.name.clear();
+          p.name = s_.g.node(id).obj ? PyModule_GetName(s_.g.node(id).obj) : "";
+          if (p.name == s_.call.homeModule) p.name.clear();
           e.target = p;
           e.key = record::Atom::string(edge.rel.name);
         } else {
@@ -419,7 +519,7 @@ class Builder {
   // the outputs need, every operator that writes a tensor, and every random
   // draw, which moves the generator even when unused).
   void finishGraph() {
-    record::Graph out = m_.ops().graph();
+    record::Graph out = s_.m.ops().graph();
     record::Node output;
     output.kind = record::NodeKind::Output;
     output.name = "output";
@@ -429,7 +529,7 @@ class Builder {
     replay::eliminateDeadCode(out);
     if (std::string why = replay::readsUninitialized(out); !why.empty()) throw Error(why);
     nameInputs(out);
-    out_.record.graph = std::move(out);
+    s_.out.record.graph = std::move(out);
   }
 
   // Inputs are named after what they read, as torch.fx names them:
@@ -450,7 +550,7 @@ class Builder {
   // records cannot hold: it is left out, so native replay finds no such
   // path and refuses what needs it.
   record::Value entryValue(NodeId id, std::map<NodeId, uint32_t>& ids) {
-    const ShadowNode& n = g_.node(id);
+    const ShadowNode& n = s_.g.node(id);
     record::Value v;
     if (n.kind != NodeKind::Atom) {
       if (auto it = ids.find(id); it != ids.end()) {
@@ -476,9 +576,9 @@ class Builder {
         break;
       case NodeKind::Tensor: {
         const at::Tensor& t = tensorOf(n.obj);
-        const at::Tensor* before = m_.entryContent(t);
+        const at::Tensor* before = s_.m.entryContent(t);
         v.kind = record::Value::Kind::Tensor;
-        v.meta = m_.entryMeta(id) ? *m_.entryMeta(id) : replay::metaOf(t);
+        v.meta = s_.m.entryMeta(id) ? *s_.m.entryMeta(id) : replay::metaOf(t);
         v.blob = blobs_.add(before ? *before : t);
         break;
       }
@@ -505,125 +605,50 @@ class Builder {
 
   void entryState() {
     std::map<NodeId, uint32_t> ids;  // one id space per tree, compacted below
-    for (auto& e : g_.node(kExternal).versions.front().refs) {
+    for (auto& e : s_.g.node(kExternal).versions.front().refs) {
       switch (e.rel.kind) {
         case Relation::Kind::Self:
           ids.clear();
-          out_.selfEntry = entryValue(e.target, ids);
-          record::compactIds(out_.selfEntry);
+          s_.out.selfEntry = entryValue(e.target, ids);
+          record::compactIds(s_.out.selfEntry);
           break;
         case Relation::Kind::Arg:
           ids.clear();
-          out_.argsEntry[size_t(e.rel.index)] = entryValue(e.target, ids);
-          record::expandRefs(out_.argsEntry[size_t(e.rel.index)]);
+          s_.out.argsEntry[size_t(e.rel.index)] = entryValue(e.target, ids);
+          record::expandRefs(s_.out.argsEntry[size_t(e.rel.index)]);
           break;
         case Relation::Kind::Kwarg:
           ids.clear();
-          out_.kwargsEntry[e.rel.name] = entryValue(e.target, ids);
-          record::expandRefs(out_.kwargsEntry[e.rel.name]);
+          s_.out.kwargsEntry[e.rel.name] = entryValue(e.target, ids);
+          record::expandRefs(s_.out.kwargsEntry[e.rel.name]);
           break;
         case Relation::Kind::Module: {
           // A module's globals: only those the run read.
           record::Value globals;
           globals.kind = record::Value::Kind::Dict;
           ids.clear();
-          for (auto& g : std::vector<Edge>(g_.node(e.target).versions.front().refs)) {
+          for (auto& g : std::vector<Edge>(s_.g.node(e.target).versions.front().refs)) {
             globals.keys.push_back(record::Atom::string(g.rel.name));
             globals.items.push_back(entryValue(g.target, ids));
           }
           record::compactIds(globals);
-          if (!globals.items.empty()) out_.globalsEntry[e.rel.name] = std::move(globals);
+          if (!globals.items.empty()) s_.out.globalsEntry[e.rel.name] = std::move(globals);
           break;
         }
         default:
           break;
       }
     }
-    for (auto& g : out_.record.guards) {
-      if (g.path.root == AccessPath::Root::Arg) out_.argPaths[size_t(g.path.index)].insert(g.path.steps);
-      if (g.path.root == AccessPath::Root::Kwarg) out_.kwargPaths[g.path.name].insert(g.path.steps);
+    for (auto& g : s_.out.record.guards) {
+      if (g.path.root == AccessPath::Root::Arg) s_.out.argPaths[size_t(g.path.index)].insert(g.path.steps);
+      if (g.path.root == AccessPath::Root::Kwarg) s_.out.kwargPaths[g.path.name].insert(g.path.steps);
     }
   }
 
-  std::string label(NodeId id) {
-    const ShadowNode& n = g_.node(id);
-    if (id == kExternal) return "external state";
-    switch (n.kind) {
-      case NodeKind::Atom: return n.dataDependent ? "number from tensor data" : record::toString(n.atom);
-      case NodeKind::Tensor: {
-        const record::TensorMeta* meta = m_.entryMeta(id);
-        return "Tensor " + record::toString(meta ? *meta : replay::metaOf(tensorOf(n.obj)));
-      }
-      case NodeKind::Module: return std::string("module ") + PyModule_GetName(n.obj);
-      case NodeKind::Function: return qualifiedName(n.obj);
-      default: {
-        std::string type = typeName(Py_TYPE(n.obj));
-        return type.substr(type.rfind('.') + 1);
-      }
-    }
-  }
-
-  // What the record was built from, for pictures: every node reachable
-  // from node 0 through any version, then what the call returns.
-  void refGraphView() {
-    using View = record::RefGraphView;
-    View& view = out_.record.refs;
-    std::map<NodeId, uint32_t> index;
-    std::vector<NodeId> order;
-    auto reach = [&](NodeId from) {
-      if (from == kNoNode || index.count(from)) return;
-      std::deque<NodeId> queue{from};
-      index[from] = uint32_t(order.size());
-      order.push_back(from);
-      while (!queue.empty()) {
-        NodeId id = queue.front();
-        queue.pop_front();
-        for (auto& version : g_.node(id).versions)
-          for (auto& e : version.refs)
-            if (!index.count(e.target)) {
-              index[e.target] = uint32_t(order.size());
-              order.push_back(e.target);
-              queue.push_back(e.target);
-            }
-      }
-    };
-    reach(kExternal);
-    size_t inState = order.size();  // reachable from the state: at entry, or stored into it
-    reach(out_.record.breaks.empty() ? m_.resultNode() : kNoNode);
-    for (size_t at = 0; at < order.size(); ++at) {
-      NodeId id = order[at];
-      const ShadowNode& n = g_.node(id);
-      bool atEntry = id != kExternal && entry_.first.count(id);
-      uint8_t roles = atEntry ? View::kGuarded : 0;
-      if (id != kExternal && (n.versions.size() > 1 || (at < inState && !atEntry))) roles |= View::kWritten;
-      view.nodes.push_back({label(id), uint32_t(n.versions.size()), roles});
-      for (size_t v = 0; v < n.versions.size(); ++v)
-        for (auto& e : n.versions[v].refs)
-          if (v == 0 || n.refOf(e.rel, v - 1) != e.target)
-            view.edges.push_back({uint32_t(at), index[e.target], uint32_t(v), toString(e.rel)});
-    }
-    // The result's subtree, as the run left it.
-    std::vector<NodeId> stack;
-    if (out_.record.breaks.empty() && m_.resultNode() != kNoNode) stack.push_back(m_.resultNode());
-    std::set<NodeId> seen;
-    while (!stack.empty()) {
-      NodeId id = stack.back();
-      stack.pop_back();
-      if (!seen.insert(id).second) continue;
-      view.nodes[index[id]].roles |= View::kResult;
-      for (auto& e : g_.node(id).last().refs) stack.push_back(e.target);
-    }
-  }
-
-  Monitor& m_;
-  RefGraph& g_;
-  const CallSpec& call_;
+  BuildState s_;
   BlobPool& blobs_;
-  Paths entry_;
   std::set<NodeId> open_;  // entryValue's objects being built: the current one and its holders
   std::vector<int> outputs_;
-  std::optional<bool> stopsCleanly_;
-  BuiltRecord out_;
 };
 
 }  // namespace
