@@ -20,8 +20,6 @@
 namespace magpy::replay {
 namespace {
 
-using Options = RunOptions;
-
 // Each record's first failing guard, for the first `limit` records.
 void printMisses(const std::vector<GuardMiss>& misses, size_t limit) {
   if (misses.empty()) std::cout << "  the function has no records: the capture never completed a call of it\n";
@@ -38,7 +36,7 @@ Tolerance resultTolerance(Tolerance tol, bool compiled) {
   return tol;
 }
 
-int replayLog(Session& session, const Options& opt) {
+int replayLog(Session& session, const RunOptions& opt) {
   const auto& file = session.file();
   if (file.calls.empty())
     throw Error(opt.record + " has no logged calls to replay; capture with a script that calls its compiled functions");
@@ -87,7 +85,7 @@ int replayLog(Session& session, const Options& opt) {
   return mismatches || refused ? 1 : 0;
 }
 
-size_t chooseFunction(Session& session, const Options& opt) {
+size_t chooseFunction(Session& session, const RunOptions& opt) {
   if (!opt.function.empty()) return session.findFunction(opt.function);
   const auto& fns = session.file().functions;
   if (fns.size() == 1) return 0;
@@ -105,7 +103,7 @@ void splitInputs(const Value& v, std::vector<Value>& args, Value& kwargs) {
 }
 
 // --state, --eval: the compiled module's weights and flags for serving.
-void prepareState(Session& session, size_t f, const Options& opt) {
+void prepareState(Session& session, size_t f, const RunOptions& opt) {
   if (!opt.state.empty()) {
     auto report = loadStateInto(session.self(f), loadStateDict(opt.state), opt.statePartial);
     std::cout << "state  " << report.loaded << " tensors from " << opt.state;
@@ -116,7 +114,7 @@ void prepareState(Session& session, size_t f, const Options& opt) {
   if (opt.eval) std::cout << "eval   training set to False on " << setEvalMode(session.self(f)) << " modules\n";
 }
 
-int runInputs(Session& session, const Options& opt) {
+int runInputs(Session& session, const RunOptions& opt) {
   size_t f = chooseFunction(session, opt);
   prepareState(session, f, opt);
   std::vector<Value> args;
@@ -139,7 +137,7 @@ int runInputs(Session& session, const Options& opt) {
   return 0;
 }
 
-void time(Session& session, const Options& opt) {
+void time(Session& session, const RunOptions& opt) {
   const auto& file = session.file();
   for (size_t f = 0; f < file.functions.size(); ++f) {
     std::vector<Value> args;
