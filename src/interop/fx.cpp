@@ -274,12 +274,16 @@ Example makeExample(const record::RecordFile& file, size_t fi, size_t ri) {
   return ex;
 }
 
+// Text from a record inside a Python comment: a newline or carriage return
+// in a name would end the comment and start code.
+std::string commentText(const std::string& text) { return escapeControls(text); }
+
 // For a dynamic record: which inputs take other sizes.
 std::string dynamicSizesComment(const record::Record& rec) {
   std::string lines;
   for (auto& n : rec.graph.nodes)
     if (n.kind == NodeKind::Placeholder && !n.outputs.empty() && n.outputs[0].dynamic())
-      lines += "#   " + n.name + ": " + record::typeText(n.outputs[0]) + "\n";
+      lines += "#   " + commentText(n.name + ": " + record::typeText(n.outputs[0])) + "\n";
   if (lines.empty()) return "";
   return "# Dynamic sizes (every s >= " + std::to_string(record::kMinSymbolValue) +
          "; a symbol named twice is one size): the module takes\n" + lines + "#\n";
@@ -351,16 +355,16 @@ FxExportSummary writeFxExport(const record::RecordFile& file, const FxExportOpti
           ? "        inputs, expected = example()\n"
             "        _check(\"torch.jit.script\", torch.jit.script(build())(*inputs), expected)\n"
             "    print(f\"ok: torch.fx and torch.jit.script outputs equal the record's ({len(expected)} tensors)\")\n"
-          : "    # torch.jit.script would drop the unused random draw %" + droppedDraw + " and shift later draws.\n"
-            "    print(f\"ok: torch.fx outputs equal the record's ({len(expected)} tensors); torch.jit.script not "
-            "compared (it drops the unused random draw %" + droppedDraw + ")\")\n";
+          : "    # torch.jit.script would drop the unused random draw %" + commentText(droppedDraw) + " and shift later draws.\n"
+            "    print(\"ok: torch.fx outputs equal the record's (%d tensors); torch.jit.script not compared \"\n"
+            "          \"(it drops the unused random draw %%%s)\" % (len(expected), " + quote(droppedDraw) + "))\n";
   std::ostringstream py;
-  py << "# torch.fx export of " << fn.name << ", record " << ri << " (" << summary.operators << " operators),\n"
-     << "# captured from " << file.script << " with torch " << file.env.torch_version << " by magpy "
-     << file.env.magpy_version << ".\n"
+  py << "# torch.fx export of " << commentText(fn.name) << ", record " << ri << " (" << summary.operators << " operators),\n"
+     << "# captured from " << commentText(file.script) << " with torch " << commentText(file.env.torch_version)
+     << " by magpy " << commentText(file.env.magpy_version) << ".\n"
      << "#\n"
-     << "#   build()    the torch.fx.GraphModule; its tensors are in " << data.filename().string() << " beside this file\n"
-     << "#   example()  (inputs, outputs): " << ex.from << ",\n"
+     << "#   build()    the torch.fx.GraphModule; its tensors are in " << commentText(data.filename().string()) << " beside this file\n"
+     << "#   example()  (inputs, outputs): " << commentText(ex.from) << ",\n"
      << "#              and the outputs the record computes from them; it also sets torch's\n"
      << "#              CPU random generator and default dtype to those the outputs were computed with\n"
      << "#\n"

@@ -21,6 +21,7 @@
 #include "magpy/record/validate.h"
 #include "magpy/support/error.h"
 #include "magpy/support/hash.h"
+#include "magpy/support/strings.h"
 
 namespace magpy::record {
 namespace {
@@ -50,6 +51,13 @@ class Writer {
   void u64(uint64_t& v) { for (int i = 0; i < 8; ++i) out_.push_back(char((v >> (8 * i)) & 0xff)); }
   void f64(double& v) { uint64_t bits; std::memcpy(&bits, &v, 8); u64(bits); }
   void str(std::string& s) { uint64_t n = s.size(); varint(n); out_ += s; }
+  // A name or message: the reader takes no control characters in one, so
+  // they are written escaped (a Python name may hold a newline).
+  void text(std::string& s) {
+    if (!hasControls(s)) return str(s);
+    std::string escaped = escapeControls(s);
+    str(escaped);
+  }
   void count(size_t& n, size_t) { uint64_t v = n; varint(v); }
   void charge(size_t) {}
   void enter(const char*, size_t = SIZE_MAX) {}
@@ -103,6 +111,11 @@ class Reader {
     need(n);
     s.assign(in_, pos_, n);
     pos_ += n;
+  }
+  // Names and messages reach terminals and comments in generated code.
+  void text(std::string& s) {
+    str(s);
+    if (hasControls(s)) fail("the text " + quote(s, true) + " holds control characters");
   }
   // A count is bounded by the bytes left: every element takes at least one.
   void count(size_t& n, size_t) {
@@ -213,7 +226,7 @@ template <class Ar> void io(Ar& ar, std::vector<double>& v) {
   ioVec(ar, "[]", v, [&](double& x) { ar.f64(x); });
 }
 template <class Ar> void io(Ar& ar, std::vector<std::string>& v) {
-  ioVec(ar, "[]", v, [&](std::string& x) { ar.str(x); });
+  ioVec(ar, "[]", v, [&](std::string& x) { ar.text(x); });
 }
 
 template <class Ar> void io(Ar& ar, Atom& a) {
@@ -229,10 +242,10 @@ template <class Ar> void io(Ar& ar, std::vector<Atom>& v) {
 }
 
 template <class Ar> void io(Ar& ar, TensorMeta& m) {
-  ar.str(m.dtype);
+  ar.text(m.dtype);
   io(ar, m.shape);
   io(ar, m.strides);
-  ar.str(m.device);
+  ar.text(m.device);
   ioBool(ar, m.requires_grad);
   ioVec(ar, "dimensions", m.sym, [&](SymDim& d) {
     int64_t symbol = d.symbol;
@@ -245,7 +258,7 @@ template <class Ar> void io(Ar& ar, TensorMeta& m) {
 
 template <class Ar> void io(Ar& ar, PathStep& s) {
   ioEnum(ar, s.kind, PathStep::Kind::Key);
-  ar.str(s.name);
+  ar.text(s.name);
   ar.zigzag(s.index);
   io(ar, s.key);
 }
@@ -253,7 +266,7 @@ template <class Ar> void io(Ar& ar, PathStep& s) {
 template <class Ar> void io(Ar& ar, AccessPath& p) {
   ioEnum(ar, p.root, AccessPath::Root::Runtime);
   ar.zigzag(p.index);
-  ar.str(p.name);
+  ar.text(p.name);
   ioVec(ar, "steps", p.steps, [&](PathStep& s) { io(ar, s); });
   if (p.steps.size() > kMaxNesting)
     ar.fail("an access path has " + std::to_string(p.steps.size()) + " steps, more than " + std::to_string(kMaxNesting));
@@ -286,7 +299,7 @@ template <class Ar> void io(Ar& ar, Value& v) {
   io(ar, v.atom);
   ioU32(ar, v.blob, "a blob index");
   io(ar, v.meta);
-  ar.str(v.type);
+  ar.text(v.type);
   ioVec(ar, "items", v.items, [&](Value& x) { io(ar, x); });
   io(ar, v.keys);
   io(ar, v.names);
@@ -299,7 +312,7 @@ template <class Ar> void io(Ar& ar, Check& c) {
   Check::Kind kind = c.kind == Check::Kind::Number ? Check::Kind::Type : c.kind;
   ioEnum(ar, kind, Check::Kind::Absent);
   if constexpr (Ar::kReading) c.kind = kind;
-  ar.str(c.s);
+  ar.text(c.s);
   ar.zigzag(c.i);
   io(ar, c.atom);
   io(ar, c.keys);
@@ -324,15 +337,15 @@ template <class Ar> void io(Ar& ar, Arg& a) {
 
 template <class Ar> void io(Ar& ar, Node& n) {
   ioEnum(ar, n.kind, NodeKind::Output);
-  ar.str(n.name);
-  ar.str(n.target);
-  ar.str(n.overload);
+  ar.text(n.name);
+  ar.text(n.target);
+  ar.text(n.overload);
   ioVec(ar, "args", n.args, [&](Arg& a) { io(ar, a); });
   io(ar, n.source);
   ar.zigzag(n.blob);
   ioVec(ar, "outputs", n.outputs, [&](TensorMeta& m) { io(ar, m); });
-  ar.str(n.where);
-  ar.str(n.number);
+  ar.text(n.where);
+  ar.text(n.number);
   io(ar, n.seen);
 }
 
@@ -344,13 +357,13 @@ template <class Ar> void io(Ar& ar, ValueExpr& e) {
   io(ar, e.path);
   ioVec(ar, "items", e.items, [&](ValueExpr& x) { io(ar, x); });
   io(ar, e.keys);
-  ar.str(e.type);
+  ar.text(e.type);
 }
 
 template <class Ar> void io(Ar& ar, Effect& e) {
   ioEnum(ar, e.kind, Effect::Kind::Assign);
   io(ar, e.target);
-  ar.str(e.name);
+  ar.text(e.name);
   io(ar, e.key);
   io(ar, e.value);
 }
@@ -365,12 +378,12 @@ template <class Ar> void io(Ar& ar, Record& r) {
   ioVec(ar, "effects", r.mock.effects, [&](Effect& e) { io(ar, e); });
   ar.leave();
   ioVec(ar, "breaks", r.breaks, [&](GraphBreak& b) {
-    ar.str(b.where); ar.str(b.function); ar.str(b.opcode); ar.str(b.reason); ar.str(b.callee);
+    ar.text(b.where); ar.text(b.function); ar.text(b.opcode); ar.text(b.reason); ar.text(b.callee);
   });
-  ar.str(r.origin);
+  ar.text(r.origin);
   ar.enter("refs");
   ioVec(ar, "nodes", r.refs.nodes, [&](RefGraphView::Node& n) {
-    ar.str(n.label);
+    ar.text(n.label);
     ioU32(ar, n.versions, "a version count");
     ar.u8(n.roles);
   });
@@ -378,29 +391,29 @@ template <class Ar> void io(Ar& ar, Record& r) {
     ioU32(ar, e.from, "an edge's source");
     ioU32(ar, e.to, "an edge's target");
     ioU32(ar, e.version, "an edge's version");
-    ar.str(e.label);
+    ar.text(e.label);
   });
   ar.leave();
 }
 
 template <class Ar> void io(Ar& ar, RecordFile& f) {
   ar.enter("fingerprint");
-  ar.str(f.env.magpy_version);
-  ar.str(f.env.python_version);
-  ar.str(f.env.torch_version);
+  ar.text(f.env.magpy_version);
+  ar.text(f.env.python_version);
+  ar.text(f.env.torch_version);
   ar.u64(f.env.annotations_hash);
   ar.leave();
-  ar.str(f.script);
-  ar.str(f.stateAt);
+  ar.text(f.script);
+  ar.text(f.stateAt);
   ioVec(ar, "functions", f.functions, [&](CompiledFunction& fn) {
-    ar.str(fn.name);
-    ar.str(fn.module);
+    ar.text(fn.name);
+    ar.text(fn.module);
     ar.enter("self");
     io(ar, fn.self);
     ar.leave();
     ioVec(ar, "records", fn.records, [&](Record& r) { io(ar, r); });
   });
-  ioVec(ar, "globals", f.globals, [&](ModuleState& m) { ar.str(m.module); io(ar, m.globals); });
+  ioVec(ar, "globals", f.globals, [&](ModuleState& m) { ar.text(m.module); io(ar, m.globals); });
   ioVec(ar, "calls", f.calls, [&](LoggedCall& c) {
     ioU32(ar, c.function, "a call's function");
     ioI32(ar, c.record, "a call's record");
@@ -416,7 +429,7 @@ template <class Ar> void io(Ar& ar, RecordFile& f) {
     io(ar, c.rng);
   });
   ioVec(ar, "blobs", f.blobs, [&](TensorBlob& b) {
-    ar.str(b.dtype);
+    ar.text(b.dtype);
     io(ar, b.shape);
     ar.u64(b.hash);
     ar.str(b.bytes);

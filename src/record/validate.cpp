@@ -27,6 +27,14 @@ bool isDeviceName(const std::string& s) {
   return std::all_of(s.begin() + long(i) + 1, s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
+// A dtype, layout, memory format or scalar type: a bare name ("float32",
+// "channels_last"), written after "torch." in views and exported code.
+bool isToken(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+  });
+}
+
 class Validator {
  public:
   Validator(const RecordFile& f, std::string origin) : f_(f), origin_(std::move(origin)) {}
@@ -179,12 +187,16 @@ class Validator {
       if (n.blob >= 0) tensor(uint32_t(n.blob), n.outputs[0], node);
       for (auto& m : n.outputs) meta(m, node);
       number(n, node);
-      for (auto& a : n.args)
+      for (auto& a : n.args) {
+        bool named = a.kind == Arg::Kind::DType || a.kind == Arg::Kind::Layout ||
+                     a.kind == Arg::Kind::MemoryFormat || a.kind == Arg::Kind::WrappedScalar;
+        if (named && !isToken(a.s)) bad(node + " has an argument named " + quote(a.s, true) + ", which is no torch name");
         if (a.kind == Arg::Kind::SizeList) {
           bool pairs = a.ints.size() % 2 == 0;
           for (size_t k = 0; pairs && k < a.ints.size(); k += 2) pairs = a.ints[k] == 0 || a.ints[k] == 1;
           if (!pairs) bad(node + " has a size list that is not (0, size) or (1, node) pairs");
         }
+      }
       forEachNodeArg(n, [&](int64_t i) {
         if (i < 0 || size_t(i) >= ni) bad(node + " uses a value that is not defined before it");
       });

@@ -37,10 +37,10 @@ std::string toString(const Atom& a) {
     case Atom::Kind::Int: return std::to_string(a.i);
     case Atom::Kind::Float: return formatDouble(a.f);
     case Atom::Kind::Str: return quote(a.s);
-    case Atom::Kind::DType: return "torch." + a.s;
+    case Atom::Kind::DType:
+    case Atom::Kind::Layout:
+    case Atom::Kind::MemoryFormat: return hasControls(a.s) ? "torch.<" + quote(a.s) + ">" : "torch." + a.s;
     case Atom::Kind::Device: return "device(" + quote(a.s) + ")";
-    case Atom::Kind::Layout: return "torch." + a.s;
-    case Atom::Kind::MemoryFormat: return "torch." + a.s;
     case Atom::Kind::Tuple: {
       std::vector<std::string> parts;
       for (auto& x : a.items) parts.push_back(toString(x));

@@ -1,5 +1,6 @@
 #include "magpy/support/strings.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 
@@ -7,27 +8,49 @@
 
 namespace magpy {
 
+namespace {
+
+bool isControl(unsigned char c) { return c < 0x20 || c == 0x7f; }
+
+// Appends c escaped the way Python writes it in a str literal.
+void appendEscaped(std::string& out, unsigned char c) {
+  switch (c) {
+    case '\n': out += "\\n"; return;
+    case '\t': out += "\\t"; return;
+    case '\r': out += "\\r"; return;
+    default: {
+      static const char* kHex = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+}
+
+}  // namespace
+
 std::string quote(std::string_view s, bool asciiOnly) {
   std::string out = "'";
   for (unsigned char c : s) {
-    switch (c) {
-      case '\'': out += "\\'"; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (c < 0x20 || c == 0x7f || (asciiOnly && c >= 0x80)) {
-          static const char* kHex = "0123456789abcdef";
-          out += "\\x";
-          out += kHex[c >> 4];
-          out += kHex[c & 15];
-        } else {
-          out += char(c);
-        }
-    }
+    if (c == '\'' || c == '\\') out += '\\';
+    if (isControl(c) || (asciiOnly && c >= 0x80)) appendEscaped(out, c);
+    else out += char(c);
   }
   return out + "'";
+}
+
+std::string escapeControls(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (unsigned char c : s) {
+    if (isControl(c)) appendEscaped(out, c);
+    else out += char(c);
+  }
+  return out;
+}
+
+bool hasControls(std::string_view s) {
+  return std::any_of(s.begin(), s.end(), [](unsigned char c) { return isControl(c); });
 }
 
 std::string formatDouble(double v) {

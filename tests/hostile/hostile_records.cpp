@@ -226,6 +226,14 @@ std::string bodyWithSelf(const std::string& selfBytes) {
 }
 
 void loadCases(std::vector<Case>& out) {
+  // A node name that would rewrite the terminal (the writer escapes such
+  // names; a file that holds one raw is not from it).
+  {
+    RecordFile f = oneCall({op("@@NAME@@", "aten::ones", "", {ints({2})})});
+    std::string raw = Bytes().str("@@NAME@@").out;
+    out.push_back({"name_control_chars", wrapBody(splice(encodeBody(f), raw, Bytes().str("x\r\x1b[2Jy").out)), 2,
+                   "holds control characters"});
+  }
   out.push_back({"deep_value", bodyWithSelf(nestedLists(100000)), 2, "nest more than 256 levels deep"});
   out.push_back({"deep_constant", bodyWithSelf(nestedTupleAtomValue(50000)), 2, "nest more than 256 levels deep"});
   {

@@ -81,6 +81,24 @@ TEST(Format, NumberChecksAreWrittenAsTypeChecks) {
   EXPECT_EQ(describe(back.check), "type builtins.float");
 }
 
+// Names reach terminals and comments in exported code: the writer escapes
+// control characters in them, and the reader refuses a name that has any.
+TEST(Format, NamesAreWrittenWithoutControlCharacters) {
+  RecordFile f = sample::sampleFile();
+  f.functions[0].name = "m.f\n\x1b[2J";
+  f.functions[0].records[0].graph.nodes[1].name = "w\r";
+  RecordFile back = decode(encode(f));
+  EXPECT_EQ(back.functions[0].name, "m.f\\n\\x1b[2J");
+  EXPECT_EQ(back.functions[0].records[0].graph.nodes[1].name, "w\\r");
+
+  std::string body = encodeBody(sample::sampleFile());
+  std::string name = sample::sampleFile().functions[0].name;
+  size_t at = body.find(name);
+  ASSERT_NE(at, std::string::npos);
+  body[at + 1] = '\n';
+  EXPECT_TRUE(contains(errorOf(wrapBody(body)), "holds control characters")) << errorOf(wrapBody(body));
+}
+
 TEST(Format, EncodingIsDeterministic) {
   EXPECT_EQ(encode(sample::sampleFile()), encode(sample::sampleFile()));
 }

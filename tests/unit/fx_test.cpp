@@ -3,6 +3,7 @@
 #include <ATen/ops/allclose.h>
 #include <ATen/ops/tensor.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -54,6 +55,24 @@ TEST(FxExport, WritesGraphBuilderAndData) {
   EXPECT_TRUE(at::allclose(inputs.heap->items[0].tensor, at::tensor({0.5f, 1.0f})));
   ASSERT_EQ(outputs.heap->items.size(), 1u);
   EXPECT_TRUE(at::allclose(outputs.heap->items[0].tensor, at::tensor({0.75f, 0.0f})));
+}
+
+// Names from a record reach the exported Python escaped: a newline or a
+// quote in a script, function or node name ends no comment and no string.
+TEST(FxExport, NamesFromTheRecordStayInert) {
+  auto dir = scratch("inert");
+  record::RecordFile f = sample::sampleFile();
+  const std::string evil = "x'\"\n__import__('os').system('touch pwned')#\r\x1b[2J";
+  f.script = evil;
+  f.functions[0].name = "m." + evil;
+  for (auto& n : f.functions[0].records[0].graph.nodes)
+    if (n.kind != record::NodeKind::Output) n.name += evil;
+  std::string path = (dir / "graph.py").string();
+  interop::writeFxExport(f, {}, path);
+  std::string check =
+      "/usr/bin/python3 -c \"import ast, sys; t = ast.parse(open(sys.argv[1]).read()); "
+      "sys.exit(any(isinstance(n, ast.Name) and n.id == '__import__' for n in ast.walk(t)))\" " + path;
+  EXPECT_EQ(std::system(check.c_str()), 0) << slurp(path);
 }
 
 TEST(FxExport, KeywordOnlyArgumentsAreKeywords) {

@@ -13,6 +13,14 @@ namespace magpy {
 // bytes need not be UTF-8, shown on a terminal.
 std::string quote(std::string_view s, bool asciiOnly = false);
 
+// Text with its control characters (bytes below 0x20, and 0x7f) written as
+// \n, \r, \t or \xNN; other bytes as they are. What a name from a file
+// becomes before it reaches a terminal or a comment: a newline or an escape
+// sequence in it could rewrite what a user sees, or end a comment in
+// generated code and start code.
+std::string escapeControls(std::string_view s);
+bool hasControls(std::string_view s);
+
 // Shortest text that reads back to the same double, Python style:
 // 2.0, 0.1, 1e-05, inf, -inf, nan.
 std::string formatDouble(double v);
