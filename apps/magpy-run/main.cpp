@@ -54,6 +54,9 @@ int main(int argc, char** argv) {
   app.add_option("--memory-budget", opt.memoryBudget,
                  "CPU tensor memory one call may allocate: 512M, 8G, ... or none")
       ->capture_default_str();
+  app.add_option("--time-budget", opt.timeBudget,
+                 "Seconds one call may run before it is stopped between operators (0: no limit; aten backend only)")
+      ->capture_default_str();
   app.add_flag("--keep-going", opt.keepGoing,
                "When a logged call matches no record, go on with the other functions' calls (exit status 1 at the end)");
   app.add_flag("--explain", opt.explain, "When no record accepts a call, print each record's failing guard");

@@ -314,6 +314,7 @@ struct Plan::Impl {
   mutable int refreezes = 0;
   mutable CompiledPasses passes = CompiledPasses::Exact;  // those the first call chose
   static constexpr size_t kMaxBindings = 8;
+  double timeBudget = 0;  // seconds per run, 0: none (PlanOptions)
 
   std::vector<c10::IValue> runSteps(std::vector<c10::IValue> inputs, const SymbolValues* symbols) const;
   std::vector<c10::IValue> decide(std::vector<c10::IValue> inputs, const SymbolValues* symbols) const;
@@ -594,6 +595,9 @@ Plan::Plan(const record::Graph& input, const std::vector<record::TensorBlob>& bl
   impl_->applied = optimized.applied;
   impl_->stopsCleanly = replay::stopsCleanly(optimized.graph);
   impl_->backend = options.inference && c10::Device(options.device).is_cpu() ? options.backend : Backend::Aten;
+  if (options.timeBudget > 0 && impl_->backend != Backend::Aten)
+    throw Error("a time budget stops a call between operators, and a compiled graph runs as one: use the aten backend");
+  impl_->timeBudget = options.timeBudget;
   for (auto& n : optimized.graph.nodes)
     for (auto& m : n.outputs) impl_->dynamic = impl_->dynamic || m.dynamic();
   Impl::Builder(*impl_, optimized, blobs, options).build();
@@ -682,6 +686,26 @@ std::vector<c10::IValue> Plan::runWith(std::vector<c10::IValue> inputs, const Sy
   return p.runSteps(std::move(inputs), symbols);
 }
 
+// The time budget of one run, checked before each operator: a record can
+// chain operators that together run for hours, and a service replaying
+// records from others must be able to stop such a call.
+class Deadline {
+ public:
+  explicit Deadline(double seconds) : seconds_(seconds) {
+    if (seconds > 0) end_ = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                                   std::chrono::duration<double>(seconds));
+  }
+  void check(const std::string& node) const {
+    if (seconds_ > 0 && std::chrono::steady_clock::now() > end_)
+      throw Error("the call ran past its time budget of " + formatDouble(seconds_) + " s before " + node +
+                  " (--time-budget)");
+  }
+
+ private:
+  double seconds_;
+  std::chrono::steady_clock::time_point end_;
+};
+
 std::vector<c10::IValue> Plan::Impl::runSteps(std::vector<c10::IValue> inputs, const SymbolValues* symbols) const {
   const Impl& p = *this;
   std::vector<c10::IValue> slots(p.numSlots);
@@ -712,8 +736,10 @@ std::vector<c10::IValue> Plan::Impl::runSteps(std::vector<c10::IValue> inputs, c
   for (size_t i = 0; i < inputs.size(); ++i) slots[size_t(p.inputSlots[i])] = std::move(inputs[i]);
 
   std::vector<c10::IValue> stack;
+  Deadline deadline(p.timeBudget);
   for (const Step& step : p.steps) {
     if (step.folded && reuseFolded) continue;
+    deadline.check(step.node);
     try {
       runStep(step, slots, stack);
     } catch (const c10::Error& e) {

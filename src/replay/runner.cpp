@@ -207,6 +207,8 @@ int runRecord(const RunOptions& opt) {
   sessionOptions.trustRecord = opt.trustRecord;
   sessionOptions.backend = parseBackend(opt.backend);
   sessionOptions.memoryBudget = parseByteSize(opt.memoryBudget);
+  if (opt.timeBudget < 0) throw Error("--time-budget takes a number of seconds (0: none)");
+  sessionOptions.timeBudget = opt.timeBudget;
   auto loadStart = std::chrono::steady_clock::now();
   Session session = Session::open(opt.record, sessionOptions);
   double loadMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - loadStart).count();

@@ -139,7 +139,7 @@ Session::Session(record::RecordFile file, const SessionOptions& options) : impl_
   if (impl_->device.is_cuda() && !at::hasCUDA())
     throw Error("device " + options.device + " asked for, but this libtorch has no CUDA support or no GPU is visible");
   impl_->memoryBudget = options.memoryBudget;
-  PlanOptions planOptions{options.passes, true, options.device, options.trustRecord, options.backend};
+  PlanOptions planOptions{options.passes, true, options.device, options.trustRecord, options.backend, options.timeBudget};
   // The entry state's tensors take the bytes of blobs nothing else reads
   // (most weights), so a session holds its weights once; blobs only the
   // state reads go once it is built.

@@ -87,6 +87,26 @@ TEST(Plan, RunErrorsNameTheNodeAndItsSourceLine) {
   }
 }
 
+// A time budget stops a run between operators, naming where it stopped.
+TEST(Plan, TimeBudgetStopsARunBetweenOperators) {
+  RecordFile f = sample::sampleFile();
+  replay::PlanOptions options;
+  options.timeBudget = 1e-9;
+  replay::Plan plan(f.functions[0].records[0].graph, f.blobs, options);
+  try {
+    plan.runWith({at::randn({2}), at::randn({2})});
+    FAIL() << "ran past its time budget";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("ran past its time budget of 1e-09 s before %"), std::string::npos) << e.what();
+  }
+  options.timeBudget = 60;
+  replay::Plan generous(f.functions[0].records[0].graph, f.blobs, options);
+  EXPECT_EQ(generous.runWith({at::randn({2}), at::randn({2})}).size(), 1u);
+  options.backend = replay::Backend::Compiled;
+  options.inference = true;
+  EXPECT_THROW(replay::Plan(f.functions[0].records[0].graph, f.blobs, options), Error);
+}
+
 TEST(Plan, UnknownOperatorsAreClearErrors) {
   Graph g = sample::sampleFile().functions[0].records[0].graph;
   g.nodes[3].target = "aten::no_such_op";

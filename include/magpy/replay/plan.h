@@ -33,6 +33,10 @@ struct PlanOptions {
   std::string device = "cpu";  // constants and factory operators are placed there
   bool trustRecord = false;    // run operators outside the operator policy (record/op_policy.h)
   Backend backend = Backend::Aten;  // needs inference
+  // Seconds one run may take (0: no limit), checked between operators: a
+  // run past it stops with an Error. Operator by operator only (a compiled
+  // graph cannot be stopped inside).
+  double timeBudget = 0;
 };
 
 // Not thread-safe: a plan caches folded results between runs.

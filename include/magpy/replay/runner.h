@@ -22,6 +22,7 @@ struct RunOptions {
   bool check = true;  // compare results with the captured ones (--no-check clears it)
   bool explain = false, keepGoing = false, trustRecord = false;
   std::string memoryBudget = "2G";
+  double timeBudget = 0;  // seconds, 0: none
   Tolerance tol;
 };
 

@@ -51,6 +51,17 @@ struct SessionOptions {
   // (0: no limit); a call that needs more fails with an Error.
   uint64_t memoryBudget = kDefaultMemoryBudget;
   static constexpr uint64_t kDefaultMemoryBudget = uint64_t(2) << 30;
+  // Seconds one call's graph may run (0: no limit), checked between
+  // operators; the aten backend only.
+  double timeBudget = 0;
+
+  // For records from a source you do not trust: the operator policy, the
+  // memory budget and a time budget, operator by operator.
+  static SessionOptions untrusted() {
+    SessionOptions o;
+    o.timeBudget = 60;
+    return o;
+  }
 };
 
 // Where replay's time went, summed over calls (seconds).
