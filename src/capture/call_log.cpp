@@ -29,6 +29,19 @@ uint64_t shallowHash(PyObject* c) {
   return h.u64(uint64_t(PyObject_Length(c))).digest();
 }
 
+// A tensor below its Python object: its memory, layout and contents.
+// `w.data = t` swaps the memory under w, and writes through `w.data` bump
+// a version counter of their own, not w's: neither shows in w's version.
+uint64_t tensorFingerprint(const at::Tensor& t) {
+  Hasher h;
+  h.u64(uint64_t(t.scalar_type())).u64(uint64_t(t.dim()));
+  for (int64_t d = 0; d < t.dim(); ++d) h.u64(uint64_t(t.size(d))).u64(uint64_t(t.stride(d)));
+  if (!t.has_storage() || !t.is_cpu() || t.layout() != c10::kStrided) return h.digest();
+  h.u64(reinterpret_cast<uintptr_t>(t.storage().data())).u64(uint64_t(t.storage_offset()));
+  at::Tensor dense = t.is_contiguous() ? t : t.detach().contiguous();
+  return h.u64(hashBytes(dense.data_ptr(), dense.nbytes())).digest();
+}
+
 }  // namespace
 
 CallLog::CallLog(BlobPool& blobs)
@@ -60,7 +73,11 @@ CallLog::Seen CallLog::observe(const record::AccessPath& path, const LiveRoots& 
     s.contents = uint64_t(reinterpret_cast<uintptr_t>(reinterpret_cast<PyCFunctionObject*>(v.get())->m_ml));
   } else {
     s.object = v.get();
-    if (isTensor(v.get())) s.version = int64_t(tensorOf(v.get()).unsafeGetTensorImpl()->version_counter().current_version());
+    if (isTensor(v.get())) {
+      const at::Tensor& t = tensorOf(v.get());
+      s.version = int64_t(t.unsafeGetTensorImpl()->version_counter().current_version());
+      s.contents = tensorFingerprint(t);
+    }
     if (PyTuple_Check(v.get()) || PyList_Check(v.get()) || PyDict_Check(v.get())) s.contents = shallowHash(v.get());
   }
   return s;

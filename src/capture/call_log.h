@@ -54,7 +54,8 @@ class CallLog {
     bool exists = false;
     PyObject* object = nullptr;  // identity (not owned: compared, never used)
     int64_t version = -1;        // tensors: the in-place version counter
-    uint64_t contents = 0;       // containers: their elements, shallowly; bound methods: what they are bound to
+    uint64_t contents = 0;       // containers: their elements, shallowly; bound methods: what they are bound to;
+                                 // tensors: memory, layout and contents
     record::Atom atom;
     bool operator==(const Seen& o) const {
       return exists == o.exists && object == o.object && version == o.version && contents == o.contents && atom == o.atom;
