@@ -30,7 +30,7 @@ PyObject* compiledCall(PyObject* self, PyObject* args, PyObject* kwargs) {
   Session* session = Session::current();
   if (monitoringDepth() > 0 || !session) return PyObject_Call(c->target, args, kwargs);
   // A libtorch error on an input magpy did not expect stays on this side.
-  return enteredFromPython([&] { return session->call(c->function, args, kwargs); });
+  return enteredFromPython(PythonEntry::CompiledCall, [&] { return session->call(c->function, args, kwargs); });
 }
 
 // Attributes not of the wrapper are the target's: model.eval() keeps working.
@@ -96,12 +96,23 @@ PyObject* magpyCompile(PyObject*, PyObject* args, PyObject* kwargs) {
   return session->compile(target, dynamic == Py_None ? std::nullopt : std::optional<bool>(dynamic == Py_True));
 }
 
+PyObject* magpyFailNextEntry(PyObject*, PyObject* name) {
+  if (!PyUnicode_Check(name) || !armEntryFailure(PyUnicode_AsUTF8(name))) {
+    PyErr_SetString(PyExc_ValueError, "magpy._fail_next_entry: 'compiled_call', 'frame_hook' or 'trace'");
+    return nullptr;
+  }
+  Py_RETURN_NONE;
+}
+
 PyMethodDef kModuleMethods[] = {
     {"compile", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(magpyCompile)), METH_VARARGS | METH_KEYWORDS,
      "compile(fn_or_module, *, dynamic=None) -> callable\n\nReturns a callable that behaves like fn_or_module; "
      "magpy-capture monitors its calls, captures them as operator graphs and writes them to the record file. "
      "dynamic=False keeps every record's sizes fixed; True or None (magpy-capture --dynamic auto, the default) "
      "lets records that differ only in argument sizes become one dynamic record."},
+    {"_fail_next_entry", magpyFailNextEntry, METH_O,
+     "_fail_next_entry(name): for magpy's own tests: the next entry from Python into magpy of this kind "
+     "('compiled_call', 'frame_hook', 'trace') fails inside magpy with a C++ exception."},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "magpy",

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "magpy/support/error.h"
@@ -331,6 +333,28 @@ bool isPartial(PyObject* o) {
   return partial && reinterpret_cast<PyObject*>(Py_TYPE(o)) == partial;
 }
 
+namespace {
+thread_local uint8_t tArmedEntries = 0;  // bit per PythonEntry
+}  // namespace
+
+bool armEntryFailure(const std::string& name) {
+  static const std::pair<const char*, PythonEntry> kNames[] = {
+      {"compiled_call", PythonEntry::CompiledCall}, {"frame_hook", PythonEntry::FrameHook}, {"trace", PythonEntry::Trace}};
+  for (auto& [n, entry] : kNames)
+    if (name == n) {
+      tArmedEntries |= uint8_t(1u << unsigned(entry));
+      return true;
+    }
+  return false;
+}
+
+void failIfArmed(PythonEntry entry) {
+  uint8_t bit = uint8_t(1u << unsigned(entry));
+  if (!(tArmedEntries & bit)) return;
+  tArmedEntries &= uint8_t(~bit);
+  throw std::logic_error("a failure armed by magpy._fail_next_entry");
+}
+
 bool sameBinding(PyObject* a, PyObject* b) {
   if (a == b) return true;
   if (PyCFunction_Check(a) && PyCFunction_Check(b))
@@ -340,6 +364,5 @@ bool sameBinding(PyObject* a, PyObject* b) {
     return PyMethod_GET_SELF(a) == PyMethod_GET_SELF(b) && PyMethod_GET_FUNCTION(a) == PyMethod_GET_FUNCTION(b);
   return false;
 }
-
 
 }  // namespace magpy::capture

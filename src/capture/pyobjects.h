@@ -137,13 +137,25 @@ void forEachDictItem(PyObject* dict, Visit visit) {
   PyErr_Clear();
 }
 
-// Where CPython calls into magpy (a compiled object's call, the frame
-// evaluation hook): runs `body`, which returns a new reference or null
-// with the Python error set, and turns any C++ exception into a Python
-// RuntimeError, so that none unwinds through the interpreter.
+// Where CPython calls into magpy. A C++ exception must never unwind
+// through the interpreter from any of them.
+enum class PythonEntry : uint8_t {
+  CompiledCall,  // a compiled object's call
+  FrameHook,     // the frame evaluation hook (segments of a record with graph breaks)
+  Trace,         // the per-instruction trace function of a monitored run
+};
+// magpy._fail_next_entry(name) arms one failure of an entry, for tests of
+// that promise; failIfArmed throws it (std::logic_error) once.
+bool armEntryFailure(const std::string& name);
+void failIfArmed(PythonEntry entry);
+
+// Runs `body` for the compiled call or the frame hook; `body` returns a
+// new reference or null with the Python error set. Any C++ exception
+// becomes a Python RuntimeError.
 template <class Body>
-PyObject* enteredFromPython(Body body) noexcept {
+PyObject* enteredFromPython(PythonEntry entry, Body body) noexcept {
   try {
+    failIfArmed(entry);
     return body();
   } catch (const std::exception& e) {
     if (!PyErr_Occurred()) PyErr_Format(PyExc_RuntimeError, "magpy: %s", magpy::messageOf(e).c_str());

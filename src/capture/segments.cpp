@@ -37,7 +37,7 @@ PyObject* Segments::onCall(const FrameCall& call) {
   // Frames started by magpy's own lookups while it works are not the
   // program's (monitoringDepth counts both).
   if (monitoringDepth() > 0) return call.run();  // traced by the monitored run
-  return enteredFromPython([&] { return intercept(call); });
+  return enteredFromPython(PythonEntry::FrameHook, [&] { return intercept(call); });
 }
 
 PyObject* Segments::intercept(const FrameCall& call) {

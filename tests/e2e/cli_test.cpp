@@ -53,6 +53,43 @@ TEST(Capture, ExitStatusIsTheScripts) {
   EXPECT_TRUE(s.exists("ok.mgp"));
 }
 
+// No C++ exception crosses into CPython: a failure inside magpy at each
+// place the interpreter enters it (armed by magpy._fail_next_entry) is a
+// Python RuntimeError the script can catch, or for the trace function a
+// graph break; the script runs on and the record is written.
+TEST(Capture, FailuresInsideMagpyNeverUnwindThroughPython) {
+  Scratch s("entries");
+  s.write("entries.py",
+          "import torch, magpy\n"
+          "def inner(x):\n"
+          "    return x * 2\n"
+          "def f(x):\n"
+          "    y = inner(x)\n"
+          "    print('eager', y.sum().item())\n"  // a graph break: later calls run as segments
+          "    return y + 1\n"
+          "c = magpy.compile(f)\n"
+          "x = torch.ones(2)\n"
+          "c(x)\n"
+          "for entry in ['compiled_call', 'frame_hook']:\n"
+          "    magpy._fail_next_entry(entry)\n"
+          "    try:\n"
+          "        c(x)\n"
+          "        print(entry, 'did not fail')\n"
+          "    except RuntimeError as e:\n"
+          "        print(entry, 'raised', e)\n"
+          "magpy._fail_next_entry('trace')\n"
+          "g = magpy.compile(lambda t: t - 1)\n"
+          "print('traced', g(x).tolist(), g(x).tolist())\n");
+  Result r = s.run("magpy-capture entries.py");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_TRUE(contains(r.out, "compiled_call raised magpy: a failure armed by magpy._fail_next_entry")) << r.out;
+  EXPECT_TRUE(contains(r.out, "frame_hook raised magpy: a failure armed by magpy._fail_next_entry")) << r.out;
+  EXPECT_TRUE(contains(r.out, "traced [0.0, 0.0] [0.0, 0.0]")) << r.out;
+  Result report = s.run("magpy-inspect entries.mgp");
+  EXPECT_TRUE(contains(report.out, "internal error while monitoring: a failure armed by magpy._fail_next_entry"))
+      << report.out;
+}
+
 TEST(Capture, SetupErrors) {
   Scratch s("setup");
   Result missing = s.run("magpy-capture nothere.py");

@@ -118,6 +118,7 @@ PyObject* Monitor::run(const CallSpec& call) {
 int Monitor::onEvent(PyFrameObject* frame, int what, PyObject* arg) {
   ops_->setEnabled(false);
   try {
+    failIfArmed(PythonEntry::Trace);
     if (!done_ && !broken_) {
       switch (what) {
         case PyTrace_CALL:
@@ -147,6 +148,8 @@ int Monitor::onEvent(PyFrameObject* frame, int what, PyObject* arg) {
     if (done_ || broken_) Frame(frame).traceOpcodes(false);
   } catch (const std::exception& e) {
     graphBreak("internal error while monitoring: " + messageOf(e));
+  } catch (...) {
+    graphBreak("internal error of unknown kind while monitoring");
   }
   if (PyErr_Occurred()) PyErr_Clear();  // our own lookups must not leak errors into the program
   bool suppress = !frames_.empty() && frames_.back()->pending.active && frames_.back()->pending.suppressOps;
