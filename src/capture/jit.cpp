@@ -3,6 +3,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Tensor.h>
 
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 #include <map>
@@ -161,6 +162,25 @@ struct Session::Impl {
       }
     }
     return sharing;
+  }
+
+  // Two distinct state tensors of fn that share memory (self.b =
+  // self.a.view(4)), as "self.b shares memory with self.a", or "". A record
+  // file keeps each tensor's contents apart, so natively a write through
+  // one would not show through the other.
+  static std::string sharedStateMemory(const Unit& fn) {
+    LiveRoots roots{fn.spec.self, nullptr, nullptr, fn.spec.homeModule};
+    std::map<const void*, std::pair<const void*, record::AccessPath>> first;  // storage -> (tensor, path)
+    for (auto& path : fn.statePaths) {
+      PyRef o = resolveLive(path, roots);
+      if (!o || !isTensor(o.get())) continue;
+      const at::Tensor& t = tensorOf(o.get());
+      if (!t.has_storage()) continue;
+      auto [it, fresh] = first.emplace(t.storage().unsafeGetStorageImpl(), std::make_pair(t.unsafeGetTensorImpl(), path));
+      if (!fresh && it->second.first != t.unsafeGetTensorImpl())
+        return record::toString(path) + " shares memory with " + record::toString(it->second.second);
+    }
+    return "";
   }
 
   // ---- progress ----
@@ -520,6 +540,13 @@ void supersede(record::Record& r, const replay::GuardMiss& changed) {
   r.breaks = {b};
 }
 
+void keepsNoAliasing(record::Record& r, const std::string& sharedMemory) {
+  record::GraphBreak b;
+  b.reason = "refused natively: " + sharedMemory + ", and a record of this function writes its inputs in place; "
+             "a record file keeps each tensor's contents apart";
+  r.breaks = {b};
+}
+
 }  // namespace
 
 record::RecordFile Session::recordFile(bool stateAtExit) {
@@ -531,10 +558,15 @@ record::RecordFile Session::recordFile(bool stateAtExit) {
     out.name = fn->name;
     out.module = fn->spec.homeModule;
     out.self = stateAtExit || !fn->haveSelf ? s.selfNow(*fn) : fn->self;
+    // Copies of tensors that share memory agree until one is written.
+    std::string sharedMemory = s.sharedStateMemory(*fn);
+    bool writesState = std::any_of(fn->entries.begin(), fn->entries.end(),
+                                   [](const Entry& e) { return replay::writesItsInputs(e.record.graph); });
     for (auto& e : fn->entries) {
       out.records.push_back(e.record);
       if (sharing.count(fn.get())) record::pinLiftedNumbers(out.records.back());
       if (auto changed = e.live->definitionsChanged()) supersede(out.records.back(), *changed);
+      else if (writesState && !sharedMemory.empty()) keepsNoAliasing(out.records.back(), sharedMemory);
     }
     f.functions.push_back(std::move(out));
   }
