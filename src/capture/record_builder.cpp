@@ -430,6 +430,11 @@ class Builder {
         std::string dictType = n.kind == NodeKind::Dict && !PyDict_CheckExact(n.obj) ? typeName(Py_TYPE(n.obj)) : "";
         if (!dictType.empty() && dictType != record::kOrderedDict)
           throw Error("the function returns or stores a new " + dictType + ", which a record cannot rebuild yet");
+        // Each expression builds a new object: a new list or dict the run
+        // left in two places (returned and stored on self) would become two.
+        if (n.kind != NodeKind::Tuple && !rebuilt_.insert(id).second)
+          throw Error("the function leaves one new " + typeName(Py_TYPE(n.obj)) +
+                      " in two places (returned and stored, or stored twice), which a record would rebuild as two objects");
         record::ValueExpr e;
         e.type = dictType;
         e.kind = n.kind == NodeKind::Tuple ? record::ValueExpr::Kind::Tuple
@@ -649,6 +654,7 @@ class Builder {
   BlobPool& blobs_;
   std::set<NodeId> open_;  // entryValue's objects being built: the current one and its holders
   std::vector<int> outputs_;
+  std::set<NodeId> rebuilt_;  // new lists and dicts the mock builds
 };
 
 }  // namespace
