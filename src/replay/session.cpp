@@ -288,6 +288,23 @@ void Session::applyLoggedUpdates(size_t call, bool sharedOnly) {
   }
 }
 
+namespace {
+
+// Why native replay cannot run a call the way capture ran it with record
+// r, or "": r needs Python (graph breaks), or r read grad mode on, which
+// native replay never has (another record then serves the call, computing
+// what the program computes with grad mode off).
+std::string whyNotNative(const record::Record& r) {
+  if (!r.breaks.empty()) return record::toString(r.breaks.front());
+  for (auto& g : r.guards)
+    if (g.path == record::AccessPath::runtime("grad_enabled") && g.check.kind == record::Check::Kind::Equals &&
+        g.check.atom == record::Atom::boolean(true))
+      return "the script ran it with grad mode on, which native replay never has";
+  return "";
+}
+
+}  // namespace
+
 std::vector<bool> Session::replayLog(const std::function<bool(const LoggedStep&)>& visit, size_t end) {
   const record::RecordFile& f = impl_->file;
   std::vector<bool> stopped(f.functions.size(), false);
@@ -309,10 +326,12 @@ std::vector<bool> Session::replayLog(const std::function<bool(const LoggedStep&)
       throw Error("logged call " + std::to_string(i) + ": " + e.what());
     }
     const auto& records = f.functions[logged.function].records;
-    if (step.kind == LoggedStep::Kind::Replayed && logged.record >= 0 && int(step.outcome.record) != logged.record &&
-        !records.at(size_t(logged.record)).breaks.empty()) {
-      step.kind = LoggedStep::Kind::NeedsPython;
-      step.why = record::toString(records[size_t(logged.record)].breaks.front());
+    if (step.kind == LoggedStep::Kind::Replayed && logged.record >= 0 && int(step.outcome.record) != logged.record) {
+      std::string why = whyNotNative(records.at(size_t(logged.record)));
+      if (!why.empty()) {
+        step.kind = LoggedStep::Kind::NeedsPython;
+        step.why = why;
+      }
     }
     if (step.kind != LoggedStep::Kind::Replayed) stopped[logged.function] = true;
     if (!visit(step)) break;

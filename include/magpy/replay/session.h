@@ -76,8 +76,9 @@ struct LoggedStep {
     Replayed,     // `outcome` holds what ran
     NoRecord,     // no record's guards held: `misses`
     NeedsPython,  // a record ran, but capture ran this call with a record
-                  // that needs Python (graph breaks, or made for classes or
-                  // code the script changed later): `why`
+                  // native replay cannot run as capture did (graph breaks,
+                  // made for classes or code the script changed later, or
+                  // read grad mode on): `why`
   } kind = Kind::Replayed;
   CallOutcome outcome;
   std::vector<GuardMiss> misses;
