@@ -228,6 +228,28 @@ class GuardMaker {
     }
   }
 
+  // Two objects of one type the run found apart, one of which it wrote: a
+  // call that passes one object for both (f(l, l)) would see its own
+  // write where the record read the other's value.
+  void distinctGuards() {
+    std::map<PyTypeObject*, std::vector<NodeId>> byType;
+    for (NodeId id : s_.entry.order) {
+      const ShadowNode& n = s_.g.node(id);
+      bool mutableKind = n.kind == NodeKind::List || n.kind == NodeKind::Dict || n.kind == NodeKind::Object;
+      if (n.obj && mutableKind) byType[Py_TYPE(n.obj)].push_back(id);
+    }
+    auto written = [&](NodeId id) { return s_.g.node(id).versions.size() > 1; };
+    for (auto& [type, ids] : byType)
+      for (size_t b = 1; b < ids.size(); ++b)
+        for (size_t a = 0; a < b; ++a) {
+          if (!written(ids[a]) && !written(ids[b])) continue;
+          record::Check c;
+          c.kind = record::Check::Kind::Distinct;
+          c.path = s_.entry.first[ids[a]];
+          addGuard(s_.entry.first[ids[b]], c);
+        }
+  }
+
   // Paths related to others or to nothing: second names of modules and
   // functions, aliases, absences, and interpreter state read.
   void relationGuards() {
@@ -243,6 +265,7 @@ class GuardMaker {
       c.path = s_.entry.first[id];
       addGuard(path, c);
     }
+    distinctGuards();
     std::set<std::string> seen;
     for (auto& [id, rel] : s_.m.absences()) {
       if (!s_.entry.first.count(id) || s_.g.node(id).refOf(rel, 0) != kNoNode) continue;

@@ -310,7 +310,7 @@ template <class Ar> void io(Ar& ar, Value& v) {
 // had a kind of its own (see the grammar), and read back as one.
 template <class Ar> void io(Ar& ar, Check& c) {
   Check::Kind kind = c.kind == Check::Kind::Number ? Check::Kind::Type : c.kind;
-  ioEnum(ar, kind, Check::Kind::Absent);
+  ioEnum(ar, kind, Check::Kind::Distinct);
   if constexpr (Ar::kReading) c.kind = kind;
   ar.text(c.s);
   ar.zigzag(c.i);

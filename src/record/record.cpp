@@ -79,6 +79,7 @@ std::string describe(const Check& c) {
     case Check::Kind::Identity: return "is " + c.s;
     case Check::Kind::Alias: return "is " + toString(c.path);
     case Check::Kind::Absent: return "absent";
+    case Check::Kind::Distinct: return "is not " + toString(c.path);
   }
   return "?";
 }

@@ -213,6 +213,7 @@ void checkJson(const Check& c, JsonWriter& j) {
     case Check::Kind::Identity: j.field("check", "identity").field("name", c.s).field("code_hash", c.i); break;
     case Check::Kind::Alias: j.field("check", "alias").field("same_as", toString(c.path)); break;
     case Check::Kind::Absent: j.field("check", "absent"); break;
+    case Check::Kind::Distinct: j.field("check", "distinct").field("not_same_as", toString(c.path)); break;
   }
 }
 

@@ -71,9 +71,10 @@ RecordAccess::RecordAccess(const std::vector<record::Guard>& guards, const std::
     GuardStep gs;
     gs.guard = i;
     gs.node = tree_.add(g.path);
-    gs.perCall = readsCall(g.path) || (g.check.kind == K::Alias && readsCall(g.check.path));
+    bool relation = g.check.kind == K::Alias || g.check.kind == K::Distinct;
+    gs.perCall = readsCall(g.path) || (relation && readsCall(g.check.path));
     gs.argCount = g.check.kind == K::Length && g.path == record::AccessPath::allArgs();
-    if (g.check.kind == K::Alias) gs.other = tree_.add(g.check.path);
+    if (relation) gs.other = tree_.add(g.check.path);
     if (g.check.kind == K::Tensor || g.check.kind == K::Equals)
       gs.subclassTyped = std::any_of(guards.begin(), guards.end(),
                                      [&](const record::Guard& o) { return o.check.kind == K::Type && o.path == g.path; });

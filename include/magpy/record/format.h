@@ -1,6 +1,7 @@
-// The .mgp file format, version 6 (2 added the RefGraph view to records
+// The .mgp file format, version 7 (2 added the RefGraph view to records
 // and tuple dict keys, 3 when the state was taken, 4 the dict class of
-// mock expressions, 5 dynamic sizes in tensor metadata, 6 lifted numbers). This header is the only place that knows
+// mock expressions, 5 dynamic sizes in tensor metadata, 6 lifted numbers,
+// 7 the Distinct check, and names without control characters). This header is the only place that knows
 // the byte layout; everything else works on RecordFile.
 //
 // Grammar (all integers little-endian; "varint" is unsigned LEB128, "zigzag"
@@ -18,7 +19,8 @@
 //   record      := count:varint guard* graph mock count:varint break* origin:string refs
 //   guard       := path check
 //   check       := kind:u8 s:string i:zigzag atom keys:atoms meta path
-//                  (a lifted number's check, Check::Kind::Number, is the
+//                  (kind 0..8 as Check::Kind lists them, Distinct last; a
+//                   lifted number's check, Check::Kind::Number, is the
 //                   type check kind 0 with s "builtins.int" or "builtins.float")
 //   graph       := count:varint node*
 //   node        := kind:u8 name:string target:string overload:string
@@ -65,7 +67,7 @@
 
 namespace magpy::record {
 
-constexpr uint32_t kFormatVersion = 6;
+constexpr uint32_t kFormatVersion = 7;
 
 // Values, constants and mock expressions nest at most this deep, and access
 // paths have at most this many steps: the reader refuses deeper ones (so no

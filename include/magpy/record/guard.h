@@ -21,6 +21,7 @@ struct Check {
     Identity,  // a function, class or module, named by s (qualified name), code hash in i
     Alias,     // the value is the same object as the one at path
     Absent,    // the path leads nowhere (a global that would shadow a builtin, a missing attribute)
+    Distinct,  // the value is not the same object as the one at path (f(a, b) with a written: not f(l, l))
     Number,    // a lifted number (MagPy 6.2.1): any value of `number`'s exact type the graph can
                // hold (an int within 64 bits); s names the type as Type does ("builtins.int")
   };

@@ -161,7 +161,7 @@ class RecordAccess {
   struct GuardStep {
     size_t guard = 0;  // in guardsKept_
     int node = -1;
-    int other = -1;  // Alias: the other path's node
+    int other = -1;  // Alias, Distinct: the other path's node
     bool perCall = false;
     bool argCount = false;  // len(args): answered without building the tuple
     c10::ScalarType dtype = c10::ScalarType::Undefined;
@@ -225,6 +225,10 @@ bool RecordAccess::holds(const GuardStep& gs, Resolution<Store>& r, const typena
       return other && s.same(v, other);
     }
     case K::Absent: return false;  // it resolved, so it is present
+    case K::Distinct: {
+      const auto& other = r.get(gs.other);
+      return !other || !s.same(v, other);
+    }
   }
   return false;
 }
@@ -255,6 +259,7 @@ std::string RecordAccess::actual(const GuardStep& gs, Resolution<Store>& r) cons
       return "keys [" + text + "]";
     }
     case K::Alias: return "a different object than " + record::toString(c.path);
+    case K::Distinct: return "the same object as " + record::toString(c.path);
     default: return s.describe(v);
   }
 }
