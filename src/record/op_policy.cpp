@@ -47,6 +47,7 @@ const char* const kReviewedPrivate[] = {
     "_upsample_bilinear2d_aa", "_upsample_bicubic2d_aa", "_reshape_alias",  // geometry checked by replay
     "_to_copy",             "_unsafe_view",          "_conj",
     "_neg_view",            "_shape_as_tensor",
+    "_unique",              "_unique2",              // torch.unique: one input and flags; sizes from contents
 };
 
 // Operators that hand out another tensor's internals as a tensor of its
