@@ -453,11 +453,17 @@ class Builder {
         std::string dictType = n.kind == NodeKind::Dict && !PyDict_CheckExact(n.obj) ? typeName(Py_TYPE(n.obj)) : "";
         if (!dictType.empty() && dictType != record::kOrderedDict)
           throw Error("the function returns or stores a new " + dictType + ", which a record cannot rebuild yet");
-        // Each expression builds a new object: a new list or dict the run
-        // left in two places (returned and stored on self) would become two.
-        if (n.kind != NodeKind::Tuple && !rebuilt_.insert(id).second)
-          throw Error("the function leaves one new " + typeName(Py_TYPE(n.obj)) +
-                      " in two places (returned and stored, or stored twice), which a record would rebuild as two objects");
+        // A new container the run left in two places (returned and stored
+        // on self) is one object: built once, then referred to.
+        auto [named, fresh] = rebuilt_.emplace(id, 0);
+        if (!fresh) {
+          if (named->second == 0) throw Error("the function returns or stores a container that holds itself");
+          record::ValueExpr ref;
+          ref.kind = record::ValueExpr::Kind::Ref;
+          ref.index = named->second;
+          referred_.insert(ref.index);
+          return ref;
+        }
         record::ValueExpr e;
         e.type = dictType;
         e.kind = n.kind == NodeKind::Tuple ? record::ValueExpr::Kind::Tuple
@@ -467,6 +473,7 @@ class Builder {
           if (n.kind == NodeKind::Dict)
             e.keys.push_back(edge.rel.key);
         }
+        e.index = named->second = ++lastName_;  // complete: later Refs may name it
         return e;
       }
       default:
@@ -541,6 +548,8 @@ class Builder {
     }
     // New values stored into state that were not at entry (Algorithm 1,
     // lines 19-21) are reached through the writes above.
+    dropUnreferredNames(mock.result);
+    for (auto& e : mock.effects) dropUnreferredNames(e.value);
   }
 
   // Output node, then dead code elimination (replay's pass: it keeps what
@@ -677,7 +686,18 @@ class Builder {
   BlobPool& blobs_;
   std::set<NodeId> open_;  // entryValue's objects being built: the current one and its holders
   std::vector<int> outputs_;
-  std::set<NodeId> rebuilt_;  // new lists and dicts the mock builds
+  // New containers the mock builds, each named once complete (0 while its
+  // elements are being built).
+  std::map<NodeId, int64_t> rebuilt_;
+  int64_t lastName_ = 0;
+  std::set<int64_t> referred_;  // the names a Ref uses: the others are dropped
+
+  void dropUnreferredNames(record::ValueExpr& e) const {
+    if (e.kind != record::ValueExpr::Kind::Ref && e.kind != record::ValueExpr::Kind::GraphOutput &&
+        !referred_.count(e.index))
+      e.index = 0;
+    for (auto& item : e.items) dropUnreferredNames(item);
+  }
 };
 
 }  // namespace

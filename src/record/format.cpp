@@ -351,7 +351,7 @@ template <class Ar> void io(Ar& ar, Node& n) {
 
 template <class Ar> void io(Ar& ar, ValueExpr& e) {
   Nested<Ar> nested(ar, "a mock expression");
-  ioEnum(ar, e.kind, ValueExpr::Kind::Dict);
+  ioEnum(ar, e.kind, ValueExpr::Kind::Ref);
   io(ar, e.atom);
   ar.zigzag(e.index);
   io(ar, e.path);

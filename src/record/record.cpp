@@ -95,13 +95,15 @@ std::string toString(const ValueExpr& e) {
     std::string tail = (e.kind == ValueExpr::Kind::Tuple && parts.size() == 1) ? "," : "";
     return open + join(parts, ", ") + tail + close;
   };
+  std::string name = e.index > 0 && e.kind != ValueExpr::Kind::GraphOutput ? "#" + std::to_string(e.index) : "";
   switch (e.kind) {
+    case ValueExpr::Kind::Ref: return "the same " + name;
     case ValueExpr::Kind::Const: return toString(e.atom);
     case ValueExpr::Kind::GraphOutput: return "out[" + std::to_string(e.index) + "]";
     case ValueExpr::Kind::Read: return toString(e.path);
-    case ValueExpr::Kind::Tuple: return items("(", ")");
-    case ValueExpr::Kind::List: return items("[", "]");
-    case ValueExpr::Kind::Dict: return e.type.empty() ? items("{", "}") : e.type + "(" + items("{", "}") + ")";
+    case ValueExpr::Kind::Tuple: return name + items("(", ")");
+    case ValueExpr::Kind::List: return name + items("[", "]");
+    case ValueExpr::Kind::Dict: return name + (e.type.empty() ? items("{", "}") : e.type + "(" + items("{", "}") + ")");
   }
   return "?";
 }

@@ -2,6 +2,7 @@
 #include "magpy/record/validate.h"
 
 #include <algorithm>
+#include <set>
 
 #include "magpy/record/graph_utils.h"
 #include "magpy/support/error.h"
@@ -172,8 +173,9 @@ class Validator {
           if (d.symbol >= 0 && !(bound & (1u << d.symbol)))
             bad(at + ": node " + n.name + " has size " + toString(d) + ", but no guard binds s" +
                 std::to_string(d.symbol));
-    expr(r.mock.result, outputs, at + ": the mock's result");
-    for (auto& e : r.mock.effects) expr(e.value, outputs, at + ": the mock's write to " + toString(e.target));
+    std::set<int64_t> built;  // the containers the mock has built, in the order it builds them
+    expr(r.mock.result, outputs, at + ": the mock's result", built);
+    for (auto& e : r.mock.effects) expr(e.value, outputs, at + ": the mock's write to " + toString(e.target), built);
   }
 
   // Returns the number of values the graph outputs.
@@ -225,14 +227,21 @@ class Validator {
     if (!input && !arithmetic) bad(node + " has a number type but is neither a number input nor number arithmetic");
   }
 
-  void expr(const ValueExpr& e, size_t outputs, const std::string& what) const {
+  // A Ref names a container built before it, whole: one that contains
+  // itself would be a cycle replay's shared values never free.
+  void expr(const ValueExpr& e, size_t outputs, const std::string& what, std::set<int64_t>& built) const {
+    if (e.kind == ValueExpr::Kind::Ref && !built.count(e.index))
+      bad(what + " refers to object #" + std::to_string(e.index) + ", which the mock has not built before it");
     if (e.kind == ValueExpr::Kind::GraphOutput && (e.index < 0 || uint64_t(e.index) >= outputs))
       bad(what + " uses graph output " + std::to_string(e.index) + " of " + std::to_string(outputs));
     if (e.kind == ValueExpr::Kind::Dict && e.keys.size() != e.items.size())
       bad(what + " builds a dict with " + std::to_string(e.keys.size()) + " keys for " + std::to_string(e.items.size()) + " values");
     if (!e.type.empty() && (e.kind != ValueExpr::Kind::Dict || e.type != kOrderedDict))
       bad(what + " builds a " + e.type + ", which replay does not make (only a dict or " + kOrderedDict + ")");
-    for (auto& item : e.items) expr(item, outputs, what);
+    for (auto& item : e.items) expr(item, outputs, what, built);
+    bool container = e.kind == ValueExpr::Kind::Tuple || e.kind == ValueExpr::Kind::List || e.kind == ValueExpr::Kind::Dict;
+    if (container && e.index != 0 && (e.index < 0 || !built.insert(e.index).second))
+      bad(what + " names object #" + std::to_string(e.index) + " twice, or with a negative number");
   }
 
   void call(const LoggedCall& c, const std::string& at) const {

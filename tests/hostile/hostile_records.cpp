@@ -226,6 +226,21 @@ std::string bodyWithSelf(const std::string& selfBytes) {
 }
 
 void loadCases(std::vector<Case>& out) {
+  // A mock naming an object it has not built, or a container inside itself.
+  {
+    RecordFile f = oneCall({});
+    ValueExpr ref;
+    ref.kind = ValueExpr::Kind::Ref;
+    ref.index = 5;
+    f.functions[0].records[0].mock.result = ref;
+    out.push_back({"mock_ref_unbuilt", encode(f), 2, "refers to object #5, which the mock has not built before it"});
+    ValueExpr list;
+    list.kind = ValueExpr::Kind::List;
+    list.index = 5;
+    list.items = {ref};
+    f.functions[0].records[0].mock.result = list;
+    out.push_back({"mock_ref_cycle", encode(f), 2, "refers to object #5, which the mock has not built before it"});
+  }
   // A node name that would rewrite the terminal (the writer escapes such
   // names; a file that holds one raw is not from it).
   {

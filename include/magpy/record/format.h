@@ -1,7 +1,7 @@
 // The .mgp file format, version 7 (2 added the RefGraph view to records
 // and tuple dict keys, 3 when the state was taken, 4 the dict class of
 // mock expressions, 5 dynamic sizes in tensor metadata, 6 lifted numbers,
-// 7 the Distinct check, and names without control characters). This header is the only place that knows
+// 7 the Distinct check, names without control characters, and mock Refs). This header is the only place that knows
 // the byte layout; everything else works on RecordFile.
 //
 // Grammar (all integers little-endian; "varint" is unsigned LEB128, "zigzag"
@@ -30,6 +30,7 @@
 //   arg         := kind:u8 i:zigzag f:f64 s:string ints:zigzags floats:f64s
 //   mock        := result:expr count:varint effect*
 //   expr        := kind:u8 atom index:zigzag path count:varint expr* keys:atoms type:string
+//                  (a container's index > 0 names it for a later Ref, kind 6)
 //   effect      := kind:u8 target:path name:string key:atom value:expr
 //   break       := where:string function:string opcode:string reason:string callee:string
 //   refs        := count:varint ref_node* count:varint ref_edge*

@@ -17,7 +17,10 @@ struct ValueExpr {
     Const,        // atom
     GraphOutput,  // index into the graph's Output node arguments
     Read,         // the object at path, as it was at call entry (keeps identity)
-    Tuple, List, Dict,  // items (Dict: keys parallel to items)
+    Tuple, List, Dict,  // items (Dict: keys parallel to items); index > 0 names the
+                        // object it builds for later Refs of the same mock
+    Ref,          // the object built earlier in this mock (result, then effects,
+                  // depth first) whose container had this index
   };
   Kind kind = Kind::Const;
   Atom atom;

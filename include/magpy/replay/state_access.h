@@ -175,9 +175,16 @@ class RecordAccess {
   // What the value is instead, for a guard that does not hold.
   template <class Store>
   std::string actual(const GuardStep& gs, Resolution<Store>& r) const;
+  // Where a mock's evaluation stands: its next read, and the containers
+  // built so far that a later Ref names (one object in two places).
+  template <class Handle>
+  struct Building {
+    size_t nextRead = 0;
+    std::vector<std::pair<int64_t, Handle>> named;
+  };
   template <class Store>
   typename Store::Handle build(const record::ValueExpr& e, const std::vector<c10::IValue>& outputs, Resolution<Store>& r,
-                               size_t& nextRead) const;
+                               Building<typename Store::Handle>& b) const;
   void addMockReads(const record::ValueExpr& e);
 
   PathTree tree_;
@@ -311,13 +318,13 @@ std::vector<c10::IValue> RecordAccess::inputs(Resolution<Store>& r) const {
 
 template <class Store>
 typename Store::Handle RecordAccess::build(const record::ValueExpr& e, const std::vector<c10::IValue>& outputs,
-                                           Resolution<Store>& r, size_t& nextRead) const {
+                                           Resolution<Store>& r, Building<typename Store::Handle>& b) const {
   using K = record::ValueExpr::Kind;
   const Store& store = r.store();
   auto items = [&] {
     std::vector<typename Store::Handle> out;
     out.reserve(e.items.size());
-    for (auto& item : e.items) out.push_back(build(item, outputs, r, nextRead));
+    for (auto& item : e.items) out.push_back(build(item, outputs, r, b));
     return out;
   };
   switch (e.kind) {
@@ -328,16 +335,22 @@ typename Store::Handle RecordAccess::build(const record::ValueExpr& e, const std
         throw Error("the mock uses graph output " + std::to_string(e.index) + " of " + std::to_string(outputs.size()));
       return store.output(outputs[size_t(e.index)]);
     case K::Read: {
-      int node = mockReads_[nextRead++];
+      int node = mockReads_[b.nextRead++];
       const auto& v = r.get(node);
       if (!v) throw Error("the mock reads " + r.whyMissing(node));
       return v;
     }
+    case K::Ref:
+      for (auto& [index, handle] : b.named)
+        if (index == e.index) return handle;
+      throw Error("the mock refers to object #" + std::to_string(e.index) + ", which it has not built");
     case K::Tuple:
     case K::List:
-      return store.sequence(e.kind == K::Tuple, items());
-    case K::Dict:
-      return store.dict(e.keys, items(), e.type);
+    case K::Dict: {
+      auto built = e.kind == K::Dict ? store.dict(e.keys, items(), e.type) : store.sequence(e.kind == K::Tuple, items());
+      if (e.index > 0) b.named.emplace_back(e.index, built);
+      return built;
+    }
   }
   throw Error("unknown mock expression");
 }
@@ -347,8 +360,8 @@ RecordAccess::MockRun<typename Store::Handle> RecordAccess::mock(const std::vect
                                                                  Resolution<Store>& r) const {
   using Handle = typename Store::Handle;
   const Store& store = r.store();
-  size_t nextRead = 0;
-  MockRun<Handle> run{build(mock_.result, outputs, r, nextRead), false};
+  Building<Handle> building;
+  MockRun<Handle> run{build(mock_.result, outputs, r, building), false};
   struct Write {
     const record::Effect* effect;
     Handle target, value;
@@ -356,10 +369,10 @@ RecordAccess::MockRun<typename Store::Handle> RecordAccess::mock(const std::vect
   std::vector<Write> writes;
   writes.reserve(mock_.effects.size());
   for (auto& e : mock_.effects) {
-    int node = mockReads_[nextRead++];
+    int node = mockReads_[building.nextRead++];
     const Handle& target = r.get(node);
     if (!target) throw Error("the mock writes to " + r.whyMissing(node));
-    writes.push_back({&e, target, build(e.value, outputs, r, nextRead)});
+    writes.push_back({&e, target, build(e.value, outputs, r, building)});
   }
   for (auto& w : writes) {
     const record::Effect& e = *w.effect;
