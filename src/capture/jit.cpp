@@ -164,10 +164,11 @@ struct Session::Impl {
     return sharing;
   }
 
-  // Two distinct state tensors of fn that share memory (self.b =
+  // Two distinct state tensors of fn that share memory now (self.b =
   // self.a.view(4)), as "self.b shares memory with self.a", or "". A record
   // file keeps each tensor's contents apart, so natively a write through
-  // one would not show through the other.
+  // one would not show through the other. Checked at each logged call and
+  // at exit: the script may make or undo the sharing between calls.
   static std::string sharedStateMemory(const Unit& fn) {
     LiveRoots roots{fn.spec.self, nullptr, nullptr, fn.spec.homeModule};
     std::map<const void*, std::pair<const void*, record::AccessPath>> first;  // storage -> (tensor, path)
@@ -483,7 +484,9 @@ PyObject* Session::call(size_t index, PyObject* args, PyObject* kwargs) {
   inv.roots = LiveRoots{fn.spec.self, args, kwargs, fn.spec.homeModule};
   inv.run = [&] { return PyObject_Call(fn.target.get(), args, kwargs); };
   inv.runEager = [&] { return s.segments.runEager(index, inv.run); };
+  if (logging && fn.sharedMemory.empty()) fn.sharedMemory = s.sharedStateMemory(fn);
   PyRef result = PyRef::steal(s.callUnit(index, inv, logging ? &entry : nullptr));
+  if (logging && fn.sharedMemory.empty()) fn.sharedMemory = s.sharedStateMemory(fn);  // paths a new record reads
   if (!result) return nullptr;
 
   if (logging) {
@@ -559,7 +562,7 @@ record::RecordFile Session::recordFile(bool stateAtExit) {
     out.module = fn->spec.homeModule;
     out.self = stateAtExit || !fn->haveSelf ? s.selfNow(*fn) : fn->self;
     // Copies of tensors that share memory agree until one is written.
-    std::string sharedMemory = s.sharedStateMemory(*fn);
+    std::string sharedMemory = fn->sharedMemory.empty() ? s.sharedStateMemory(*fn) : fn->sharedMemory;
     bool writesState = std::any_of(fn->entries.begin(), fn->entries.end(),
                                    [](const Entry& e) { return replay::writesItsInputs(e.record.graph); });
     for (auto& e : fn->entries) {

@@ -46,6 +46,9 @@ struct Unit {
   bool haveSelf = false;
   std::set<record::AccessPath> statePaths;   // self- and module-rooted paths its records read
   std::set<record::AccessPath> absentPaths;  // of those, the ones first read as absent
+  // Two of its state tensors seen sharing memory at a logged call ("G['b']
+  // shares memory with G['a']"), or "": the record file cannot keep that.
+  std::string sharedMemory;
   size_t calls = 0, hits = 0, monitored = 0, eager = 0;
   // Where the time goes (seconds, summed over calls): the paper's Figure 16.
   replay::PhaseTimes times;
