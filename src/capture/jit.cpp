@@ -172,16 +172,20 @@ struct Session::Impl {
   static std::string sharedStateMemory(const Unit& fn) {
     LiveRoots roots{fn.spec.self, nullptr, nullptr, fn.spec.homeModule};
     std::map<const void*, std::pair<const void*, record::AccessPath>> first;  // storage -> (tensor, path)
+    std::string shared;
     for (auto& path : fn.statePaths) {
       PyRef o = resolveLive(path, roots);
       if (!o || !isTensor(o.get())) continue;
       const at::Tensor& t = tensorOf(o.get());
       if (!t.has_storage()) continue;
       auto [it, fresh] = first.emplace(t.storage().unsafeGetStorageImpl(), std::make_pair(t.unsafeGetTensorImpl(), path));
-      if (!fresh && it->second.first != t.unsafeGetTensorImpl())
-        return record::toString(path) + " shares memory with " + record::toString(it->second.second);
+      if (!fresh && it->second.first != t.unsafeGetTensorImpl()) {
+        shared = record::toString(path) + " shares memory with " + record::toString(it->second.second);
+        break;
+      }
     }
-    return "";
+    PyErr_Clear();  // a path that no longer resolves is no sharing
+    return shared;
   }
 
   // ---- progress ----
@@ -486,8 +490,8 @@ PyObject* Session::call(size_t index, PyObject* args, PyObject* kwargs) {
   inv.runEager = [&] { return s.segments.runEager(index, inv.run); };
   if (logging && fn.sharedMemory.empty()) fn.sharedMemory = s.sharedStateMemory(fn);
   PyRef result = PyRef::steal(s.callUnit(index, inv, logging ? &entry : nullptr));
-  if (logging && fn.sharedMemory.empty()) fn.sharedMemory = s.sharedStateMemory(fn);  // paths a new record reads
   if (!result) return nullptr;
+  if (logging && fn.sharedMemory.empty()) fn.sharedMemory = s.sharedStateMemory(fn);  // paths a new record reads
 
   if (logging) {
     // Arguments sharing memory matter where the record writes an input in place.
