@@ -1,20 +1,25 @@
 #!/usr/bin/env bash
-# scripts/fuzz.sh [SECONDS]: fuzzes record loading and replay (the
-# record_fuzzer of build-san/, made by scripts/sanitizers.sh) for SECONDS
-# (default 600), starting from the bodies of records captured from the
-# examples and of the hostile records that load. The corpus grows in
-# build-san/fuzz-corpus; a crashing input lands in build-san/fuzz-findings
-# and the script fails: make it a case in tests/hostile, then fix it.
+# scripts/fuzz.sh [SECONDS]: fuzzes what magpy-run reads from others, for
+# SECONDS in all (default 600): two thirds on record loading and replay
+# (record_fuzzer, seeded with the bodies of records captured from the
+# examples and of the hostile records), one third on the tensor-file
+# reader of --inputs and --state (tensor_file_fuzzer, seeded with the
+# pickles of torch.save files of tensors, views and plain values). Both are
+# made in build-san/ by scripts/sanitizers.sh. Corpora grow in
+# build-san/fuzz-corpus*; a crashing input lands in build-san/fuzz-findings
+# and the script fails: make it a hostile test, then fix it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-600}"
-fuzzer=build-san/bin/record_fuzzer
-[ -x "$fuzzer" ] || { echo "fuzz: $fuzzer is missing; run scripts/sanitizers.sh first" >&2; exit 2; }
-seeds=build-san/fuzz-seeds
-corpus=build-san/fuzz-corpus
+for fuzzer in record_fuzzer tensor_file_fuzzer; do
+  [ -x "build-san/bin/$fuzzer" ] || { echo "fuzz: build-san/bin/$fuzzer is missing; run scripts/sanitizers.sh first" >&2; exit 2; }
+done
 findings=build-san/fuzz-findings
-mkdir -p "$seeds" "$corpus" "$findings"
-if [ -z "$(ls -A "$seeds")" ]; then
+mkdir -p "$findings"
+
+seeds=build-san/fuzz-seeds
+if [ -z "$(ls -A "$seeds" 2>/dev/null)" ]; then
+  mkdir -p "$seeds"
   records=$(mktemp -d)
   for example in mlp containers breaks; do
     build/bin/magpy-capture -q -o "$records/$example.mgp" "examples/$example.py" > /dev/null
@@ -23,8 +28,38 @@ if [ -z "$(ls -A "$seeds")" ]; then
   build/bin/record_bodies "$seeds" "$records"/*.mgp
   rm -rf "$records"
 fi
+tensor_seeds=build-san/fuzz-seeds-tensors
+if [ -z "$(ls -A "$tensor_seeds" 2>/dev/null)" ]; then
+  mkdir -p "$tensor_seeds"
+  /usr/bin/python3 - "$tensor_seeds" <<'PY'
+import io, sys, zipfile
+from collections import OrderedDict
+import torch
+base = torch.arange(12.0)
+values = [
+    torch.arange(6.0).reshape(2, 3),
+    (torch.ones(3), torch.zeros(2, dtype=torch.int64)),
+    {"a": base[1:5], "b": base.view(3, 4), "c": [1, 2.5, "s", None, True]},
+    [base[::2], base[3:], (base, base)],
+    OrderedDict(w=torch.ones(2, 2, dtype=torch.float64), b=torch.tensor([True, False])),
+]
+for i, v in enumerate(values):
+    buf = io.BytesIO()
+    torch.save(v, buf)
+    archive = zipfile.ZipFile(buf)
+    name = next(n for n in archive.namelist() if n.endswith("data.pkl"))
+    with open(f"{sys.argv[1]}/seed{i}", "wb") as out:
+        out.write(archive.read(name))
+PY
+fi
+
 export ASAN_OPTIONS="detect_leaks=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-echo "fuzz: $seconds s from $(ls "$seeds" | wc -l) seeds"
-"$fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
-  -artifact_prefix="$findings/" -print_final_stats=1 "$corpus" "$seeds" 2>&1 | tail -n 25
+run() {  # fuzzer seconds corpus seeds
+  mkdir -p "$3"
+  echo "fuzz: $1 for $2 s from $(ls "$4" | wc -l) seeds"
+  "build-san/bin/$1" -max_total_time="$2" -timeout=10 -rss_limit_mb=2048 \
+    -artifact_prefix="$findings/" -print_final_stats=1 "$3" "$4" 2>&1 | tail -n 25
+}
+run record_fuzzer $((seconds * 2 / 3)) build-san/fuzz-corpus "$seeds"
+run tensor_file_fuzzer $((seconds - seconds * 2 / 3)) build-san/fuzz-corpus-tensors "$tensor_seeds"

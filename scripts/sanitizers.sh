@@ -2,7 +2,8 @@
 # Builds magpy's record and replay libraries (and the capture library's
 # interpreter-free part) with clang under AddressSanitizer
 # and UndefinedBehaviorSanitizer (build-san/), runs their unit tests there,
-# then fuzzes the record reader and replay for MAGPY_FUZZ_SECONDS seconds
+# then fuzzes the record reader, replay and the tensor-file reader for
+# MAGPY_FUZZ_SECONDS seconds
 # (default 60; scripts/fuzz.sh runs longer campaigns). Needs build/ first
 # (scripts/build.sh): its tools capture the fuzzer's seeds.
 set -euo pipefail
@@ -15,7 +16,7 @@ cmake -S . -B build-san -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DMAGPY_CAPTURE=OFF -DMAGPY_SANITIZE=ON -DMAGPY_FUZZ=ON > "$log" ||
   { tail -n 30 "$log"; exit 1; }
-cmake --build build-san -j"$jobs" --target record_tests replay_tests capture_tests record_fuzzer >> "$log" 2>&1 ||
+cmake --build build-san -j"$jobs" --target record_tests replay_tests capture_tests record_fuzzer tensor_file_fuzzer >> "$log" 2>&1 ||
   { grep -B2 -A8 "error" "$log" | head -n 60; exit 1; }
 export ASAN_OPTIONS="detect_leaks=0:abort_on_error=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
