@@ -67,7 +67,15 @@ bool Monitor::finishFormatValue(Step& s) {
 }
 
 // BUILD_SET, BUILD_STRING, BUILD_SLICE: opaque values built from followed inputs.
+// A set of objects or tensors is as large as they are distinct objects,
+// which no guard follows ({a, b} when a name later holds b's object).
 bool Monitor::finishBuildValue(Step& s) {
+  if (s.ins().op == Op::BUILD_SET)
+    for (NodeId in : s.p.inputs)
+      if (in >= 0 && (refs_.node(in).kind == NodeKind::Object || refs_.node(in).kind == NodeKind::Tensor)) {
+        graphBreak("a set of objects depends on which of them are one object, which no guard follows");
+        return false;
+      }
   s.out[0] = derived(s.p, s.outObj(0));
   if ((sizesTagged_ || liftNumbers_) && s.ins().op == Op::BUILD_SLICE && s.out[0] >= 0) sliceParts_[s.out[0]] = s.p.inputs;
   return true;
