@@ -9,7 +9,16 @@ __mul__/__rmul__, __enter__/__exit__, __call__, __index__), @property, a
 descriptor with state of its own, __slots__, super() chains, a module alias,
 closure cells, __defaults__, a callee whose __code__ is replaced, OrderedDict
 order, enums, Python callbacks given to builtins, methods patched on
-torch.Tensor, the default dtype, and an argument v that may be a view of x.
+torch.Tensor, the default dtype, and an argument v that may be a view of x;
+also hash()/id() of plain objects, stdlib functions annotated pure that run
+user code or read objects (copy.deepcopy, re.sub with a callback,
+functools.reduce), operator.iadd/iconcat/setitem/delitem on state, a
+property with a side effect read by getattr/hasattr, float and int
+subclasses (and bool) of equal value, ops whose result size depends on
+tensor contents, torch process settings read by getters (threads, anomaly
+mode, grad mode, default dtype), buffers sharing storage with .data
+replaced or written, and one list passed as two arguments (extra
+parameters of f, built per call by the program's extra_args(i)).
 The program also defines perturb(i, rng), the changes made after call i:
 class dict entries replaced (dunders and properties included), instance
 attributes set and deleted, globals and module aliases rebound, __code__,
@@ -40,12 +49,14 @@ def feature(fn):
     return fn
 
 
-def F(setup=(), body=(), perts=(), shared=(), state=(), rebinds=(), imports=()):
+def F(setup=(), body=(), perts=(), shared=(), state=(), rebinds=(), imports=(), params=(), args=()):
     """What a feature adds: module-level setup lines, body lines of f (read x,
     update y), perturbations (label, lines) for perturb and perturb_shared,
-    state() expressions, globals the perturbations rebind, imports."""
+    state() expressions, globals the perturbations rebind, imports, extra
+    parameters of f and the lines of extra_args(i) that append call i's
+    values for them to `out`."""
     return dict(setup=list(setup), body=list(body), perts=list(perts), shared=list(shared), state=list(state),
-                rebinds=list(rebinds), imports=list(imports))
+                rebinds=list(rebinds), imports=list(imports), params=list(params), args=list(args))
 
 
 # Each feature takes the generator's random.Random and a suffix k for its names.
@@ -280,6 +291,211 @@ def view_argument(r, k):
     return F([], ["v.add_(1.0)", "y = y + x + v"])
 
 
+@feature
+def object_identity(r, k):
+    # hash()/id() of plain objects: a dict keyed by an object, identity hashes compared, a __hash__ of its own.
+    replace = [("object replaced (equal state)", [f"key{k} = Key{k}(1)"]),
+               ("object replaced, old one freed first", [f"key{k} = None", f"key{k} = Key{k}(rng.choice([1, 2]))"]),
+               ("object restored", [f"key{k} = orig{k}"])]
+    hashed = [("state read by __hash__ changed", [f"hk{k}.n = rng.choice([0, 5, 7])"]),
+              ("__hash__ patched on class", [f"HKey{k}.__hash__ = lambda self: self.n + 1"]),
+              ("object with __hash__ replaced (equal hash)", [f"hk{k} = HKey{k}(4)"])]
+    use, perts = r.choice([
+        ([f"y = y + table{k}.get(key{k}, -1.0)"],
+         replace + [("dict keyed by object replaced", [f"table{k} = {{Key{k}(1): 5.0, key{k}: rng.choice([3.0, 4.0])}}"]),
+                    ("dict entry under object key set", [f"table{k}[key{k}] = rng.choice([6.0, 7.0])"])]),
+        ([f"y = y * (2.0 if hash(key{k}) == hash(orig{k}) else 3.0)"], replace),
+        ([f"y = y * (2.0 if id(key{k}) == id(orig{k}) else 3.0)"], replace),
+        ([f"y = y + len({{key{k}, orig{k}}})"], replace),
+        ([f"y = y + key{k}.n"], replace),
+        ([f"y = y + hash(hk{k}) % 3"], hashed),
+        ([f"y = y + {{hk{k}: 1.0, 5: 2.0}}.get(5, 0.0)"], hashed)])
+    return F([f"class Key{k}:", "    def __init__(self, n): self.n = n",
+              f"class HKey{k}:", "    def __init__(self, n): self.n = n", "    def __hash__(self): return self.n",
+              "    def __eq__(self, o): return self.n == o", f"orig{k} = Key{k}(1)", f"key{k} = orig{k}",
+              f"table{k} = {{orig{k}: 2.0}}", f"hk{k} = HKey{k}(4)"],
+             use, perts,
+             state=[f"key{k}.n", f"key{k} is orig{k}", f"sorted(table{k}.values())", f"hk{k}.n"],
+             rebinds=[f"key{k}", f"table{k}", f"hk{k}"])
+
+
+@feature
+def stdlib_callbacks(r, k):
+    # Functions annotated pure that run user code or read object state.
+    box = [("instance attribute set", [f"box{k}.v = rng.choice([3.0, -1.0])"])]
+    glob = [("global read by callback rebound", [f"rv{k} = rng.randint(2, 9)"]),
+            ("object read by callback changed", [f"box{k}.v = rng.choice([3.0, -1.0])"]),
+            ("callback rebound", [f"rep{k} = lambda m: m.group(0) * 2"]),
+            ("__code__ replaced (callback)", [f"rep{k}.__code__ = (lambda m: '8').__code__"])]
+    red = [("global read by callback rebound", [f"w{k} = rng.choice([1, 3])"]),
+           ("__code__ replaced (callback)", [f"red{k}.__code__ = (lambda a, b: a - b).__code__"]),
+           ("container mutated", [f"box{k}.items.append(rng.choice([1.0, 4.0]))"])]
+    use, perts = r.choice([
+        ([f"y = y * copy.deepcopy(box{k}).v"], box + [("__deepcopy__ added on class", [f"Box{k}.__deepcopy__ = deep{k}"])]),
+        ([f"y = y + copy.deepcopy([box{k}, box{k}])[1].v"], box),
+        ([f"y = y + copy.copy(box{k}).v"], box + [("__copy__ added on class", [f"Box{k}.__copy__ = lambda self: deep{k}(self, None)"])]),
+        ([f"y = y + float(re.sub('[0-9]', rep{k}, '5'))"], glob),
+        ([f"y = y + len(re.sub(pat{k}, rep{k}, 'a1b22'))"], glob + [("pattern rebound", [f"pat{k} = rng.choice(['[a-z]', '2'])"])]),
+        ([f"y = y + functools.reduce(red{k}, [1, 2, 3])"], red),
+        ([f"y = y + functools.reduce(red{k}, box{k}.items, 0.5)"], red)])
+    return F([f"class Box{k}:", "    def __init__(self): self.v, self.items = 2.0, [1.0, 2.0]", f"box{k} = Box{k}()",
+              f"def deep{k}(self, memo):", f"    b = Box{k}()", "    b.v = self.v * 10", "    return b",
+              f"rv{k} = 1", f"def rep{k}(m): return str(rv{k} + len(str(box{k}.v)))", f"pat{k} = '[0-9]'",
+              f"w{k} = 2", f"def red{k}(a, b): return a * w{k} + b"],
+             use, perts,
+             state=[f"box{k}.v", f"box{k}.items"], rebinds=[f"rv{k}", f"rep{k}", f"pat{k}", f"w{k}"],
+             imports=["copy", "re", "functools"])
+
+
+@feature
+def operator_mutation(r, k):
+    # operator functions that mutate a list or dict of the state.
+    ops = [[f"operator.iadd(ol{k}, [0.5])", f"y = y + sum(ol{k})"],
+           [f"y = y * len(operator.iconcat(ol{k}, [0.25]))"],
+           [f"operator.setitem(od{k}, 'a', od{k}.get('a', 0.0) + 1.0)", f"y = y + od{k}['a']"],
+           [f"operator.setitem(ol{k}, 0, ol{k}[0] * 2)", f"y = y + ol{k}[0]"],
+           [f"if len(ol{k}) > 1:", f"    operator.delitem(ol{k}, 0)", f"y = y + ol{k}[0]"],
+           [f"if 'b' in od{k}:", f"    operator.delitem(od{k}, 'b')", f"y = y + len(od{k})"],
+           [f"operator.iadd(tl{k}, [y.sum()])", f"y = y + len(tl{k})"]]
+    body = [line for op in r.sample(ops, r.randint(1, 2)) for line in op]
+    return F([f"ol{k} = [1.0, 2.0]", f"od{k} = {{'a': 1.0, 'b': 2.0}}", f"tl{k} = []"],
+             body,
+             [("container mutated", [f"ol{k}.append(rng.choice([3.0, 4.0]))"]),
+              ("container rebound", [f"ol{k} = [rng.choice([5.0, 6.0])]"]),
+              ("dict entry set", [f"od{k}['b'] = rng.choice([3.0, 4.0])"]),
+              ("dict entry deleted", [f"od{k}.pop('a', None)"]),
+              ("container cleared", [f"tl{k}.clear()"])],
+             state=[f"ol{k}", f"od{k}", f"tl{k}"], rebinds=[f"ol{k}"], imports=["operator"])
+
+
+@feature
+def counting_property(r, k):
+    # A getter with a side effect read through getattr()/hasattr(): it must run as often as in eager.
+    use = r.choice([[f"y = y * getattr(cnt{k}, 'val')"],
+                    [f"y = y * getattr(cnt{k}, name{k}, 1.5)"],
+                    [f"if hasattr(cnt{k}, 'val'):", "    y = y + 1"],
+                    [f"y = y + hasattr(cnt{k}, 'val') + getattr(cnt{k}, 'val', 0.0)"]])
+    perts = [("instance attribute set", [f"cnt{k}.base = rng.choice([3.0, -1.0])"]),
+             ("property replaced by one that raises AttributeError", [f"Cnt{k}.val = property(missing{k})"]),
+             ("property replaced by class value", [f"Cnt{k}.val = 4.0"]),
+             ("counter reset", [f"cnt{k}.count = 0"])]
+    if f"name{k}" in use[0]:
+        perts.append(("attribute name rebound", [f"name{k} = rng.choice(['base', 'nope', 'val'])"]))
+    return F([f"class Cnt{k}:", "    def __init__(self): self.count, self.base = 0, 2.0", "    @property",
+              "    def val(self):", "        self.count += 1", "        return self.base",
+              f"def missing{k}(self):", "    self.count += 10", "    raise AttributeError('val')",
+              f"cnt{k} = Cnt{k}()", f"name{k} = 'val'"],
+             use, perts,
+             state=[f"cnt{k}.count", f"cnt{k}.base"], rebinds=[f"name{k}"])
+
+
+@feature
+def number_subclass(r, k):
+    # A float or int subclass with an equal value where a float or int was seen before (argument or global).
+    isint = r.random() < 0.4
+    plain, sub, plainsub = ("1", f"MyI{k}(1)", "True") if isint else ("2.0", f"MyF{k}(2.0)", f"PlainF{k}(2.0)")
+    name = f"n{k}" if r.random() < 0.5 else f"a{k}"  # a global or an argument
+    use = r.choice([[f"y = {name} * y"], [f"y = y * ({name} + 1)"], [f"y = y + {name}"],
+                    [f"y = y * (1.0 if type({name}) is {'int' if isint else 'float'} else 2.0)"],
+                    [f"y = y + len(repr({name}))"], [f"if {name}:", "    y = y + 1"],
+                    [f"y = y + float(torch.tensor({name}).dtype == torch.float32)"],
+                    [f"y = y * torch.full((3,), {name})"]])
+    values = [r.choice([plain, plain, sub, plainsub]) for _ in range(CALLS)]
+    setup = [f"class MyF{k}(float):", "    def __mul__(self, o): return o * (float(self) + 1.0)",
+             "    __rmul__ = __mul__", "    def __add__(self, o): return o + float(self) * 10",
+             "    __radd__ = __add__", "    def __repr__(self): return 'MyF(%r)' % float(self)",
+             f"class PlainF{k}(float): pass",
+             f"class MyI{k}(int):", "    def __mul__(self, o): return o * (int(self) + 2)", "    __rmul__ = __mul__",
+             "    def __add__(self, o): return o + int(self) * 10", "    __radd__ = __add__",
+             "    def __bool__(self): return False", "    def __repr__(self): return 'MyI(%r)' % int(self)",
+             f"n{k} = {plain}"]
+    if name == f"a{k}":
+        return F(setup, use, params=[f"a{k}"], args=[f"out.append([{', '.join(values)}][i])"])
+    return F(setup, use, [("global rebound (subclass, equal value)", [f"n{k} = {sub}"]),
+                          ("global rebound (plain subclass or bool, equal value)", [f"n{k} = {plainsub}"]),
+                          ("global rebound (plain value)", [f"n{k} = {plain}"])],
+             state=[f"float(n{k})"], rebinds=[f"n{k}"])
+
+
+@feature
+def data_dependent_size(r, k):
+    # Ops whose result size depends on tensor contents, contents changed between calls.
+    lab = [("tensor contents changed in place", [f"lab{k}[rng.randrange(3)] = rng.randint(0, 5)"]),
+           ("tensor rebound", [f"lab{k} = torch.tensor([rng.randint(0, 6), 1])"])]
+    reps = [("tensor contents changed in place", [f"reps{k}[rng.randrange(3)] = rng.randint(0, 3)"])]
+    mask = [("tensor contents changed in place", [f"m{k}.logical_not_()"]),
+            ("tensor contents changed in place", [f"m{k}[0, rng.randrange(3)] = rng.random() < 0.5"])]
+    use, perts = r.choice([([f"y = y * F.one_hot(lab{k}).float().mean()"], lab),
+                           ([f"y = y + F.one_hot(lab{k}).shape[-1]"], lab),
+                           ([f"y = y + torch.repeat_interleave(y[0], reps{k}).sum()"], reps),
+                           ([f"y = y + torch.repeat_interleave(reps{k}).shape[0]"], reps),
+                           ([f"y = y + torch.nonzero(m{k}).shape[0]"], mask),
+                           ([f"y = y + torch.nonzero(lab{k}).float().sum()"], lab),
+                           ([f"y = y + y[m{k}].sum()"], mask),
+                           ([f"y = y + torch.masked_select(y, m{k}).numel()"], mask),
+                           ([f"y = y + x[x > th{k}].numel()"], [("global rebound", [f"th{k} = rng.choice([0.0, 0.5, 1.0])"])])])
+    # torch.unique is left out: magpy-run refuses a whole record holding aten::_unique2 (not on its reviewed list).
+    return F([f"lab{k} = torch.tensor([0, 2, 1])", f"reps{k} = torch.tensor([1, 2, 0])",
+              f"m{k} = torch.tensor([[True, False, True], [False, False, True]])", f"th{k} = 0.3"],
+             use, perts,
+             state=[f"lab{k}", f"reps{k}", f"m{k}"], rebinds=[f"lab{k}", f"th{k}"],
+             imports=["torch.nn.functional as F"])
+
+
+@feature
+def process_state(r, k):
+    # Process-wide torch settings read through getters; changed (once, for both worlds) between calls.
+    kind = r.randrange(4)
+    if kind == 0:
+        return F([], ["if torch.get_num_threads() > 1:", "    y = y + 1", "else:", "    y = y * 2"],
+                 shared=[("torch.set_num_threads", ["torch.set_num_threads(rng.choice([1, 2]))"])])
+    if kind == 1:
+        return F([], ["y = y + (1.0 if torch.is_anomaly_enabled() else 0.0)"],
+                 shared=[("anomaly mode set", ["torch.autograd.set_detect_anomaly(rng.random() < 0.5)"])])
+    if kind == 2:
+        return F([f"wg{k} = torch.ones(3, requires_grad=True)"],
+                 [r.choice(["y = y + (1.0 if torch.is_grad_enabled() else 2.0)", f"y = y * wg{k}"])],
+                 shared=[("grad mode set", ["torch.set_grad_enabled(rng.random() < 0.5)"])])
+    return F([], [r.choice(["y = y + (1.0 if torch.get_default_dtype() == torch.float32 else 2.0)",
+                            "y = y * (2 if torch.get_default_dtype() is torch.float64 else 3)"])],
+             shared=[("default dtype changed", ["torch.set_default_dtype(rng.choice([torch.float32, torch.float64]))"])])
+
+
+@feature
+def shared_storage(r, k):
+    # A module whose buffers share storage (b is a view of a), and .data replaced or written between calls.
+    use = r.choice([[f"y = y + mod{k}.b"], [f"mod{k}.a.mul_(0.5)", f"y = y + mod{k}.b"],
+                    [f"mod{k}.b.add_(1.0)", f"y = y + mod{k}.a[:3]"], [f"y = y * mod{k}.p"],
+                    [f"y = y * mod{k}.p.detach() + mod{k}.a[3:]"]])
+    return F([f"class Mod{k}(torch.nn.Module):", "    def __init__(self):", "        super().__init__()",
+              "        self.register_buffer('a', torch.arange(6.0))", "        self.register_buffer('b', self.a[2:5])",
+              "        self.p = torch.nn.Parameter(torch.ones(3))", f"mod{k} = Mod{k}()"],
+             use,
+             [("buffer .data replaced", [f"mod{k}.a.data = torch.full((6,), rng.choice([1.0, 2.0]))"]),
+              ("buffer .data copied into", [f"mod{k}.a.data.copy_(torch.arange(6.0) * rng.choice([2.0, -1.0]))"]),
+              ("view buffer .data written", [f"mod{k}.b.data.fill_(rng.choice([3.0, 4.0]))"]),
+              ("parameter .data scaled in place", [f"mod{k}.p.data.mul_(2)"]),
+              ("parameter .data replaced", [f"mod{k}.p.data = torch.full((3,), rng.choice([3.0, 0.5]))"]),
+              ("view buffer rebound to a copy", [f"mod{k}.b = mod{k}.b.clone()"]),
+              ("view buffer rebound to another view", [f"mod{k}.b = mod{k}.a[rng.randrange(4):][:3]"])],
+             state=[f"mod{k}.a", f"mod{k}.b", f"mod{k}.p.detach()",
+                    f"mod{k}.a.storage().data_ptr() == mod{k}.b.storage().data_ptr()"])
+
+
+@feature
+def aliased_list_args(r, k):
+    # One list passed as two arguments on some calls, two equal lists on others.
+    alias = [r.random() < 0.5 for _ in range(CALLS)]
+    use = r.choice([[f"a{k}.append(len(b{k}))", f"y = y + len(b{k}) + b{k}[-1]"],
+                    [f"a{k}[0] = a{k}[0] + 1", f"y = y * b{k}[0]"],
+                    [f"b{k}.clear()", f"y = y + len(a{k})"]])
+    return F([f"lst{k} = [1, 2]"], use,
+             [("container mutated", [f"lst{k}.append(rng.randint(1, 3))"]),
+              ("container rebound", [f"lst{k} = [rng.randint(1, 3)]"])],
+             state=[f"lst{k}"], rebinds=[f"lst{k}"], params=[f"a{k}", f"b{k}"],
+             args=[f"out += [lst{k}, lst{k}] if {alias}[i] else [lst{k}, list(lst{k})]"])
+
+
 def program(seed, keep=lambda i, j: True):
     """(source, metadata) of program `seed`; metadata: feature names and the labels of each call's changes.
     keep(i, j) False leaves out the j-th change after call i (to narrow a failure down)."""
@@ -287,10 +503,11 @@ def program(seed, keep=lambda i, j: True):
     chosen = [r.choice(FEATURES) for _ in range(r.randint(2, 4))]
     parts = [(fn.__name__, fn(r, k)) for k, fn in enumerate(chosen)]
     imports = sorted({"torch"} | {m for _, p in parts for m in p["imports"]})
-    src = [f"import {', '.join(imports)}", ""]
+    src = [f"import {m}" for m in imports] + [""]
     for _, p in parts:
         src += p["setup"]
-    src += ["", "def f(x, v):", "    y = x * 1.0"] + ["    " + line for _, p in parts for line in p["body"]]
+    params = ", ".join(["x", "v"] + [n for _, p in parts for n in p["params"]])
+    src += ["", f"def f({params}):", "    y = x * 1.0"] + ["    " + line for _, p in parts for line in p["body"]]
     src += ["    return y", ""]
     own = [(lab, lines, False) for _, p in parts for lab, lines in p["perts"]]
     shared = [(lab, lines, True) for _, p in parts for lab, lines in p["shared"]]
@@ -315,6 +532,9 @@ def program(seed, keep=lambda i, j: True):
         src += lines or ["    pass"]
         src += [""]
     src += ["def state():", f"    return [{', '.join(s for _, p in parts for s in p['state'])}]"]
+    args = [line for _, p in parts for line in p["args"]]
+    if args:  # the extra arguments of call i, built in each world from its own objects
+        src += ["", "def extra_args(i):", "    out = []"] + ["    " + line for line in args] + ["    return out"]
     meta = {"features": [n for n, _ in parts], "changes": [[lab for lab, _, _ in c] for c in schedule]}
     return "\n".join(src) + "\n", meta
 
@@ -325,17 +545,23 @@ import torch
 import magpy
 
 
+def same_type(a, b):
+    # Each world defines its own classes: a user class matches by name.
+    return type(a) is type(b) or (type(a).__module__.startswith("perturb") and
+                                  type(a).__qualname__ == type(b).__qualname__)
+
+
 def same(a, b):
     if isinstance(a, torch.Tensor):
         return (isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and
                 a.requires_grad == b.requires_grad and torch.equal(a, b))
     if isinstance(a, (list, tuple)):
-        return type(a) == type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+        return same_type(a, b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
     if isinstance(a, dict):
-        return type(a) == type(b) and list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+        return same_type(a, b) and list(a) == list(b) and all(same(a[k], b[k]) for k in a)
     if hasattr(a, "__code__"):  # the two worlds' copies of one function
         return type(a) == type(b) and a.__code__ == b.__code__
-    return type(a) == type(b) and a == b
+    return same_type(a, b) and a == b
 
 
 def arguments(kind):
@@ -353,6 +579,7 @@ def attempt(fn, *args):
 
 def run(seed, source):
     tensor_dict = dict(vars(torch.Tensor))
+    threads = torch.get_num_threads()
     spaces = []
     for world in ("compiled", "eager"):
         # A module of its own (magpy guards globals by module name).
@@ -367,11 +594,13 @@ def run(seed, source):
         for i in range(CALLS):
             kind = rng_a.choice(["same", "row", "slice", "own"])
             (xc, vc), (xe, ve) = arguments(kind), arguments(kind)
-            got, want = attempt(compiled, xc, vc), attempt(ens["f"], xe, ve)
+            ac = [xc, vc] + (cns["extra_args"](i) if "extra_args" in cns else [])
+            ae = [xe, ve] + (ens["extra_args"](i) if "extra_args" in ens else [])
+            got, want = attempt(compiled, *ac), attempt(ens["f"], *ae)
             if not same(got, want):
                 fail(seed, source, i, f"result {got} != eager {want}")
-            if not same((xc, vc), (xe, ve)):
-                fail(seed, source, i, f"arguments after the call {(xc, vc)} != eager {(xe, ve)}")
+            if not same(ac, ae):
+                fail(seed, source, i, f"arguments after the call {ac} != eager {ae}")
             a, b = attempt(cns["state"]), attempt(ens["state"])
             if not same(a, b):
                 fail(seed, source, i, f"state {a} != eager {b}")
@@ -389,6 +618,9 @@ def run(seed, source):
             if vars(torch.Tensor).get(name) is not value:
                 setattr(torch.Tensor, name, value)
         torch.set_default_dtype(torch.float32)
+        torch.set_num_threads(threads)
+        torch.autograd.set_detect_anomaly(False)
+        torch.set_grad_enabled(True)
 
 
 def fail(seed, source, call, what):
