@@ -80,7 +80,7 @@ int replayLog(Session& session, const RunOptions& opt) {
   if (stopped) return 1;
   std::cout << "replayed " << replayed << " calls natively";
   if (opt.check) std::cout << ": " << matched << " matched the captured results";
-  if (refused) std::cout << "; " << refused << " functions refused a call (no record matched) and were skipped from there";
+  if (refused) std::cout << "; " << refused << " functions refused a call (no record matched, or its record needs Python) and were skipped from there";
   std::cout << "\n";
   return mismatches || refused ? 1 : 0;
 }
