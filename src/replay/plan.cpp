@@ -110,6 +110,12 @@ bool takesStorage(const c10::FunctionSchema& schema) {
 void refuseOutsidePolicy(const record::Node& n, const c10::FunctionSchema& schema, const std::string& where) {
   std::string why = record::outsidePolicy(n.target, n.overload);
   if (why.empty() && takesStorage(schema)) why = "takes a raw storage";
+  if (const char* trusted = record::trustedArgument(n.target); why.empty() && trusted) {
+    const auto& params = schema.arguments();
+    for (size_t i = 0; i < params.size() && i < n.args.size(); ++i)
+      if (params[i].name() == trusted && n.args[i].kind != record::Arg::Kind::None)
+        why = std::string("is given its '") + trusted + "' argument, which the kernel does not check";
+  }
   if (!why.empty())
     throw Error(where + ": operator " + n.opName() + " " + why + ", which magpy-run's operator policy does not allow "
                 "for records from others; replay it only if you trust the record's source (--trust-record)");

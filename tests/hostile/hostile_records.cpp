@@ -405,6 +405,27 @@ void replayCases(std::vector<Case>& out) {
   out.push_back({"segment_reduce_unsafe",
                  encode(withTensorArg(op("sr", "aten::segment_reduce", "", {Arg::node(0), text("sum")}))), 2,
                  "may read past its input when told its lengths are safe", true});
+  out.push_back({"ctc_loss_far_label",
+                 encode(withTensorArg(op("ctc", "aten::ctc_loss", "IntList",
+                                         {Arg::node(0), Arg::node(0), ints({5}), ints({2}), Arg::integer(0),
+                                          Arg::integer(1), Arg::boolean(false)}))),
+                 2, "indexes its log-probabilities with target labels it does not check", true});
+  out.push_back({"native_batch_norm_short_weight",
+                 encode(withTensorArg(op("nbn", "aten::native_batch_norm", "",
+                                         {Arg::node(0), Arg::node(0), Arg::none(), Arg::none(), Arg::none(),
+                                          Arg::boolean(true), Arg::floating(0.1), Arg::floating(1e-5)}))),
+                 2, "trusts that its weight and bias match the input's channels", true});
+  out.push_back({"searchsorted_far_sorter",
+                 encode(withTensorArg(op("ss", "aten::searchsorted", "Tensor",
+                                         {Arg::node(0), Arg::node(0), Arg::boolean(false), Arg::boolean(false),
+                                          Arg::none(), Arg::node(0)}))),
+                 2, "is given its 'sorter' argument, which the kernel does not check", true});
+  out.push_back({"unreviewed_backend_kernel",
+                 encode(withTensorArg(op("mk", "aten::mkldnn_reorder_conv2d_weight", "", {Arg::node(0)}))), 2,
+                 "is not on the reviewed operator list", true});
+  out.push_back({"quantized_namespace",
+                 encode(withTensorArg(op("q", "quantized::relu6", "", {Arg::node(0)}))), 2,
+                 "is outside the ATen operator set", true});
   out.push_back({"to_sparse_then_indices", encode(withTensorArg(op("sp", "aten::to_sparse", "", {Arg::node(0)}))), 2,
                  "makes or changes sparse tensors", true});
   out.push_back({"reshape_alias_oob",

@@ -1,8 +1,11 @@
 // The operator policy: which operators a record may make magpy-run call.
 //
 // A record is data from a possibly untrusted source (README, "Threat
-// model"). Replay runs only operators whose effects stay inside the tensors
-// they are given. Outside the default policy are operators that
+// model"). Replay runs only operators on a reviewed list (op_policy.cpp):
+// public ATen operators whose kernels check every index, length and size
+// they take from their arguments, and a few reviewed private ones. The
+// list leaves out, and refusals name the reason where it is known,
+// operators that
 //   - read or write files (aten::from_file, aten::save),
 //   - rebind or reinterpret raw storage (set_, set_data, the storage-taking
 //     overloads),
@@ -10,15 +13,18 @@
 //     constructors, every *_unsafe constructor),
 //   - change process-wide state (seeding, grad mode, backend caches,
 //     streams, autograd calls),
-//   - live outside the ATen and quantized namespaces (prim::, profiler::,
+//   - live outside the ATen namespace (prim::, quantized::, profiler::,
 //     custom operator libraries),
 //   - make or change sparse tensors, or hand out their internals (indices,
 //     values, crow_indices...),
 //   - are backward kernels (they trust that their inputs came from their
 //     forward: max_pool2d_with_indices_backward with far indices),
-//   - are private helpers (a leading underscore) not on the reviewed list,
-//     which may trust their callers (_cummax_helper, the Sobol engine),
-//   - read past their input when told to (segment_reduce's unsafe=True).
+//   - are private helpers, which may trust their callers (_cummax_helper,
+//     the Sobol engine),
+//   - trust an argument the record chooses (ctc_loss's labels,
+//     segment_reduce's unsafe=True, native_batch_norm's weight).
+// An admitted operator may still have one argument it trusts, which
+// replay requires unset (trustedArgument: searchsorted's sorter).
 // View-making operators whose geometry is given by the record (as_strided
 // and friends, _reshape_alias) run, but replay checks their sizes, strides
 // and offset against the input's storage first (checksGeometry).
@@ -29,6 +35,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace magpy::record {
 
@@ -36,9 +43,13 @@ namespace magpy::record {
 // otherwise what it does that the policy forbids ("reads and writes files").
 std::string outsidePolicy(const std::string& target, const std::string& overload);
 
-// Whether a private operator (aten::_name) was reviewed for records from
-// others; `name` is without its namespace.
-bool reviewedPrivate(const std::string& name);
+// Whether `name` (without its namespace) is on the reviewed operator list.
+bool reviewed(const std::string& name);
+std::vector<std::string> reviewedOperators();  // the whole list, for tests and magpy-inspect
+
+// The argument of an admitted operator that the kernel trusts, which a
+// record from others must leave unset (None); nullptr for none.
+const char* trustedArgument(const std::string& target);
 
 // Operators whose size, stride and storage offset arguments replay checks
 // against the storage of the tensor they view.
