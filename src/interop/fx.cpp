@@ -184,7 +184,9 @@ Example makeExample(const record::RecordFile& file, size_t fi, size_t ri) {
   const record::CompiledFunction& fn = file.functions[fi];
   const record::Graph& graph = fn.records[ri].graph;
   Example ex;
-  replay::SessionOptions options;
+  // The record may come from anyone: its example runs under the operator
+  // policy and the memory and time budgets, as magpy-run would run it.
+  replay::SessionOptions options = replay::SessionOptions::untrusted();
   options.passes = replay::PassOptions::none();
   replay::Session session(file, options);
   // The first logged call that ran this record, with the state the calls
