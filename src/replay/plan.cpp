@@ -561,7 +561,24 @@ struct Plan::Impl::Builder {
           (op.constant.isNone() || (op.constant.isDevice() && op.constant.toDevice().is_cpu())))
         op.constant = c10::IValue(device);
     }
+    checkScalarOperand(op, param, where);
     return op;
+  }
+
+  // A kernel reads a Scalar argument with IValue::toScalar, which throws a
+  // bare std::runtime_error for anything but a number: refuse it here, with
+  // the node's name, instead.
+  void checkScalarOperand(const Operand& op, const c10::Argument& param, const std::string& where) const {
+    c10::TypePtr t = param.real_type();
+    bool optional = t->kind() == c10::TypeKind::OptionalType;
+    if (optional) t = t->containedType(0);
+    if (t->kind() != c10::TypeKind::NumberType) return;
+    bool number = op.kind == Operand::Kind::Slot ? slotNumber[size_t(op.slot)] != 0
+                  : op.kind == Operand::Kind::Const
+                      ? op.constant.isInt() || op.constant.isDouble() || op.constant.isBool() ||
+                            op.constant.isComplexDouble() || (optional && op.constant.isNone())
+                      : false;
+    if (!number) throw Error(where + ": argument '" + param.name() + "' takes a number, the record passes something else");
   }
 
   // Folded steps: the inputs they read and the results they keep. Then
@@ -753,6 +770,10 @@ std::vector<c10::IValue> Plan::Impl::runSteps(std::vector<c10::IValue> inputs, c
     } catch (const SizeMismatch& e) {
       throw SizeMismatch("while running " + step.node + ": " + e.what());
     } catch (const Error& e) {
+      throw Error("while running " + step.node + ": " + e.what());
+    } catch (const std::exception& e) {
+      // Some kernels reject their arguments with a bare std::runtime_error
+      // (view's shape check, IValue conversions), not c10::Error.
       throw Error("while running " + step.node + ": " + e.what());
     }
     static const SymbolValues kNoSymbols;

@@ -426,6 +426,15 @@ void replayCases(std::vector<Case>& out) {
   out.push_back({"quantized_namespace",
                  encode(withTensorArg(op("q", "quantized::relu6", "", {Arg::node(0)}))), 2,
                  "is outside the ATen operator set", true});
+  // Found by plan_fuzzer: libtorch reads a Scalar with IValue::toScalar,
+  // which throws a bare std::runtime_error for a tensor.
+  out.push_back({"tensor_as_scalar",
+                 encode(withTensorArg(op("add", "aten::add", "Tensor", {Arg::node(0), Arg::node(0), Arg::node(0)}))), 2,
+                 "argument 'alpha' takes a number, the record passes something else", true});
+  // Found by plan_fuzzer: view rejects a shape with a bare
+  // std::runtime_error, not c10::Error.
+  out.push_back({"view_bad_shape", encode(withTensorArg(op("view", "aten::view", "", {Arg::node(0), ints({0})}))), 2,
+                 "while running %view (hostile.py:1): shape '[0]' is invalid for input of size", true});
   out.push_back({"to_sparse_then_indices", encode(withTensorArg(op("sp", "aten::to_sparse", "", {Arg::node(0)}))), 2,
                  "makes or changes sparse tensors", true});
   out.push_back({"reshape_alias_oob",
