@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
 # scripts/fuzz.sh [SECONDS]: fuzzes what magpy-run reads from others, for
-# SECONDS in all (default 600): two thirds on record loading and replay
-# (record_fuzzer, seeded with the bodies of records captured from the
-# examples and of the hostile records), one third on the tensor-file
-# reader of --inputs and --state (tensor_file_fuzzer, seeded with the
-# pickles of torch.save files of tensors, views and plain values). Both are
-# made in build-san/ by scripts/sanitizers.sh. Corpora grow in
-# build-san/fuzz-corpus*; a crashing input lands in build-san/fuzz-findings
-# and the script fails: make it a hostile test, then fix it.
+# SECONDS in all (default 600), a third each on
+#   - record_fuzzer: record loading and replay, byte mutations of record
+#     bodies,
+#   - plan_fuzzer: the same way in, but mutations edit operator nodes
+#     (arguments, references, the operator), for plan building and the
+#     operators' argument checks,
+#   - tensor_file_fuzzer: the tensor-file reader of --inputs and --state,
+#     seeded with the pickles of torch.save files of tensors, views and
+#     plain values.
+# The record fuzzers are seeded with the bodies of records captured from
+# the examples and of the hostile records. All are made in build-san/ by
+# scripts/sanitizers.sh. Corpora grow in build-san/fuzz-corpus*; a crashing
+# input lands in build-san/fuzz-findings and the script fails: make it a
+# hostile test, then fix it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-600}"
-for fuzzer in record_fuzzer tensor_file_fuzzer; do
+for fuzzer in record_fuzzer plan_fuzzer tensor_file_fuzzer; do
   [ -x "build-san/bin/$fuzzer" ] || { echo "fuzz: build-san/bin/$fuzzer is missing; run scripts/sanitizers.sh first" >&2; exit 2; }
 done
 findings=build-san/fuzz-findings
@@ -61,5 +67,6 @@ run() {  # fuzzer seconds corpus seeds
   "build-san/bin/$1" -max_total_time="$2" -timeout=10 -rss_limit_mb=2048 \
     -artifact_prefix="$findings/" -print_final_stats=1 "$3" "$4" 2>&1 | tail -n 25
 }
-run record_fuzzer $((seconds * 2 / 3)) build-san/fuzz-corpus "$seeds"
-run tensor_file_fuzzer $((seconds - seconds * 2 / 3)) build-san/fuzz-corpus-tensors "$tensor_seeds"
+run record_fuzzer $((seconds / 3)) build-san/fuzz-corpus "$seeds"
+run plan_fuzzer $((seconds / 3)) build-san/fuzz-corpus-plans "$seeds"
+run tensor_file_fuzzer $((seconds - 2 * (seconds / 3))) build-san/fuzz-corpus-tensors "$tensor_seeds"

@@ -1,59 +1,8 @@
-// libFuzzer target: an input is a record *body* (format.h); the fuzzer
-// wraps it into a file with a right header and hash, so mutations reach
-// the grammar, the validator and replay instead of stopping at the hash.
-// Each input goes through everything a record from someone else reaches:
-// the reader, the text and JSON views, diff, session creation (plans, operator
-// policy, state) and the logged calls (guards, graph, mock), under a small
-// memory budget. Refusals are magpy::Error and libtorch's c10::Error (an
-// operator rejecting its arguments: magpy-run reports both as one line and
-// exit status 2); any other exception is a finding.
-#include <cstddef>
-#include <cstdint>
-#include <string>
-
-#include <c10/util/Exception.h>
-
-#include "magpy/record/diff.h"
-#include "magpy/record/format.h"
-#include "magpy/record/text.h"
-#include "magpy/replay/session.h"
-
-namespace {
-
-void replayLoggedCalls(magpy::replay::Session& session) {
-  const auto& calls = session.file().calls;
-  for (size_t i = 0; i < calls.size() && i < 4; ++i) {
-    try {
-      session.applyLoggedUpdates(i);
-      auto out = session.call(calls[i].function, session.loggedArgs(i), session.loggedKwargs(i));
-      magpy::replay::compare(out.result, session.loggedResult(i), {}, "result");
-    } catch (const magpy::replay::NoMatchingRecord&) {
-    }
-  }
-}
-
-}  // namespace
+// libFuzzer target: an input is a record body, mutated byte by byte
+// (replay_body.h says what each input goes through).
+#include "replay_body.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  std::string body(reinterpret_cast<const char*>(data), size);
-  try {
-    magpy::record::RecordFile file = magpy::record::decode(magpy::record::wrapBody(body), "fuzz.mgp");
-    using magpy::record::Section;
-    magpy::record::ViewOptions view;
-    view.sections = {Section::Environment, Section::State, Section::Guards, Section::Graph, Section::Mock,
-                     Section::Breaks, Section::RefGraph, Section::Calls, Section::Blobs};
-    magpy::record::printView(file, view);
-    view.json = true;
-    magpy::record::printView(file, view);
-    magpy::record::printChanges(magpy::record::diffRecords(file, file), false);
-    magpy::replay::SessionOptions options;
-    options.memoryBudget = 64 << 20;
-    magpy::replay::Session session(std::move(file), options);
-    replayLoggedCalls(session);
-  } catch (const magpy::Error&) {
-    // A clean refusal is the expected outcome for most inputs.
-  } catch (const c10::Error&) {
-    // libtorch refused an operator's arguments: as clean as magpy-run's exit 2.
-  }
+  magpy::fuzz::replayBody(data, size);
   return 0;
 }
