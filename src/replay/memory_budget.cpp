@@ -56,7 +56,7 @@ class BudgetedAllocator final : public c10::Allocator {
   c10::DataPtr allocate(size_t n) const override {
     uint64_t limit = gLimit.load(std::memory_order_relaxed);
     if (limit && gLive.load(std::memory_order_relaxed) + n > limit)
-      throw Error("the call would hold more than its memory budget in tensors (a " + std::to_string(n) +
+      throw Error("replay would hold more than its memory budget in tensors (a " + std::to_string(n) +
                   "-byte allocation with " + std::to_string(gLive.load()) + " bytes live, limit " + std::to_string(limit) +
                   "); raise it with --memory-budget if the record is trusted and needs it");
     c10::DataPtr base = base_->allocate(n);

@@ -94,6 +94,7 @@ struct Session::Impl {
   std::vector<std::vector<std::unique_ptr<CudaGraphRunner>>> cudaGraphs;  // per record, or null
   uint64_t stateVersion = 0;  // bumped whenever state may have changed
   uint64_t memoryBudget = 0;
+  uint64_t buildBudget = 0;  // materializeBudget()
   SessionTiming timing;
 
   struct Records;  // for dispatch.h
@@ -128,6 +129,28 @@ struct Session::Impl {
   }
 };
 
+// Tensors built from the file's blobs (state, constants, logged values)
+// may take a few times the blobs' own bytes, never more than the memory
+// budget: a record naming one blob from many values would otherwise make
+// gigabytes from a small file.
+uint64_t materializeBudget(const record::RecordFile& f, uint64_t memoryBudget) {
+  if (!memoryBudget) return 0;
+  uint64_t blobBytes = 0;
+  for (auto& b : f.blobs) blobBytes += b.bytes.size();
+  return std::min(memoryBudget, 4 * blobBytes + (uint64_t(256) << 20));
+}
+
+// Runs `build` under the materialization budget, naming what was built.
+template <typename F>
+auto withinBuildBudget(uint64_t budget, const std::string& what, F&& build) {
+  MemoryBudgetScope scope(budget);
+  try {
+    return build();
+  } catch (const Error& e) {
+    throw Error(what + ": " + e.what());
+  }
+}
+
 Session::Session(record::RecordFile file, const SessionOptions& options) : impl_(std::make_unique<Impl>()) {
   impl_->file = std::move(file);
   const auto& f = impl_->file;
@@ -139,6 +162,8 @@ Session::Session(record::RecordFile file, const SessionOptions& options) : impl_
   if (impl_->device.is_cuda() && !at::hasCUDA())
     throw Error("device " + options.device + " asked for, but this libtorch has no CUDA support or no GPU is visible");
   impl_->memoryBudget = options.memoryBudget;
+  impl_->buildBudget = materializeBudget(f, options.memoryBudget);
+  MemoryBudgetScope building(impl_->buildBudget);
   PlanOptions planOptions{options.passes, true, options.device, options.trustRecord, options.backend, options.timeBudget};
   // The entry state's tensors take the bytes of blobs nothing else reads
   // (most weights), so a session holds its weights once; blobs only the
@@ -148,8 +173,12 @@ Session::Session(record::RecordFile file, const SessionOptions& options) : impl_
   for (auto& m : f.globals) countBlobs(m.globals, stateUses);
   std::vector<bool> adoptable(f.blobs.size());
   for (size_t b = 0; b < f.blobs.size(); ++b) adoptable[b] = stateUses[b] == 1 && readAgain[b] == 0;
-  for (auto& fn : impl_->file.functions) impl_->selves.push_back(materializeAdopting(fn.self, impl_->file, adoptable));
-  for (auto& m : impl_->file.globals) impl_->globals.modules[m.module] = materializeAdopting(m.globals, impl_->file, adoptable);
+  try {
+    for (auto& fn : impl_->file.functions) impl_->selves.push_back(materializeAdopting(fn.self, impl_->file, adoptable));
+    for (auto& m : impl_->file.globals) impl_->globals.modules[m.module] = materializeAdopting(m.globals, impl_->file, adoptable);
+  } catch (const Error& e) {
+    throw Error(std::string("building the record's state: ") + e.what());
+  }
   for (size_t b = 0; b < f.blobs.size(); ++b)
     if (readAgain[b] == 0) std::string().swap(impl_->file.blobs[b].bytes);
   for (auto& fn : f.functions) {
@@ -269,6 +298,7 @@ std::vector<std::optional<GuardMiss>> Session::explain(size_t function, const st
 
 void Session::applyLoggedUpdates(size_t call, bool sharedOnly) {
   Impl& p = *impl_;
+  MemoryBudgetScope building(p.buildBudget);
   const record::Value& rng = p.file.calls.at(call).rng;
   if (rng.kind == record::Value::Kind::Tensor && !sharedOnly) {
     at::Generator generator = at::detail::getDefaultCPUGenerator();
@@ -349,11 +379,14 @@ Globals& Session::globals() {
   return impl_->globals;
 }
 
-std::vector<Value> Session::loggedArgs(size_t call) const {
-  Value args = materialize(impl_->file.calls.at(call).args, impl_->file);
-  return args.heap->items;
+Value Session::materializeLogged(const record::Value& v, const char* what) const {
+  return withinBuildBudget(impl_->buildBudget, std::string("building its ") + what,
+                           [&] { return materialize(v, impl_->file); });
 }
-Value Session::loggedKwargs(size_t call) const { return materialize(impl_->file.calls.at(call).kwargs, impl_->file); }
-Value Session::loggedResult(size_t call) const { return materialize(impl_->file.calls.at(call).result, impl_->file); }
+std::vector<Value> Session::loggedArgs(size_t call) const {
+  return materializeLogged(impl_->file.calls.at(call).args, "arguments").heap->items;
+}
+Value Session::loggedKwargs(size_t call) const { return materializeLogged(impl_->file.calls.at(call).kwargs, "keyword arguments"); }
+Value Session::loggedResult(size_t call) const { return materializeLogged(impl_->file.calls.at(call).result, "result"); }
 
 }  // namespace magpy::replay

@@ -435,6 +435,15 @@ void replayCases(std::vector<Case>& out) {
   // std::runtime_error, not c10::Error.
   out.push_back({"view_bad_shape", encode(withTensorArg(op("view", "aten::view", "", {Arg::node(0), ints({0})}))), 2,
                  "while running %view (hostile.py:1): shape '[0]' is invalid for input of size", true});
+  {
+    // One 32 MiB blob named by 128 tensors of a call's arguments: 4 GiB
+    // of tensors from a file of a few kilobytes.
+    TensorMeta big = meta({int64_t(8) << 20});
+    RecordFile f = oneCall({}, container(Value::Kind::Tuple, std::vector<Value>(128, tensorValue(0, big))));
+    f.blobs.push_back(floatBlob({int64_t(8) << 20}, size_t(8) << 20));
+    out.push_back({"one_blob_many_tensors", encode(f), 2,
+                   "building its arguments: replay would hold more than its memory budget", true});
+  }
   out.push_back({"to_sparse_then_indices", encode(withTensorArg(op("sp", "aten::to_sparse", "", {Arg::node(0)}))), 2,
                  "makes or changes sparse tensors", true});
   out.push_back({"reshape_alias_oob",

@@ -138,6 +138,7 @@ class Session {
   Value loggedResult(size_t call) const;
 
  private:
+  Value materializeLogged(const record::Value& v, const char* what) const;
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
