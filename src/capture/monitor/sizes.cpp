@@ -174,8 +174,11 @@ void Monitor::followSizes(Pending& p) {
         hintSizes({p.inputs[1]});
         return;
       }
+      // x.shape[1], x.shape[:2]: sizes move out of a tuple that holds them.
+      // A size as the key (FLAGS[n], T[:n]) picks entries: a use.
       PyObject* key = p.inputObjs[1].get();
-      if (container == NodeKind::Tuple && (PyLong_CheckExact(key) || PySlice_Check(key))) return;
+      bool keyHoldsSizes = holdsSizes(p.inputs[1]);
+      if (container == NodeKind::Tuple && !keyHoldsSizes && (PyLong_CheckExact(key) || PySlice_Check(key))) return;
       break;
     }
     default:
