@@ -496,6 +496,21 @@ def aliased_list_args(r, k):
              args=[f"out += [lst{k}, lst{k}] if {alias}[i] else [lst{k}, list(lst{k})]"])
 
 
+@feature
+def size_as_index(r, k):
+    # A tensor size picks entries of a Python sequence (an index or a slice bound); its size varies by call.
+    sizes = [r.randint(1, 5) for _ in range(CALLS)]
+    table = tuple(r.choice([1.0, 2.0, 3.0]) for _ in range(7))
+    use = r.choice([[f"y = y * tab{k}[s{k}.shape[0]]"],
+                    [f"y = y + max(tab{k}[: s{k}.shape[0]])"],
+                    [f"y = y + sum(list(tab{k})[s{k}.shape[0]:])"],
+                    [f"y = y * tab{k}[-s{k}.size(0)]"]])
+    return F([f"tab{k} = {table}"], use,
+             [("global rebound", [f"tab{k} = tuple(rng.choice([1.0, 2.0, 3.0]) for _ in range(7))"])],
+             state=[f"tab{k}"], rebinds=[f"tab{k}"], params=[f"s{k}"],
+             args=[f"out.append(torch.ones({sizes}[i]))"])
+
+
 def program(seed, keep=lambda i, j: True):
     """(source, metadata) of program `seed`; metadata: feature names and the labels of each call's changes.
     keep(i, j) False leaves out the j-th change after call i (to narrow a failure down)."""
