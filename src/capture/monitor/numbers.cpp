@@ -148,7 +148,9 @@ void Monitor::followNumbers(Pending& p) {
       }
       NodeKind container = p.inputs[0] >= 0 ? refs_.node(p.inputs[0]).kind : NodeKind::Object;
       bool sequence = container == NodeKind::Tuple || container == NodeKind::List || container == NodeKind::Dict;
-      if (sequence && !holdsNumbers(p.inputs[1])) return;  // self.sizes[0]: the element moves out
+      // self.sizes[0]: the element moves out. A slice makes a new container
+      // whose elements are not followed back to these: a use of them all.
+      if (sequence && !holdsNumbers(p.inputs[1]) && !PySlice_Check(p.inputObjs[1].get())) return;
       break;
     }
     default:
