@@ -86,15 +86,6 @@ struct ShadowNode {
   bool dataDependent = false; // derived from tensor contents (e.g. .item()): not a constant
   bool external = false;      // part of the state the call began with (reached from node 0)
   std::string unsupported;    // why no record can hold it (a dict key that is an object); empty: one can
-  // An int the program read as a size (x.shape[1], x.size(1)): dimension
-  // sizeDim of tensor node sizeOf, whose graph value was sizeValue then
-  // (-1: none yet). Dynamic records read such sizes from their tensors.
-  NodeId sizeOf = kNoNode;
-  int32_t sizeDim = -1;
-  int32_t sizeValue = -1;
-  // A lifted number (capture/monitor/numbers.cpp): the graph node that
-  // reads or computes this int or float; -1: none (yet).
-  int32_t number = -1;
 
   const ShadowVersion& last() const { return versions.back(); }
   NodeId refOf(const Relation& r, size_t version) const;  // kNoNode if absent

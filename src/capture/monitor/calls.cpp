@@ -285,21 +285,21 @@ void Monitor::beginAnnotatedCall(Pending& p, PyObject* callable) {
   }
   for (auto& kw : p.keywords)
     if (kw.second >= 0) refs_.use(kw.second);
-  if (sizesTagged_ || liftNumbers_) {
+  if (sizes_.active() || numbers_.active()) {
     std::vector<NodeId> passed = p.positional;
     for (auto& kw : p.keywords) passed.push_back(kw.second);
     bool sizes = false, numbers = false;
     for (NodeId n : passed) {
-      sizes = sizes || (sizesTagged_ && holdsSizes(n));
-      numbers = numbers || (liftNumbers_ && holdsNumbers(n));
+      sizes = sizes || (sizes_.active() && sizes_.holds(n));
+      numbers = numbers || (numbers_.active() && numbers_.holds(n));
     }
     // Its operators take them. Numbers only where native code (torch's
     // bindings) passes them on as they are: a Python function under an
     // annotation may compute with them unseen.
     if (numbers && (!a.op || PyFunction_Check(callable)))
-      for (NodeId n : passed) fixNumbers(n, p.calleeName + " takes a number");
-    if ((sizes || numbers) && a.op) hintSizes(passed);
-    else if (sizes) useSizes(p.calleeName + " takes a size");
+      for (NodeId n : passed) numbers_.fix(n, p.calleeName + " takes a number");
+    if ((sizes || numbers) && a.op) hintOperators(passed);
+    else if (sizes) sizes_.use(p.calleeName + " takes a size");
   }
   // Python code under an annotation is summarized by it, not traced.
   // (A native callee's callbacks, sorted's key or map's function, are traced.)
@@ -354,7 +354,7 @@ bool Monitor::breaksOnAnnotatedArgument(const Pending& p, size_t i) {
   NodeId n = p.positional[i];
   const ShadowNode& node = refs_.node(n);
   if (node.kind == NodeKind::Tensor) {
-    if (a.input(i).metadata_only && !isSizeCall(p)) useSizes(p.calleeName + " reads a size");  // size() is followed
+    if (a.input(i).metadata_only && !isSizeCall(p)) sizes_.use(p.calleeName + " reads a size");  // size() is followed
     bool readsContents = a.input(i).value_read && !a.input(i).metadata_only;
     bool converts = a.constant && !p.suppressOps;  // torch.as_tensor(t): operators (beginAnnotatedCall)
     if (readsContents && !a.op && !converts) {
@@ -402,7 +402,7 @@ void Monitor::readLayer(NodeId layer) {
       NodeId n = refs_.read(layer, Relation::attr(name), value);
       registerTensor(n);
       // The layer's forward is not traced: it uses its numbers as they are.
-      if (liftNumbers_) fixNumbers(n, "a " + typeName(Py_TYPE(obj)) + " layer reads its ." + name);
+      if (numbers_.active()) numbers_.fix(n, "a " + typeName(Py_TYPE(obj)) + " layer reads its ." + name);
     }
   };
   readAll(dict, true);
@@ -441,13 +441,13 @@ bool Monitor::finishCall(Step& s) {
   s.out[0] = p.annotation ? applyAnnotation(p, result) : newNode(result);
   if (s.out[0] >= 0 && isSizeCall(p)) {
     if (PyTuple_Check(result)) {
-      tagSizes(s.out[0], p.positional[0]);
+      sizes_.tagAll(s.out[0], p.positional[0]);
     } else if (p.positionalObjs.size() > 1 && PyLong_CheckExact(p.positionalObjs[1])) {
       int64_t dim = PyLong_AsLongLong(p.positionalObjs[1]);
       if (dim < 0) dim += tensorOf(p.positionalObjs[0]).dim();
-      tagSize(s.out[0], p.positional[0], dim);
+      sizes_.tag(s.out[0], p.positional[0], dim);
     } else {
-      useSizes("size() with a keyword");  // not followed
+      sizes_.use("size() with a keyword");  // not followed
     }
   }
   return s.out[0] != kNoNode;

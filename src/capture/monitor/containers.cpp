@@ -30,8 +30,8 @@ bool Monitor::finishBinarySubscr(Step& s) {
   } else {
     s.out[0] = operatorResult(s.p, value);
     if (s.out[0] == kNoNode) return false;
-    if (sizesTagged_ && kind == NodeKind::Tuple && PySlice_Check(key) && PyTuple_Check(value))
-      sliceSizes(s.in(0), key, s.out[0]);
+    if (sizes_.active() && kind == NodeKind::Tuple && PySlice_Check(key) && PyTuple_Check(value))
+      sizes_.slice(s.in(0), key, s.out[0]);
   }
   registerTensor(s.out[0]);
   return true;

@@ -40,9 +40,9 @@ bool Monitor::finishBinaryOp(Step& s) {
     return true;
   }
   s.out[0] = operatorResult(s.p, v);
-  if (liftNumbers_) liftArithmetic(s);
-  if (sizesTagged_ && s.out[0] >= 0 && PyTuple_Check(s.inObj(0)) && PyTuple_Check(s.inObj(1)) && PyTuple_Check(v))
-    concatSizes(s.in(0), s.in(1), s.out[0]);  // x.size()[:-1] + (h, d)
+  if (numbers_.active()) numbers_.liftArithmetic(s.ins().arg, s.in(0), s.in(1), s.out[0]);
+  if (sizes_.active() && s.out[0] >= 0 && PyTuple_Check(s.inObj(0)) && PyTuple_Check(s.inObj(1)) && PyTuple_Check(v))
+    sizes_.concat(s.in(0), s.in(1), s.out[0]);  // x.size()[:-1] + (h, d)
   return s.out[0] != kNoNode;
 }
 
@@ -77,13 +77,13 @@ bool Monitor::finishBuildValue(Step& s) {
         return false;
       }
   s.out[0] = derived(s.p, s.outObj(0));
-  if ((sizesTagged_ || liftNumbers_) && s.ins().op == Op::BUILD_SLICE && s.out[0] >= 0) sliceParts_[s.out[0]] = s.p.inputs;
+  if ((sizes_.active() || numbers_.active()) && s.ins().op == Op::BUILD_SLICE && s.out[0] >= 0) slices_[s.out[0]] = s.p.inputs;
   return true;
 }
 
 // outputs: the object, its length
 bool Monitor::finishGetLen(Step& s) {
-  if (refs_.node(s.in(0)).kind == NodeKind::Tensor) useSizes("len() of a tensor");
+  if (refs_.node(s.in(0)).kind == NodeKind::Tensor) sizes_.use("len() of a tensor");
   s.out[0] = s.in(0);
   s.out[1] = derived(s.p, s.outObj(1));
   return true;
@@ -167,7 +167,7 @@ void Monitor::checkTruthTest(const Pending& p) {
 // a graph with a fixed count would be wrong on the next call.
 bool Monitor::breaksOnContentLength(PyObject* iterated, const char* doing) {
   if (!iterated || !isTensor(iterated)) return false;
-  useSizes(std::string(doing) + " a tensor");
+  sizes_.use(std::string(doing) + " a tensor");
   if (!ops_->hasDataDependentShape(tensorOf(iterated))) return false;
   graphBreak(std::string(doing) + " a tensor whose length depends on tensor contents");
   return true;

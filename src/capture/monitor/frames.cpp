@@ -518,8 +518,8 @@ void Monitor::leaveFrame(ShadowFrame& sf, PyObject* result) {
   if (caller.active) {
     caller.calleeResult = value;
     caller.calleeResultObj = result;
-    if (liftNumbers_ && !caller.inlined && !caller.autogradForward && consumedNatively(caller, sf))
-      fixNumbers(value, "a number returned to native code (" + sf.name + ") is used where no graph sees it");
+    if (numbers_.active() && !caller.inlined && !caller.autogradForward && consumedNatively(caller, sf))
+      numbers_.fix(value, "a number returned to native code (" + sf.name + ") is used where no graph sees it");
   }
 }
 

@@ -193,7 +193,7 @@ NodeId Monitor::loadAttr(NodeId owner, PyObject* ownerObj, PyObject* name, PyObj
         if ((attr == "shape") && ops_->hasDataDependentShape(tensorOf(ownerObj)))
           graphBreak("the shape of a tensor whose size depends on tensor contents is read");
         NodeId n = newNode(value);
-        if (attr == "shape") tagSizes(n, owner);
+        if (attr == "shape") sizes_.tagAll(n, owner);
         return n;
       }
       if (isTensor(value) && ops_->valueOf(tensorOf(value)) >= 0) return newNode(value);  // made by an op (x.T)

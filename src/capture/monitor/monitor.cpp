@@ -2,7 +2,9 @@
 // Each family of instructions has its own file: frames and binding
 // (frames.cpp), loads and stores (loads.cpp), containers
 // (containers.cpp), operators and control flow
-// (control.cpp), calls (calls.cpp).
+// (control.cpp), calls (calls.cpp). The analyses of sizes (sizes.h) and
+// lifted numbers (numbers.h) keep their own tables; analyses.cpp tells
+// them what instructions do.
 #include "capture/monitor/monitor.h"
 #include "capture/monitor/state.h"
 
@@ -58,8 +60,12 @@ void Monitor::Pending::clear() {
   inlined = false;
 }
 
-Monitor::Monitor(const record::AnnotationSet& annotations) : annotations_(annotations) {
-  ops_ = std::make_unique<OpRecorder>(*this);
+Monitor::Monitor(const record::AnnotationSet& annotations)
+    : annotations_(annotations),
+      ops_(std::make_unique<OpRecorder>(*this)),
+      sizes_(refs_, *ops_, slices_, [this] { return frames_.empty() ? std::string() : where(*frames_.back()); }),
+      numbers_(refs_, *ops_, sizes_, slices_, inputs_,
+               [this] { return frames_.empty() ? std::string() : where(*frames_.back()); }) {
   refs_.onTensor([this](NodeId id) { registerTensor(id); });
 }
 
@@ -80,7 +86,7 @@ const record::TensorMeta* Monitor::entryMeta(NodeId id) const {
 
 PyObject* Monitor::run(const CallSpec& call) {
   call_ = &call;
-  liftNumbers_ = !call.varyingNumbers.empty();
+  numbers_.enable(!call.varyingNumbers.empty());
   callerFrame_ = PyEval_GetFrame();
   readRuntimeState("default_dtype");
 
@@ -271,8 +277,7 @@ NodeId Monitor::slotNode(ShadowFrame& sf, int index) {
 void Monitor::begin(ShadowFrame& sf, const Instruction& ins) {
   if (!takeInputs(sf, ins)) return;
   Pending& p = sf.pending;
-  if (sizesTagged_) followSizes(p);
-  if (liftNumbers_) followNumbers(p);
+  followAnalyses(p);
   if (locationCode_.get() != reinterpret_cast<PyObject*>(sf.view.code()))
     locationCode_ = PyRef::borrow(reinterpret_cast<PyObject*>(sf.view.code()));
   locationLine_ = p.line;
@@ -293,8 +298,8 @@ void Monitor::begin(ShadowFrame& sf, const Instruction& ins) {
   // monitor traces into (a native class such as functools.partial keeps
   // them where no graph sees them): the run depends on their values.
   bool call = ins.op == Op::CALL || ins.op == Op::CALL_FUNCTION_EX;
-  if (liftNumbers_ && call && !p.inlined && !p.annotation && !p.autogradForward)
-    for (NodeId n : p.inputs) fixNumbers(n, "a call that is neither traced nor annotated takes a number");
+  if (numbers_.active() && call && !p.inlined && !p.annotation && !p.autogradForward)
+    for (NodeId n : p.inputs) numbers_.fix(n, "a call that is neither traced nor annotated takes a number");
   if (!broken_ && testsTruth(ins.op)) checkTruthTest(p);
 }
 
@@ -350,7 +355,7 @@ void Monitor::finish(ShadowFrame& sf) {
   // A break while finishing is reported at the frame's current line with
   // no instruction: the pending one is no longer running.
   sf.pending.active = false;
-  fixUnliftedNumbers();
+  numbers_.fixUntaken();
   pushOutputs(sf, sf.pending);
   sf.pending.clear();
 }

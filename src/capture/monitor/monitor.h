@@ -21,6 +21,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "capture/monitor/numbers.h"
+#include "capture/monitor/sizes.h"
 #include "capture/op_recorder.h"
 #include "capture/pyobjects.h"
 #include "capture/python_frame.h"
@@ -64,16 +66,17 @@ class Monitor : public OpRecorder::Delegate {
   // iteration) or used sizes it read (shape, size()) other than by passing
   // them to operators: it may then decide on them, so its record's sizes
   // must not become dynamic.
-  bool readSizes() const { return !sizeUse_.empty(); }
-  const std::string& sizeUse() const { return sizeUse_; }  // the first such use, and where
+  bool readSizes() const { return sizes_.used(); }
+  const std::string& sizeUse() const { return sizes_.firstUse(); }  // the first such use, and where
   // Whether the run computed with the number at node id only in ways the
   // graph repeats (arithmetic, operator arguments, stores): then its record
   // holds for any value of it. False unless the call lifts numbers.
-  bool numberFree(NodeId id) const;
+  bool numberFree(NodeId id) const { return numbers_.free(id); }
   // The graph node of a number the run lifted (an input is added for one
   // read from the state and not used yet), or -1.
-  int liftedNumber(NodeId id);
-  const std::string& numberUse() const { return numberUse_; }  // the first use that fixes a number, and where
+  int liftedNumber(NodeId id) { return numbers_.active() && numbers_.liftable(id) ? numbers_.graphNode(id) : -1; }
+  // the first use that fixes a number, and where
+  const std::string& numberUse() const { return numbers_.firstUse(); }
   NodeId resultNode() const { return result_; }
   // A copy of a tensor's contents from before the run first wrote it.
   const at::Tensor* entryContent(const at::Tensor& t) const;
@@ -219,28 +222,12 @@ class Monitor : public OpRecorder::Delegate {
   NodeId applyAnnotation(Pending& p, PyObject* result);
   void readLayer(NodeId layer);
 
-  // Sizes read from tensors, followed to the operators they reach (sizes.cpp).
-  void tagSizes(NodeId sizes, NodeId tensor);
-  void tagSize(NodeId size, NodeId tensor, int64_t dim);
-  bool holdsSizes(NodeId n, int depth = 0) const;
-  void followSizes(Pending& p);
-  void sliceSizes(NodeId from, PyObject* slice, NodeId to);
-  void concatSizes(NodeId left, NodeId right, NodeId to);
-  void copySizeTag(NodeId from, NodeId to);
-  void hintSizes(const std::vector<NodeId>& values);
-  void flattenInts(NodeId n, std::vector<OpRecorder::NumberHint>& out, int depth);
+  // Sizes and lifted numbers (sizes_, numbers_), where instructions take
+  // them (analyses.cpp).
+  void followAnalyses(Pending& p);
+  void hintOperators(const std::vector<NodeId>& values);
+  void numberHints(NodeId n, std::vector<OpRecorder::NumberHint>& out, int depth);
   bool isSizeCall(const Pending& p) const;
-  void useSizes(const std::string& how);
-
-  // Numbers the program keeps in its state, lifted (numbers.cpp).
-  bool liftable(NodeId n) const;
-  bool holdsNumbers(NodeId n, int depth = 0) const;
-  int numberNode(NodeId n);
-  void followNumbers(Pending& p);
-  void liftArithmetic(Step& s);
-  void fixNumbers(NodeId n, const std::string& how, int depth = 0);
-  void fixGraphNumber(int node);
-  void fixUnliftedNumbers();
 
   // Nodes, tensors, breaks (monitor.cpp).
   bool externalOpaque(NodeId id) const;
@@ -284,13 +271,7 @@ class Monitor : public OpRecorder::Delegate {
   PyFrameObject* callerFrame_ = nullptr;
   NodeId result_ = kNoNode;
   bool broken_ = false;
-  std::string sizeUse_;       // the first read or use of sizes other than by operators; empty: none
-  bool sizesTagged_ = false;  // the run read sizes it follows (ShadowNode::sizeOf)
-  std::unordered_map<NodeId, std::vector<NodeId>> sliceParts_;  // slice objects: start, stop, step
-  bool liftNumbers_ = false;      // CallSpec::varyingNumbers is not empty
-  std::set<NodeId> fixedNumbers_;  // numbers of the state whose value the run depends on
-  bool allNumbersFixed_ = false;   // a use too deep to follow: all of them
-  std::string numberUse_;
+  SliceParts slices_;  // the slices the run built, while it follows sizes or numbers
   bool done_ = false;
   std::map<std::string, record::Atom> runtimeReads_;
   std::vector<PyRef> classesRead_;
@@ -298,6 +279,9 @@ class Monitor : public OpRecorder::Delegate {
   PyTypeObject* lastClassRead_ = nullptr;
   std::vector<PyRef> functionsRun_;
   std::unordered_set<PyObject*> functionSeen_;
+  // The analyses, last: they hold references to the members above.
+  SizeTracker sizes_;
+  NumberLifter numbers_;
 };
 
 }  // namespace magpy::capture
