@@ -25,5 +25,6 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 echo "sanitizers: record, replay and capture-policy unit tests under ASan+UBSan"
 (cd build-san && ctest -j"$jobs" --output-on-failure -R '^(Format|Path|Text|Diff|Dot|Annotations|Plan|Passes|Session|Mock|ValueFiles|Environment|Fx|HostileRecords|StateDict|StateAccess|GraphUtils|Specialize)\.')
 echo "sanitizers: magpy-run and magpy-inspect over every hostile record"
-tests/hostile/run_all.sh build-san/bin build-san/hostile_all
+# Instrumented binaries run slower and hold ASan's shadow memory: looser limits.
+MAGPY_HOSTILE_LIMITS="60 4096" tests/hostile/run_all.sh build-san/bin build-san/hostile_all
 scripts/fuzz.sh "${MAGPY_FUZZ_SECONDS:-60}"
