@@ -373,58 +373,78 @@ class RefGraphViewMaker {
   BuildState& s_;
 };
 
-class Builder {
+// The mock (MagPy 4.3): what the call returns and the writes it leaves
+// in the state, as expressions over the graph's outputs, the entry state
+// and constants.
+class MockMaker {
  public:
-  Builder(Monitor& m, const CallSpec& call, BlobPool& blobs)
-      : s_{m, m.refs(), call, entryPaths(m.refs(), call.homeModule), {}, std::nullopt}, blobs_(blobs) {}
+  explicit MockMaker(BuildState& s) : s_(s) {}
 
-  BuiltRecord buildGuards(std::vector<record::GraphBreak> breaks) {
-    s_.out.record.breaks = std::move(breaks);
-    GuardMaker(s_).guards();
-    RefGraphViewMaker(s_).make();
-    return std::move(s_.out);
-  }
-
-  BuiltRecord build() {
+  void make() {
+    auto& mock = s_.out.record.mock;
+    mock.result = expr(s_.m.resultNode());
+    // Entry nodes with more than one version were changed in place (Algorithm 1, lines 22-24).
     for (NodeId id : s_.entry.order) {
       const ShadowNode& n = s_.g.node(id);
-      if (!n.unsupported.empty()) throw Error(n.unsupported + " is read, and no record can hold it");
-      if (n.kind == NodeKind::Tensor && !plainTensorType(Py_TYPE(n.obj)))
-        throw Error(std::string("a tensor of subclass ") + Py_TYPE(n.obj)->tp_name +
-                    " is read: its __torch_function__ runs Python on every operator, which a graph cannot repeat");
-    }
-    GuardMaker(s_).guards();
-    mock();
-    graphInputs();  // after the mock, which may lift a number it writes
-    finishGraph();
-    entryState();
-    RefGraphViewMaker(s_).make();
-    s_.out.record.origin = "";
-    return std::move(s_.out);
-  }
-
- private:
-  void graphInputs() {
-    auto& nodes = s_.m.ops().graph().nodes;
-    for (auto& [index, shadow] : s_.m.graphInputs()) {
-      auto it = s_.entry.first.find(shadow);
-      if (it == s_.entry.first.end())
-        throw Error(std::string("a ") + (nodes[size_t(index)].number.empty() ? "tensor" : "number") +
-                    " the graph reads is not part of the call's state (it was made outside the graph)");
-      record::Node& n = nodes[size_t(index)];
-      n.source = it->second;
-      const AccessPath& p = it->second;
-      if (isArgPath(p)) {
-        n.kind = record::NodeKind::Placeholder;
-        n.target = p.root == AccessPath::Root::Arg ? "arg" + std::to_string(p.index) : p.name;
-      } else {
-        n.kind = record::NodeKind::GetAttr;
-        n.target = fxTarget(p);
+      if (n.versions.size() < 2 || n.kind == NodeKind::Tensor || n.kind == NodeKind::Atom) continue;
+      const AccessPath& path = s_.entry.first[id];
+      const auto& before = n.versions.front().refs;
+      const auto& after = n.versions.back().refs;
+      if (n.kind == NodeKind::List || n.kind == NodeKind::Dict) {
+        record::Effect e;
+        e.kind = record::Effect::Kind::Assign;
+        e.target = path;
+        e.value.kind = n.kind == NodeKind::List ? record::ValueExpr::Kind::List : record::ValueExpr::Kind::Dict;
+        bool same = before.size() == after.size();
+        for (size_t i = 0; i < after.size(); ++i) {
+          same = same && before[i].rel == after[i].rel && before[i].target == after[i].target;
+          e.value.items.push_back(expr(after[i].target));
+          if (n.kind == NodeKind::Dict) e.value.keys.push_back(keyAtom(after[i].rel));
+        }
+        if (!same) mock.effects.push_back(std::move(e));
+        continue;
+      }
+      // Objects, modules (globals), cells: attribute by attribute.
+      bool globals = n.kind == NodeKind::Module;
+      for (auto& edge : after) {
+        NodeId was = n.refOf(edge.rel, 0);
+        if (was == edge.target) continue;
+        record::Effect e;
+        e.kind = globals ? record::Effect::Kind::SetItem : record::Effect::Kind::SetAttr;
+        e.target = path;
+        if (globals) {
+          record::AccessPath p;
+          p.root = AccessPath::Root::Global;
+          p.name = s_.g.node(id).obj ? PyModule_GetName(s_.g.node(id).obj) : "";
+          if (p.name == s_.call.homeModule) p.name.clear();
+          e.target = p;
+          e.key = record::Atom::string(edge.rel.name);
+        } else {
+          e.name = edge.rel.name;
+        }
+        e.value = expr(edge.target);
+        mock.effects.push_back(std::move(e));
+      }
+      for (auto& edge : before) {
+        if (n.refOf(edge.rel, n.versions.size() - 1) != kNoNode) continue;
+        record::Effect e;
+        e.kind = globals ? record::Effect::Kind::DelItem : record::Effect::Kind::DelAttr;
+        e.target = path;
+        e.name = edge.rel.name;
+        e.key = record::Atom::string(edge.rel.name);
+        mock.effects.push_back(std::move(e));
       }
     }
-    for (auto& [index, tensor] : s_.m.constants()) nodes[size_t(index)].blob = blobs_.add(tensor);
+    // New values stored into state that were not at entry (Algorithm 1,
+    // lines 19-21) are reached through the writes above.
+    dropUnreferredNames(mock.result);
+    for (auto& e : mock.effects) dropUnreferredNames(e.value);
   }
 
+  // The graph values the mock reads, in the order of the graph's outputs.
+  const std::vector<int>& outputs() const { return outputs_; }
+
+ private:
   // The mock's expression for node n as the run left it.
   record::ValueExpr expr(NodeId id, int depth = 0) {
     if (depth > 64) throw Error("a value the function returns or stores is nested too deeply (or cyclic)");
@@ -491,77 +511,85 @@ class Builder {
     return r.kind == Relation::Kind::Index ? record::Atom::integer(r.index) : r.key;
   }
 
-  void mock() {
-    auto& mock = s_.out.record.mock;
-    mock.result = expr(s_.m.resultNode());
-    // Entry nodes with more than one version were changed in place (Algorithm 1, lines 22-24).
+  BuildState& s_;
+  std::vector<int> outputs_;
+  // New containers the mock builds, each named once complete (0 while its
+  // elements are being built).
+  std::map<NodeId, int64_t> rebuilt_;
+  int64_t lastName_ = 0;
+  std::set<int64_t> referred_;  // the names a Ref uses: the others are dropped
+
+  void dropUnreferredNames(record::ValueExpr& e) const {
+    if (e.kind != record::ValueExpr::Kind::Ref && e.kind != record::ValueExpr::Kind::GraphOutput &&
+        !referred_.count(e.index))
+      e.index = 0;
+    for (auto& item : e.items) dropUnreferredNames(item);
+  }
+};
+
+class Builder {
+ public:
+  Builder(Monitor& m, const CallSpec& call, BlobPool& blobs)
+      : s_{m, m.refs(), call, entryPaths(m.refs(), call.homeModule), {}, std::nullopt}, blobs_(blobs) {}
+
+  BuiltRecord buildGuards(std::vector<record::GraphBreak> breaks) {
+    s_.out.record.breaks = std::move(breaks);
+    GuardMaker(s_).guards();
+    RefGraphViewMaker(s_).make();
+    return std::move(s_.out);
+  }
+
+  BuiltRecord build() {
     for (NodeId id : s_.entry.order) {
       const ShadowNode& n = s_.g.node(id);
-      if (n.versions.size() < 2 || n.kind == NodeKind::Tensor || n.kind == NodeKind::Atom) continue;
-      const AccessPath& path = s_.entry.first[id];
-      const auto& before = n.versions.front().refs;
-      const auto& after = n.versions.back().refs;
-      if (n.kind == NodeKind::List || n.kind == NodeKind::Dict) {
-        record::Effect e;
-        e.kind = record::Effect::Kind::Assign;
-        e.target = path;
-        e.value.kind = n.kind == NodeKind::List ? record::ValueExpr::Kind::List : record::ValueExpr::Kind::Dict;
-        bool same = before.size() == after.size();
-        for (size_t i = 0; i < after.size(); ++i) {
-          same = same && before[i].rel == after[i].rel && before[i].target == after[i].target;
-          e.value.items.push_back(expr(after[i].target));
-          if (n.kind == NodeKind::Dict) e.value.keys.push_back(keyAtom(after[i].rel));
-        }
-        if (!same) mock.effects.push_back(std::move(e));
-        continue;
-      }
-      // Objects, modules (globals), cells: attribute by attribute.
-      bool globals = n.kind == NodeKind::Module;
-      for (auto& edge : after) {
-        NodeId was = n.refOf(edge.rel, 0);
-        if (was == edge.target) continue;
-        record::Effect e;
-        e.kind = globals ? record::Effect::Kind::SetItem : record::Effect::Kind::SetAttr;
-        e.target = path;
-        if (globals) {
-          record::AccessPath p;
-          p.root = AccessPath::Root::Global;
-          p.name = s_.g.node(id).obj ? PyModule_GetName(s_.g.node(id).obj) : "";
-          if (p.name == s_.call.homeModule) p.name.clear();
-          e.target = p;
-          e.key = record::Atom::string(edge.rel.name);
-        } else {
-          e.name = edge.rel.name;
-        }
-        e.value = expr(edge.target);
-        mock.effects.push_back(std::move(e));
-      }
-      for (auto& edge : before) {
-        if (n.refOf(edge.rel, n.versions.size() - 1) != kNoNode) continue;
-        record::Effect e;
-        e.kind = globals ? record::Effect::Kind::DelItem : record::Effect::Kind::DelAttr;
-        e.target = path;
-        e.name = edge.rel.name;
-        e.key = record::Atom::string(edge.rel.name);
-        mock.effects.push_back(std::move(e));
+      if (!n.unsupported.empty()) throw Error(n.unsupported + " is read, and no record can hold it");
+      if (n.kind == NodeKind::Tensor && !plainTensorType(Py_TYPE(n.obj)))
+        throw Error(std::string("a tensor of subclass ") + Py_TYPE(n.obj)->tp_name +
+                    " is read: its __torch_function__ runs Python on every operator, which a graph cannot repeat");
+    }
+    GuardMaker(s_).guards();
+    MockMaker mock(s_);
+    mock.make();
+    graphInputs();  // after the mock, which may lift a number it writes
+    finishGraph(mock.outputs());
+    entryState();
+    RefGraphViewMaker(s_).make();
+    s_.out.record.origin = "";
+    return std::move(s_.out);
+  }
+
+ private:
+  void graphInputs() {
+    auto& nodes = s_.m.ops().graph().nodes;
+    for (auto& [index, shadow] : s_.m.graphInputs()) {
+      auto it = s_.entry.first.find(shadow);
+      if (it == s_.entry.first.end())
+        throw Error(std::string("a ") + (nodes[size_t(index)].number.empty() ? "tensor" : "number") +
+                    " the graph reads is not part of the call's state (it was made outside the graph)");
+      record::Node& n = nodes[size_t(index)];
+      n.source = it->second;
+      const AccessPath& p = it->second;
+      if (isArgPath(p)) {
+        n.kind = record::NodeKind::Placeholder;
+        n.target = p.root == AccessPath::Root::Arg ? "arg" + std::to_string(p.index) : p.name;
+      } else {
+        n.kind = record::NodeKind::GetAttr;
+        n.target = fxTarget(p);
       }
     }
-    // New values stored into state that were not at entry (Algorithm 1,
-    // lines 19-21) are reached through the writes above.
-    dropUnreferredNames(mock.result);
-    for (auto& e : mock.effects) dropUnreferredNames(e.value);
+    for (auto& [index, tensor] : s_.m.constants()) nodes[size_t(index)].blob = blobs_.add(tensor);
   }
 
   // Output node, then dead code elimination (replay's pass: it keeps what
   // the outputs need, every operator that writes a tensor, and every random
   // draw, which moves the generator even when unused).
-  void finishGraph() {
+  void finishGraph(const std::vector<int>& outputs) {
     record::Graph out = s_.m.ops().graph();
     record::Node output;
     output.kind = record::NodeKind::Output;
     output.name = "output";
     output.target = "output";
-    for (int v : outputs_) output.args.push_back(record::Arg::node(v));
+    for (int v : outputs) output.args.push_back(record::Arg::node(v));
     out.nodes.push_back(std::move(output));
     replay::eliminateDeadCode(out);
     if (std::string why = replay::readsUninitialized(out); !why.empty()) throw Error(why);
@@ -685,19 +713,6 @@ class Builder {
   BuildState s_;
   BlobPool& blobs_;
   std::set<NodeId> open_;  // entryValue's objects being built: the current one and its holders
-  std::vector<int> outputs_;
-  // New containers the mock builds, each named once complete (0 while its
-  // elements are being built).
-  std::map<NodeId, int64_t> rebuilt_;
-  int64_t lastName_ = 0;
-  std::set<int64_t> referred_;  // the names a Ref uses: the others are dropped
-
-  void dropUnreferredNames(record::ValueExpr& e) const {
-    if (e.kind != record::ValueExpr::Kind::Ref && e.kind != record::ValueExpr::Kind::GraphOutput &&
-        !referred_.count(e.index))
-      e.index = 0;
-    for (auto& item : e.items) dropUnreferredNames(item);
-  }
 };
 
 }  // namespace
