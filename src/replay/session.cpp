@@ -129,6 +129,8 @@ struct Session::Impl {
   }
 };
 
+namespace {
+
 // Tensors built from the file's blobs (state, constants, logged values)
 // may take a few times the blobs' own bytes, never more than the memory
 // budget: a record naming one blob from many values would otherwise make
@@ -150,6 +152,8 @@ auto withinBuildBudget(uint64_t budget, const std::string& what, F&& build) {
     throw Error(what + ": " + e.what());
   }
 }
+
+}  // namespace
 
 Session::Session(record::RecordFile file, const SessionOptions& options) : impl_(std::make_unique<Impl>()) {
   impl_->file = std::move(file);
