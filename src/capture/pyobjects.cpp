@@ -333,6 +333,16 @@ bool isPartial(PyObject* o) {
   return partial && reinterpret_cast<PyObject*>(Py_TYPE(o)) == partial;
 }
 
+PyObject* slotWrapperSelf(PyObject* o) {
+  if (Py_TYPE(o) != &_PyMethodWrapper_Type) return nullptr;
+  PyRef self = PyRef::steal(PyObject_GetAttrString(o, "__self__"));
+  if (!self) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  return self.get();  // the wrapper holds it
+}
+
 namespace {
 thread_local uint8_t tArmedEntries = 0;  // bit per PythonEntry
 }  // namespace

@@ -100,6 +100,10 @@ PyObject* processAttr(const char* module, const char* name);
 // differently).
 bool isPartial(PyObject* o);
 
+// The object a slot wrapper is bound to (super().__setattr__, x.__add__:
+// a method-wrapper), borrowed from it; null for anything else.
+PyObject* slotWrapperSelf(PyObject* o);
+
 // The keys of a dict in the order Python iterates them (borrowed).
 template <class Visit>
 void forEachDictKey(PyObject* dict, Visit visit) {

@@ -246,13 +246,13 @@ PyObject* Monitor::resolveCallee(Pending& p) {
     p.callableNode = refs_.read(p.callableNode, Relation::attr("__func__"), PyMethod_GET_FUNCTION(callable));
     return PyMethod_GET_FUNCTION(callable);
   }
-  if (PyCFunction_Check(callable)) {
-    PyObject* self = PyCFunction_GET_SELF(callable);
-    if (self && !PyModule_Check(self) && !PyType_Check(self)) {
-      NodeId s = refs_.find(self);
-      p.positional.insert(p.positional.begin(), s != kNoNode ? s : newNode(self));
-      p.positionalObjs.insert(p.positionalObjs.begin(), self);
-    }
+  // A native method or slot wrapper bound to its object (x.append,
+  // super().__setattr__): the object is the first argument.
+  PyObject* self = PyCFunction_Check(callable) ? PyCFunction_GET_SELF(callable) : slotWrapperSelf(callable);
+  if (self && !PyModule_Check(self) && !PyType_Check(self)) {
+    NodeId s = refs_.find(self);
+    p.positional.insert(p.positional.begin(), s != kNoNode ? s : newNode(self));
+    p.positionalObjs.insert(p.positionalObjs.begin(), self);
   }
   return callable;
 }
