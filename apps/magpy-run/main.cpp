@@ -26,6 +26,9 @@ int main(int argc, char** argv) {
   app.add_flag("--state-partial", opt.statePartial,
                "With --state: ignore keys the record does not hold and keep captured parameters the file lacks");
   app.add_flag("--eval", opt.eval, "With --inputs: set every module's training flag to False first, as model.eval()");
+  app.add_flag("--grad-enabled", opt.gradEnabled,
+               "With --inputs: call as the script would with grad mode on (default: off, as under torch.no_grad()); "
+               "results are computed without autograd either way");
   app.add_option("--repeat", opt.repeat, "After replaying, time N more calls per function with the first logged inputs")
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--no-check", noCheck, "Do not compare results with the captured ones");

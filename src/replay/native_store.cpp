@@ -57,6 +57,7 @@ NativeStore::Handle NativeStore::root(const record::AccessPath& root) const {
       // magpy-run's own thread count says nothing of the script's: a record
       // that depended on the script's is refused.
       if (root.name == "num_threads") return std::nullopt;
+      if (root.name == "grad_enabled") return Handle(Value::ofAtom(record::Atom::boolean(state_.scriptGradMode)));
       auto value = runtimeState(root.name);
       return value ? Handle(Value::ofAtom(*value)) : std::nullopt;
     }

@@ -112,6 +112,7 @@ void prepareState(Session& session, size_t f, const RunOptions& opt) {
     std::cout << "\n";
   }
   if (opt.eval) std::cout << "eval   training set to False on " << setEvalMode(session.self(f)) << " modules\n";
+  session.setScriptGradMode(opt.gradEnabled);
 }
 
 int runInputs(Session& session, const RunOptions& opt) {
@@ -197,8 +198,9 @@ void showOptimizations(const Session& session) {
 int runRecord(const RunOptions& opt) {
   if (!opt.output.empty() && opt.inputs.empty()) throw Error("--output needs --inputs");
   if (opt.profile && opt.repeat == 0) throw Error("--profile needs --repeat N (the calls it profiles)");
-  if ((!opt.state.empty() || opt.eval) && opt.inputs.empty())
-    throw Error("--state and --eval need --inputs (the logged calls ran with the captured weights and flags)");
+  if ((!opt.state.empty() || opt.eval || opt.gradEnabled) && opt.inputs.empty())
+    throw Error("--state, --eval and --grad-enabled need --inputs (the logged calls ran with the captured weights, "
+                "flags and grad mode)");
   if (opt.threads > 0) at::set_num_threads(opt.threads);
   SessionOptions sessionOptions;
   sessionOptions.passes = PassOptions::parse(opt.optimize);

@@ -93,6 +93,7 @@ struct Session::Impl {
   std::vector<std::vector<RecordState>> records;
   std::vector<std::vector<std::unique_ptr<CudaGraphRunner>>> cudaGraphs;  // per record, or null
   uint64_t stateVersion = 0;  // bumped whenever state may have changed
+  bool scriptGradMode = false;  // as the call log last set it (CallState::scriptGradMode)
   uint64_t memoryBudget = 0;
   uint64_t buildBudget = 0;  // materializeBudget()
   SessionTiming timing;
@@ -111,6 +112,7 @@ struct Session::Impl {
     s.kwargs = std::move(kwargs);
     s.globals = &globals;
     s.module = file.functions[f].module;
+    s.scriptGradMode = scriptGradMode;
     return s;
   }
 
@@ -273,9 +275,11 @@ struct Session::Impl::Records {
 
 CallOutcome Session::call(size_t function, std::vector<Value> args, Value kwargs) {
   Impl& p = *impl_;
-  // Native replay runs with grad mode off, guards included: a record made
-  // by code that read grad mode on does not serve it. (Not InferenceMode:
-  // its tensors have no version counters, which folding and users rely on.)
+  // Native replay computes with grad mode off; guards read the script's
+  // grad mode (CallState::scriptGradMode), so a record made by code that
+  // decided on grad mode serves only calls the script made in that mode.
+  // (Not InferenceMode: its tensors have no version counters, which
+  // folding and users rely on.)
   at::NoGradGuard noGrad;
   CallState state = p.stateFor(function, std::move(args), std::move(kwargs));
   NativeStore store(state);
@@ -300,6 +304,11 @@ std::vector<std::optional<GuardMiss>> Session::explain(size_t function, const st
   return out;
 }
 
+void Session::setScriptGradMode(bool on) {
+  impl_->scriptGradMode = on;
+  ++impl_->stateVersion;
+}
+
 void Session::applyLoggedUpdates(size_t call, bool sharedOnly) {
   Impl& p = *impl_;
   MemoryBudgetScope building(p.buildBudget);
@@ -311,6 +320,13 @@ void Session::applyLoggedUpdates(size_t call, bool sharedOnly) {
   for (auto& u : p.file.calls.at(call).updates) {
     if (sharedOnly && u.path.root != record::AccessPath::Root::Global && u.path.root != record::AccessPath::Root::Runtime)
       continue;
+    if (u.path == record::AccessPath::runtime("grad_enabled")) {  // the script's, for guards
+      const record::Value& v = u.value;
+      if (v.kind != record::Value::Kind::Atom || v.atom.kind != record::Atom::Kind::Bool)
+        throw Error("logged call " + std::to_string(call) + " sets runtime.grad_enabled to something not a bool");
+      setScriptGradMode(v.atom.i != 0);
+      continue;
+    }
     size_t f = u.function >= 0 ? size_t(u.function) : p.file.calls[call].function;
     CallState state = p.stateFor(f, {}, Value::dict({}, {}));
     // State no record read when it was first read (read only by records
@@ -325,16 +341,9 @@ void Session::applyLoggedUpdates(size_t call, bool sharedOnly) {
 namespace {
 
 // Why native replay cannot run a call the way capture ran it with record
-// r, or "": r needs Python (graph breaks), or r read grad mode on, which
-// native replay never has (another record then serves the call, computing
-// what the program computes with grad mode off).
+// r, or "": r needs Python (graph breaks).
 std::string whyNotNative(const record::Record& r) {
-  if (!r.breaks.empty()) return record::toString(r.breaks.front());
-  for (auto& g : r.guards)
-    if (g.path == record::AccessPath::runtime("grad_enabled") && g.check.kind == record::Check::Kind::Equals &&
-        g.check.atom == record::Atom::boolean(true))
-      return "the script ran it with grad mode on, which native replay never has";
-  return "";
+  return r.breaks.empty() ? "" : record::toString(r.breaks.front());
 }
 
 }  // namespace

@@ -51,6 +51,7 @@ std::optional<record::Atom> runtimeState(const std::string& name) {
 const std::map<std::string, record::Atom>& settableRuntimeStates() {
   static const std::map<std::string, record::Atom> kStates = {
       {"default_dtype", record::Atom::named(record::Atom::Kind::DType, "float32")},
+      {"grad_enabled", record::Atom::boolean(false)},  // native replay's default: no script grad mode
       {"deterministic_algorithms", record::Atom::boolean(false)},
       {"anomaly_mode", record::Atom::boolean(false)},
       {"autocast", record::Atom::boolean(false)},

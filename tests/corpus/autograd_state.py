@@ -1,10 +1,9 @@
-# magpy-test: refused natively
 # Autograd state read by Python code: requires_grad of a tensor the call
 # made depends on the grad mode (guarded once read), is_leaf of a tensor
 # from outside that does not require grad is always True (its metadata
 # guard holds requires_grad), and grad_fn of a tensor the call made. Calls
-# alternate between grad mode on and off. Native replay runs with grad mode
-# off: the records made with it on are refused there.
+# alternate between grad mode on and off. Native replay serves each call
+# with the record of the script's grad mode at that call.
 import torch
 import torch.nn as nn
 

@@ -1,8 +1,7 @@
-# magpy-test: refused natively
 # A branch on torch.is_grad_enabled(): each grad mode gets its own record.
-# Native replay always runs with grad mode off, so a call the script made
-# with grad mode on is refused (its record read grad mode on), never
-# served by the grad-off record, which computes the other branch.
+# The call log holds the script's grad mode; native replay computes without
+# autograd but its guards read the script's mode, so each logged call is
+# served by the record of its own branch, never the other's.
 import torch
 from harness import compare
 

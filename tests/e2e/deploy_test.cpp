@@ -86,7 +86,7 @@ TEST(Deploy, StateFileErrorsArePrecise) {
 
   Result noInputs = s.run("magpy-run train_cnn.mgp --state net.pt");
   EXPECT_EQ(noInputs.status, 2);
-  EXPECT_TRUE(contains(noInputs.err, "--state and --eval need --inputs")) << noInputs.err;
+  EXPECT_TRUE(contains(noInputs.err, "--state, --eval and --grad-enabled need --inputs")) << noInputs.err;
 }
 
 TEST(Deploy, StateAtExitCarriesTheTrainedWeights) {
@@ -122,4 +122,28 @@ TEST(Deploy, DamagedStateFilesAreCleanErrors) {
   Result r = s.run("/usr/bin/python3 " + sourceDir() + "/tests/e2e/mutate_state.py train_cnn.mgp net.pt probe.pt 60");
   EXPECT_EQ(r.status, 0) << r.out << r.err;
   EXPECT_TRUE(contains(r.out, "mutated state files: 60 runs")) << r.out;
+}
+
+// A record whose code decided on grad mode (nn.MultiheadAttention's fast
+// path does) serves only calls made in that mode: natively, --inputs calls
+// stand for grad mode off unless --grad-enabled says the script's was on.
+TEST(Deploy, GradModeOfServedCallsIsChosen) {
+  Scratch s("deploy_grad");
+  s.write("branch.py",
+          "import torch, magpy\n"
+          "def f(x):\n"
+          "    return x * 2 if torch.is_grad_enabled() else x * 3\n"
+          "g = magpy.compile(f)\n"
+          "g(torch.ones(2))\n"
+          "torch.save((torch.ones(2),), 'x.pt')\n");
+  ASSERT_EQ(s.run("magpy-capture -q -o branch.mgp branch.py").status, 0);
+  Result logged = s.run("magpy-run branch.mgp");
+  EXPECT_EQ(logged.status, 0) << logged.out << logged.err;
+  Result off = s.run("magpy-run branch.mgp --inputs x.pt --explain");
+  EXPECT_EQ(off.status, 1) << off.out << off.err;
+  EXPECT_TRUE(contains(off.out, "runtime.grad_enabled: expected == True, got False")) << off.out;
+  Result on = s.run("magpy-run branch.mgp --inputs x.pt --grad-enabled --output y.pt");
+  EXPECT_EQ(on.status, 0) << on.out << on.err;
+  Result value = s.run(std::string(kPython) + "'import torch; y = torch.load(\"y.pt\"); print(y.tolist(), y.requires_grad)'");
+  EXPECT_EQ(value.out, "[2.0, 2.0] False\n") << value.err;
 }

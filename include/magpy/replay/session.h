@@ -117,6 +117,12 @@ class Session {
   Value& self(size_t function);
   Globals& globals();
 
+  // The grad mode calls stand for (off until set, or until a logged
+  // update sets the script's): records whose code decided on grad mode
+  // serve only calls made in that mode. Replay itself computes without
+  // autograd either way.
+  void setScriptGradMode(bool on);
+
   // Applies the state changes the script made before a logged call, and
   // sets the random generator to the state the call started with. With
   // sharedOnly, only changes of state other functions see too (module

@@ -26,6 +26,10 @@ struct CallState {
   Value kwargs = Value::dict({}, {});
   Globals* globals = nullptr;
   std::string module;         // what G[...] without a module name means
+  // The grad mode the script made the call with, as guards read it
+  // (runtime.grad_enabled). Native replay itself computes without
+  // autograd: values are the same, and no result requires grad.
+  bool scriptGradMode = false;
 };
 
 // The value at path. Throws Error saying which step is missing.
@@ -43,8 +47,10 @@ bool parentExists(const record::AccessPath& path, const CallState& state);
 // Empty for a name record::isRuntimeState does not know.
 std::optional<record::Atom> runtimeState(const std::string& name);
 
-// The interpreter state assign() can set (a logged update of a "runtime."
-// path), with the value a fresh process starts with.
+// The interpreter state a call log follows (logged updates of "runtime."
+// paths), with the value native replay starts with. assign() sets all but
+// grad_enabled, which is the script's (CallState::scriptGradMode), not
+// replay's.
 const std::map<std::string, record::Atom>& settableRuntimeStates();
 
 // A runtime value for a recorded one; tensors are fresh copies of blobs.
