@@ -495,6 +495,7 @@ void objectShell(PyObject* o, record::Value& v) {
   } else {
     v.kind = record::Value::Kind::Object;
     v.type = capture::typeName(Py_TYPE(o));
+    if (auto base = baseValueOf(o)) v.atom = *base;  // an int, float or str subclass: its value
   }
 }
 

@@ -56,7 +56,7 @@ class Leaves {
         return;
       case Value::Kind::Object:
       case Value::Kind::Opaque:
-        out_[path] = value->kind == Value::Kind::Object ? value->type : "<" + value->type + ">";
+        out_[path] = value->kind == Value::Kind::Object ? objectLabel(value->type, value->atom) : "<" + value->type + ">";
         for (size_t i = 0; i < value->items.size(); ++i) walk(value->items[i], path + "." + value->names[i], depth + 1);
         return;
       default:

@@ -61,7 +61,7 @@ std::string describeValue(const Value& v, const RecordFile& file) {
       return s;
     }
     case Value::Kind::Opaque: return "<" + v.type + ">";
-    case Value::Kind::Object: return "<" + v.type + " object>";
+    case Value::Kind::Object: return "<" + objectLabel(v.type, v.atom) + " object>";
     case Value::Kind::Ref: return "the same object as #" + std::to_string(v.id);
     case Value::Kind::Tuple: return "tuple len " + std::to_string(v.items.size());
     case Value::Kind::List: return "list len " + std::to_string(v.items.size());
@@ -159,7 +159,7 @@ void flatten(const Value& v, const std::string& path, const RecordFile& file, st
       return;
     case Value::Kind::Object:
     case Value::Kind::Opaque:
-      out.push_back({path, (v.kind == Value::Kind::Object ? v.type : "<" + v.type + ">") + id});
+      out.push_back({path, (v.kind == Value::Kind::Object ? objectLabel(v.type, v.atom) : "<" + v.type + ">") + id});
       for (size_t i = 0; i < v.items.size(); ++i) flatten(v.items[i], path + "." + v.names[i], file, out);
       return;
     default:

@@ -140,6 +140,10 @@ class Validator {
     if ((v.kind == Value::Kind::Object || v.kind == Value::Kind::Opaque) && v.names.size() != v.items.size())
       bad("an object of type " + v.type + " has " + std::to_string(v.names.size()) + " attribute names for " +
           std::to_string(v.items.size()) + " values");
+    using A = Atom::Kind;
+    bool baseValue = v.atom.kind == A::Int || v.atom.kind == A::Float || v.atom.kind == A::Str;
+    if (v.kind == Value::Kind::Object && v.atom.kind != A::None && !baseValue)
+      bad("an object of type " + v.type + " has a value that is not an int, float or str");
     bool container = v.kind != Value::Kind::Atom && v.kind != Value::Kind::Tensor;
     if (!container && !v.items.empty()) bad("a scalar or tensor value has elements");
     for (auto& item : v.items) value(item, ids);

@@ -29,6 +29,10 @@ bool Atom::operator<(const Atom& o) const {
   return std::tie(kind, i, a, s, items) < std::tie(o.kind, o.i, b, o.s, o.items);
 }
 
+std::string objectLabel(const std::string& type, const Atom& base) {
+  return base.kind == Atom::Kind::None ? type : type + " " + toString(base);
+}
+
 std::string toString(const Atom& a) {
   switch (a.kind) {
     case Atom::Kind::None: return "None";

@@ -125,6 +125,8 @@ std::string NativeStore::lacks(const Handle& parent, const PathTree& tree, int n
 
 std::optional<record::Atom> NativeStore::atom(const Handle& v) const {
   if (v->kind == Value::Kind::Atom) return v->atom;
+  // An instance of an int, float or str subclass (TorchVersion, numpy.float64)
+  if (v->kind == Value::Kind::Object && v->atom.kind != record::Atom::Kind::None) return v->atom;
   return std::nullopt;
 }
 

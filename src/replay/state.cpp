@@ -169,6 +169,7 @@ Value build(const record::Value& v, const BlobSource& file, std::map<uint32_t, V
     case K::Object:
     case K::Opaque:
       out = v.kind == K::Object ? Value::object(v.type) : Value::opaque(v.type);
+      if (v.kind == K::Object) out.atom = v.atom;  // an int, float or str subclass: its value
       if (v.id) made[v.id] = out;
       out.heap->names = v.names;
       out.heap->items = children();

@@ -132,7 +132,7 @@ std::string describe(const Value& v) {
     case Value::Kind::Tuple: return "tuple of " + std::to_string(v.heap->items.size());
     case Value::Kind::List: return "list of " + std::to_string(v.heap->items.size());
     case Value::Kind::Dict: return "dict of " + std::to_string(v.heap->items.size());
-    case Value::Kind::Object: return "<" + v.heap->type + " object>";
+    case Value::Kind::Object: return "<" + record::objectLabel(v.heap->type, v.atom) + " object>";
     case Value::Kind::Opaque: return "<" + v.heap->type + ">";
   }
   return "?";

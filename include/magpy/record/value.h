@@ -49,6 +49,9 @@ struct Atom {
 
 // Python-style rendering: None, True, 3, 2.5, 'text', torch.float32, ...
 std::string toString(const Atom& a);
+// An object as views name it: its type, and the value of an int, float or
+// str subclass ("torch.torch_version.TorchVersion '1.13.0'").
+std::string objectLabel(const std::string& type, const Atom& base);
 
 // A dimension of a dynamic record (MagPy section 6.2.1): a size that may
 // change from call to call, as scale * s<symbol> + offset. Symbols are
@@ -118,7 +121,8 @@ struct Value {
     Ref,     // the same object as the earlier value with this `id` (aliasing, tied weights)
   };
   Kind kind = Kind::Atom;
-  Atom atom;
+  Atom atom;                          // Atom: the value; Object: the int, float or str an
+                                      // instance of their subclass is (TorchVersion), else None
   uint32_t blob = 0;
   TensorMeta meta;
   std::string type;                   // Object/Opaque: qualified class or object name;
