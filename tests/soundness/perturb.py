@@ -17,8 +17,9 @@ property with a side effect read by getattr/hasattr, float and int
 subclasses (and bool) of equal value, ops whose result size depends on
 tensor contents, torch process settings read by getters (threads, anomaly
 mode, grad mode, default dtype), buffers sharing storage with .data
-replaced or written, and one list passed as two arguments (extra
-parameters of f, built per call by the program's extra_args(i)).
+replaced or written, one list passed as two arguments (extra
+parameters of f, built per call by the program's extra_args(i)), writes
+through super().__setattr__, and a module built on every call.
 The program also defines perturb(i, rng), the changes made after call i:
 class dict entries replaced (dunders and properties included), instance
 attributes set and deleted, globals and module aliases rebound, __code__,
@@ -509,6 +510,34 @@ def size_as_index(r, k):
              [("global rebound", [f"tab{k} = tuple(rng.choice([1.0, 2.0, 3.0]) for _ in range(7))"])],
              state=[f"tab{k}"], rebinds=[f"tab{k}"], params=[f"s{k}"],
              args=[f"out.append(torch.ones({sizes}[i]))"])
+
+
+@feature
+def bound_slot_setattr(r, k):
+    # super().__setattr__ bypasses the class's __setattr__ but not a data descriptor on it.
+    return F([f"class Mark{k}:", "    def __init__(self): self.seen, self.w = 0, 1.0",
+              "    def mark(self, t):", "        super().__setattr__('seen', self.seen + 1)", "        return t * self.w",
+              f"mk{k} = Mark{k}()"],
+             [f"y = mk{k}.mark(y)"],
+             [("instance attribute set", [f"mk{k}.seen = rng.randint(0, 3)"]),
+              ("instance attribute set", [f"mk{k}.w = rng.choice([0.5, 2.0])"]),
+              ("property added on class", [f"Mark{k}.seen = property(lambda self: 5, lambda self, v: None)"]),
+              ("__setattr__ patched on class (bypassed)",
+               [f"Mark{k}.__setattr__ = lambda self, n, v: object.__setattr__(self, n, v * 2)"])],
+             state=[f"vars(mk{k})"])
+
+
+@feature
+def layer_built_in_call(r, k):
+    # A module built on every call: Module.__init__ writes its state through super().__setattr__.
+    return F([f"class Act{k}(torch.nn.Module):", "    def __init__(self, s):", "        super().__init__()",
+              "        self.s = s", "    def forward(self, t): return t * self.s", f"gain{k} = 2.0"],
+             [f"y = Act{k}(gain{k})(y)"],
+             [("global rebound", [f"gain{k} = rng.choice([0.5, 3.0])"]),
+              ("forward patched on class", [f"Act{k}.forward = lambda self, t: t + self.s"]),
+              ("__init__ patched on class",
+               [f"Act{k}.__init__ = lambda self, s: (torch.nn.Module.__init__(self), setattr(self, 's', -s))[0]"])],
+             rebinds=[f"gain{k}"])
 
 
 def program(seed, keep=lambda i, j: True):
