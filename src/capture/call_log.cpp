@@ -12,11 +12,16 @@ namespace {
 
 // A container changed in place (list.append, dict item set, a hook
 // registered) keeps its identity; its elements tell.
-uint64_t shallowHash(PyObject* c) {
+// Elements hashed by identity are added to `held`.
+uint64_t shallowHash(PyObject* c, std::vector<PyRef>& held) {
   Hasher h;
   auto element = [&](PyObject* e) {
-    if (auto a = atomOf(e)) h.text(record::toString(*a));
-    else h.u64(reinterpret_cast<uintptr_t>(e));
+    if (auto a = atomOf(e)) {
+      h.text(record::toString(*a));
+    } else {
+      h.u64(reinterpret_cast<uintptr_t>(e));
+      held.push_back(PyRef::borrow(e));
+    }
   };
   if (PyDict_Check(c)) {
     forEachDictItem(c, [&](PyObject* k, PyObject* v) {
@@ -67,18 +72,21 @@ CallLog::Seen CallLog::observe(const record::AccessPath& path, const LiveRoots& 
     // function and object are.
     s.object = PyMethod_GET_FUNCTION(v.get());
     s.contents = uint64_t(reinterpret_cast<uintptr_t>(PyMethod_GET_SELF(v.get())));
+    s.held = {PyRef::borrow(s.object), PyRef::borrow(PyMethod_GET_SELF(v.get()))};
   } else if (PyCFunction_Check(v.get()) && PyCFunction_GET_SELF(v.get())) {
     // The same for a native method (autograd's Function.apply).
     s.object = PyCFunction_GET_SELF(v.get());
     s.contents = uint64_t(reinterpret_cast<uintptr_t>(reinterpret_cast<PyCFunctionObject*>(v.get())->m_ml));
+    s.held = {PyRef::borrow(s.object), v};  // the method def lives as long as the function
   } else {
     s.object = v.get();
+    s.held.push_back(v);
     if (isTensor(v.get())) {
       const at::Tensor& t = tensorOf(v.get());
       s.version = int64_t(t.unsafeGetTensorImpl()->version_counter().current_version());
       s.contents = tensorFingerprint(t);
     }
-    if (PyTuple_Check(v.get()) || PyList_Check(v.get()) || PyDict_Check(v.get())) s.contents = shallowHash(v.get());
+    if (PyTuple_Check(v.get()) || PyList_Check(v.get()) || PyDict_Check(v.get())) s.contents = shallowHash(v.get(), s.held);
   }
   return s;
 }

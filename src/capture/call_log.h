@@ -52,11 +52,15 @@ class CallLog {
   // difference at the next call's entry is a change the script made.
   struct Seen {
     bool exists = false;
-    PyObject* object = nullptr;  // identity (not owned: compared, never used)
+    PyObject* object = nullptr;  // identity
     int64_t version = -1;        // tensors: the in-place version counter
     uint64_t contents = 0;       // containers: their elements, shallowly; bound methods: what they are bound to;
                                  // tensors: memory, layout and contents
     record::Atom atom;
+    // The objects whose addresses object and contents hold, kept alive
+    // until the next observation: a new object at a freed one's address
+    // would otherwise look unchanged. Not compared.
+    std::vector<PyRef> held;
     bool operator==(const Seen& o) const {
       return exists == o.exists && object == o.object && version == o.version && contents == o.contents && atom == o.atom;
     }
