@@ -15,7 +15,8 @@ namespace {
 
 class Loader {
  public:
-  explicit Loader(std::string file) : file_(std::move(file)) {}
+  // file: where to read; shownAs: how errors and origins name it.
+  Loader(std::string file, std::string shownAs) : path_(std::move(file)), file_(std::move(shownAs)) {}
 
   [[noreturn]] void fail(const YAML::Node& at, const std::string& what) const {
     throw Error(file_ + ":" + std::to_string(at.Mark().line + 1) + ": " + what);
@@ -157,7 +158,7 @@ class Loader {
   std::vector<FunctionAnnotation> file() const {
     YAML::Node root;
     try {
-      root = YAML::LoadFile(file_);
+      root = YAML::LoadFile(path_);
     } catch (const YAML::ParserException& e) {
       throw Error(file_ + ":" + std::to_string(e.mark.line + 1) + ": not valid YAML: " + e.msg);
     } catch (const YAML::BadFile&) {
@@ -182,6 +183,7 @@ class Loader {
   }
 
  private:
+  std::string path_;
   std::string file_;
 };
 
@@ -191,21 +193,23 @@ void AnnotationSet::load(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (fs::is_directory(path, ec)) {
-    std::vector<std::string> files;
+    std::vector<fs::path> files;
     for (auto& e : fs::directory_iterator(path))
-      if (e.path().extension() == ".yaml") files.push_back(e.path().string());
+      if (e.path().extension() == ".yaml") files.push_back(e.path());
     std::sort(files.begin(), files.end());
     if (files.empty()) throw Error(path + ": no *.yaml annotation files in this directory");
-    for (auto& f : files) loadFile(f);
+    fs::path dir = fs::path(path).lexically_normal();
+    std::string dirName = (dir.has_filename() ? dir : dir.parent_path()).filename().string();
+    for (auto& f : files) loadFile(f.string(), dirName + "/" + f.filename().string());
   } else if (fs::exists(path, ec)) {
-    loadFile(path);
+    loadFile(path, path);
   } else {
     throw Error(path + ": no such annotation file or directory");
   }
 }
 
-void AnnotationSet::loadFile(const std::string& file) {
-  for (auto& a : Loader(file).file()) add(std::move(a));
+void AnnotationSet::loadFile(const std::string& file, const std::string& shownAs) {
+  for (auto& a : Loader(file, shownAs).file()) add(std::move(a));
 }
 
 void AnnotationSet::add(FunctionAnnotation a) {

@@ -91,7 +91,10 @@ class AnnotationSet {
  public:
   // Loads every *.yaml file in a directory, in name order, or a single file.
   // Later entries for the same name are an error: annotations never
-  // silently override each other.
+  // silently override each other. An entry's origin names a file of a
+  // directory as the directory's own name and the file's
+  // ("annotations/torch.yaml:99"), so records that quote it are the same
+  // bytes wherever the directory lies.
   void load(const std::string& path);
   void add(FunctionAnnotation a);
 
@@ -104,7 +107,7 @@ class AnnotationSet {
   uint64_t hash() const;
 
  private:
-  void loadFile(const std::string& file);
+  void loadFile(const std::string& file, const std::string& shownAs);
   std::map<std::string, FunctionAnnotation> exact_;
   std::map<std::string, FunctionAnnotation> prefix_;  // key: prefix without ".*"
 };
