@@ -15,24 +15,5 @@ class Noisy(nn.Module):
         return self.drop(torch.relu(self.lin(x))) + torch.rand_like(x) * 0
 
 
-def reseed(i, a, b):
-    torch.manual_seed(100 + i)
-
-
-calls = [(torch.ones(4, 8),)] * 4
-subject_first = []
 with torch.no_grad():
-    import magpy
-    torch.manual_seed(0)
-    a = Noisy().train()
-    torch.manual_seed(0)
-    b = Noisy().train()
-    f = magpy.compile(a)
-    for i, (x,) in enumerate(calls):
-        torch.manual_seed(100 + i)
-        got = f(x)
-        torch.manual_seed(100 + i)
-        want = b(x)
-        assert torch.equal(got, want), f"call {i}"
-stats = f._magpy_stats()
-assert stats["records"] == 1 and stats["hits"] == 3, stats
+    compare(lambda: Noisy().train(), [(torch.ones(4, 8),)] * 4, reseed=True, records=1, hits=3)

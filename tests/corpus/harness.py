@@ -44,10 +44,12 @@ def expect_stats(compiled, **expected):
     return stats
 
 
-def compare(make, calls, between=None, **expected):
+def compare(make, calls, between=None, reseed=False, **expected):
     """make() builds (fn_or_module, state) pairs identically twice; each call
     in `calls` is an args tuple. `between(i, compiled_obj, eager_obj)` may
-    change state before call i (the same change on both copies)."""
+    change state before call i (the same change on both copies). With
+    reseed, torch's generator is seeded alike (100 + i) before call i of
+    each copy, so programs that draw random numbers draw the same ones."""
     torch.manual_seed(0)
     subject = make()
     torch.manual_seed(0)
@@ -56,7 +58,11 @@ def compare(make, calls, between=None, **expected):
     for i, args in enumerate(calls):
         if between:
             between(i, subject, reference)
+        if reseed:
+            torch.manual_seed(100 + i)
         got = compiled(*clone(args))
+        if reseed:
+            torch.manual_seed(100 + i)
         want = reference(*clone(args))
         assert same(got, want), f"call {i}: result differs from eager:\n{got}\n{want}"
         if hasattr(subject, "__dict__") and not callable(getattr(subject, "__code__", None)):

@@ -57,24 +57,5 @@ class Noisy(nn.Module):
         return nn.Dropout(0.25)(self.lin(x))
 
 
-def reseed(i, subject, reference):
-    torch.manual_seed(100 + i)
-
-
-import magpy
-
 with torch.no_grad():
-    torch.manual_seed(0)
-    a = Noisy()
-    torch.manual_seed(0)
-    b = Noisy()
-    f = magpy.compile(a)
-    for i in range(3):
-        x = torch.ones(4, 8)
-        torch.manual_seed(100 + i)
-        got = f(x)
-        torch.manual_seed(100 + i)
-        want = b(x)
-        assert torch.equal(got, want), f"call {i}"
-stats = f._magpy_stats()
-assert stats["records"] == 1 and stats["hits"] == 2 and stats["breaks"] == 0, stats
+    compare(Noisy, [(torch.ones(4, 8),)] * 3, reseed=True, records=1, hits=2, breaks=0)
