@@ -323,7 +323,7 @@ void Session::applyLoggedUpdates(size_t call, bool sharedOnly) {
     if (u.path == record::AccessPath::runtime("grad_enabled")) {  // the script's, for guards
       const record::Value& v = u.value;
       if (v.kind != record::Value::Kind::Atom || v.atom.kind != record::Atom::Kind::Bool)
-        throw Error("logged call " + std::to_string(call) + " sets runtime.grad_enabled to something not a bool");
+        throw Error("a logged update sets runtime.grad_enabled to something not a bool");
       setScriptGradMode(v.atom.i != 0);
       continue;
     }

@@ -338,6 +338,11 @@ void loadCases(std::vector<Case>& out) {
     f.calls[0].args.items[0].meta.device = "";
     out.push_back({"arg_device_empty", encode(f), 2, "is on device '', which names no device"});
   }
+  {
+    RecordFile f = oneCall({});
+    f.functions[0].self.atom = Atom::named(Atom::Kind::DType, "float32");  // only int, float and str subclasses
+    out.push_back({"object_value_dtype", encode(f), 2, "has a value that is not an int, float or str"});
+  }
 }
 
 void replayCases(std::vector<Case>& out) {
@@ -346,6 +351,14 @@ void replayCases(std::vector<Case>& out) {
     f.functions[0].records.clear();
     f.calls[0].record = -1;
     out.push_back({"no_records", encode(f), 1, "the function has no records", true});
+  }
+  {
+    RecordFile f = oneCall({});
+    StateUpdate grad;
+    grad.path = AccessPath::runtime("grad_enabled");
+    grad.value = Value::ofAtom(Atom::string("yes"));
+    f.calls[0].updates.push_back(grad);
+    out.push_back({"grad_mode_not_bool", encode(f), 2, "sets runtime.grad_enabled to something not a bool", true});
   }
   out.push_back({"cyclic_result", encode(sharedResult(true)), 2, "contains itself, which records cannot hold"});
   out.push_back({"shared_result", encode(sharedResult(false)), 0, "matches the captured result", true});
