@@ -63,9 +63,8 @@ void Monitor::Pending::clear() {
 Monitor::Monitor(const record::AnnotationSet& annotations)
     : annotations_(annotations),
       ops_(std::make_unique<OpRecorder>(*this)),
-      sizes_(refs_, *ops_, slices_, [this] { return frames_.empty() ? std::string() : where(*frames_.back()); }),
-      numbers_(refs_, *ops_, sizes_, slices_, inputs_,
-               [this] { return frames_.empty() ? std::string() : where(*frames_.back()); }) {
+      sizes_(refs_, *ops_, slices_, [this] { return currentLocation(); }),
+      numbers_(refs_, *ops_, sizes_, slices_, inputs_, [this] { return currentLocation(); }) {
   refs_.onTensor([this](NodeId id) { registerTensor(id); });
 }
 
@@ -180,6 +179,8 @@ void Monitor::graphBreak(const std::string& reason, const std::string& callee) {
 }
 
 void Monitor::breakGraph(const std::string& reason) { graphBreak(reason); }
+
+std::string Monitor::currentLocation() const { return frames_.empty() ? std::string() : where(*frames_.back()); }
 
 std::string Monitor::where(const ShadowFrame& sf) const {
   return sourceLine(sf.view.code(), sf.pending.active ? sf.pending.line : sf.view.line());

@@ -234,6 +234,7 @@ class Monitor : public OpRecorder::Delegate {
   // callee: the native function the break is about, when an annotation would remove it.
   void graphBreak(const std::string& reason, const std::string& callee = "");
   std::string where(const ShadowFrame& sf) const;
+  std::string currentLocation() const;  // where(the innermost frame), or "" outside any
   void registerTensor(NodeId id);
   void readRuntimeState(const std::string& name);
   void readClassOf(PyObject* obj);
