@@ -6,6 +6,7 @@
 #include <ATen/ops/zeros.h>
 #include <c10/core/GradMode.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <sstream>
@@ -78,9 +79,26 @@ class SourceWriter {
  public:
   // Each node's value is a variable of build(), named after the node; the
   // names build() itself binds or imports are not available.
-  explicit SourceWriter(const record::Graph& g) : g_(g) {
-    record::Namespace names({"call", "graph", "root", "data", "torch", "operator", "os"});
-    for (auto& n : g.nodes) vars_.push_back(names.create(n.name));
+  explicit SourceWriter(const record::Graph& g) : g_(g), names_({"call", "graph", "root", "data", "torch", "operator", "os"}) {
+    for (auto& n : g.nodes) vars_.push_back(names_.create(n.name));
+  }
+
+  // A grad mode region is what Dynamo's graphs hold: calls of
+  // torch._C._set_grad_enabled before its operators, and after them one
+  // back to the mode the module was called in. Lines to run before node i.
+  std::string switchBefore(size_t i) {
+    const Node& n = g_.nodes[i];
+    if (!n.isOp() && n.kind != NodeKind::Output) return "";
+    record::GradMode want = n.kind == NodeKind::Output ? record::GradMode::Ambient : n.grad;
+    if (want == mode_) return "";
+    std::string out;
+    if (entryMode_.empty()) {
+      entryMode_ = names_.create("grad_enabled_at_entry");
+      out += entryMode_ + " = call(" + quote(entryMode_) + ", torch.is_grad_enabled, ())\n    ";
+    }
+    mode_ = want;
+    std::string to = want == record::GradMode::Ambient ? entryMode_ : want == record::GradMode::On ? "True" : "False";
+    return out + "call(" + quote(names_.create("set_grad_enabled")) + ", torch._C._set_grad_enabled, (" + to + ",))\n    ";
   }
 
   std::string arg(const Arg& a) const {
@@ -161,7 +179,10 @@ class SourceWriter {
 
  private:
   const record::Graph& g_;
+  record::Namespace names_;
   std::vector<std::string> vars_;
+  record::GradMode mode_ = record::GradMode::Ambient;
+  std::string entryMode_;  // the variable holding the mode at entry, once a region needs it
 };
 
 // Inputs for the graph and what the record computes from them.
@@ -301,6 +322,10 @@ std::string unusedRandomDraw(const record::Graph& g) {
   return "";
 }
 
+bool hasGradRegion(const record::Graph& g) {
+  return std::any_of(g.nodes.begin(), g.nodes.end(), [](const Node& n) { return n.grad != record::GradMode::Ambient; });
+}
+
 std::string shortName(const std::string& qualified) {
   std::string s = qualified.substr(qualified.rfind('.') + 1);
   return isIdentifier(s) ? s : "Exported";
@@ -341,7 +366,7 @@ FxExportSummary writeFxExport(const record::RecordFile& file, const FxExportOpti
 
   SourceWriter writer(rec.graph);
   std::ostringstream body;
-  for (size_t i = 0; i < rec.graph.nodes.size(); ++i) body << "    " << writer.line(i) << "\n";
+  for (size_t i = 0; i < rec.graph.nodes.size(); ++i) body << "    " << writer.switchBefore(i) << writer.line(i) << "\n";
   Example ex = makeExample(file, fi, ri);
 
   FxExportSummary summary;
@@ -352,14 +377,17 @@ FxExportSummary writeFxExport(const record::RecordFile& file, const FxExportOpti
   summary.example = ex.from;
 
   std::string droppedDraw = unusedRandomDraw(rec.graph);
+  std::string unscripted = !droppedDraw.empty() ? "it drops the unused random draw %" + droppedDraw
+                           : hasGradRegion(rec.graph) ? "it cannot call torch._C._set_grad_enabled"
+                                                      : "";
   std::string scriptCheck =
-      droppedDraw.empty()
+      unscripted.empty()
           ? "        inputs, expected = example()\n"
             "        _check(\"torch.jit.script\", torch.jit.script(build())(*inputs), expected)\n"
             "    print(f\"ok: torch.fx and torch.jit.script outputs equal the record's ({len(expected)} tensors)\")\n"
-          : "    # torch.jit.script would drop the unused random draw %" + commentText(droppedDraw) + " and shift later draws.\n"
+          : "    # torch.jit.script is not compared: " + commentText(unscripted) + ".\n"
             "    print(\"ok: torch.fx outputs equal the record's (%d tensors); torch.jit.script not compared \"\n"
-            "          \"(it drops the unused random draw %%%s)\" % (len(expected), " + quote(droppedDraw) + "))\n";
+            "          \"(%s)\" % (len(expected), " + quote(unscripted) + "))\n";
   std::ostringstream py;
   py << "# torch.fx export of " << commentText(fn.name) << ", record " << ri << " (" << summary.operators << " operators),\n"
      << "# captured from " << commentText(file.script) << " with torch " << commentText(file.env.torch_version)

@@ -347,6 +347,7 @@ template <class Ar> void io(Ar& ar, Node& n) {
   ar.text(n.where);
   ar.text(n.number);
   io(ar, n.seen);
+  ioEnum(ar, n.grad, GradMode::On);
 }
 
 template <class Ar> void io(Ar& ar, ValueExpr& e) {

@@ -119,7 +119,7 @@ class Generalizer {
       Node& y = b.nodes[i];
       std::string node = "%" + y.name + (y.where.empty() ? "" : " (" + y.where + ")");
       if (x.kind != y.kind || x.target != y.target || x.overload != y.overload || x.source != y.source ||
-          x.blob != y.blob || x.number != y.number || x.outputs.size() != y.outputs.size())
+          x.blob != y.blob || x.number != y.number || x.grad != y.grad || x.outputs.size() != y.outputs.size())
         throw Apart{"the graphs differ at " + node};
       if (!(x.args == y.args))
         throw Apart{node + " takes other arguments at the other size (sizes computed from sizes are not lifted yet)"};

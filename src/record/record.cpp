@@ -21,6 +21,15 @@ const char* toString(NodeKind k) {
   return "?";
 }
 
+const char* toString(GradMode m) {
+  switch (m) {
+    case GradMode::Ambient: return "";
+    case GradMode::Off: return "no_grad";
+    case GradMode::On: return "enable_grad";
+  }
+  return "?";
+}
+
 bool Arg::operator==(const Arg& o) const {
   return kind == o.kind && i == o.i && std::memcmp(&f, &o.f, sizeof f) == 0 && s == o.s && ints == o.ints &&
          floats.size() == o.floats.size() &&

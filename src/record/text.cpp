@@ -251,6 +251,7 @@ void graphJson(const Graph& g, JsonWriter& j) {
     }
     if (!n.number.empty()) j.field("number", n.number);
     if (n.isInput() && !n.number.empty()) j.field("seen", toString(n.seen));
+    if (n.grad != GradMode::Ambient) j.field("grad_mode", toString(n.grad));
     if (!n.where.empty()) j.field("where", n.where);
     j.endObject();
   }
@@ -471,6 +472,7 @@ std::string printGraph(const Graph& g) {
         std::vector<std::string> parts;
         for (auto& a : n.args) parts.push_back(argText(a, g));
         out << "%" << n.name << " = " << n.opName() << "(" << join(parts, ", ") << ")" << metaText(n);
+        if (n.grad != GradMode::Ambient) out << "  [" << toString(n.grad) << "]";
         if (!n.where.empty()) out << "  # " << n.where;
         if (std::string why = policyConcern(n); !why.empty())
           out << "  # outside the operator policy: " << why << " (magpy-run needs --trust-record)";

@@ -193,6 +193,7 @@ class Validator {
       if (n.blob >= 0) tensor(uint32_t(n.blob), n.outputs[0], node);
       for (auto& m : n.outputs) meta(m, node);
       number(n, node);
+      if (n.grad != GradMode::Ambient && !n.isOp()) bad(node + " has a grad mode region but is no ATen operator");
       for (auto& a : n.args) {
         bool named = a.kind == Arg::Kind::DType || a.kind == Arg::Kind::Layout ||
                      a.kind == Arg::Kind::MemoryFormat || a.kind == Arg::Kind::WrappedScalar;

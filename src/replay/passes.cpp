@@ -161,7 +161,7 @@ size_t foldConvBatchNorm(record::Graph& g) {
 
 std::string signature(const Node& n) {
   std::ostringstream s;
-  s << n.target << "." << n.overload;
+  s << n.target << "." << n.overload << "@" << int(n.grad);  // one mode's result needs no grad in the other
   for (auto& a : n.args) {
     s << "|" << int(a.kind) << ":" << a.i << ":" << a.s << ":";
     uint64_t bits;

@@ -3,6 +3,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/scalar_tensor.h>
+#include <c10/core/GradMode.h>
 
 #include <algorithm>
 #include <chrono>
@@ -270,7 +271,12 @@ void runStep(const Step& step, std::vector<c10::IValue>& slots, std::vector<c10:
     return;
   }
   if (step.checkGeometry) checkGeometry(step, stack);
-  step.op->callBoxed(&stack);
+  if (step.grad == record::GradMode::Ambient) {
+    step.op->callBoxed(&stack);
+  } else {
+    c10::AutoGradMode region(step.grad == record::GradMode::On);  // restored on every exit
+    step.op->callBoxed(&stack);
+  }
   if (step.unpackList) {
     auto list = stack[0].toTensorVector();
     if (list.size() != step.outputs.size())  // x.chunk(n): another n
@@ -498,6 +504,7 @@ struct Plan::Impl::Builder {
     step.node = record::nameAndSource(n);
     step.checkGeometry = record::checksGeometry(n.target);
     step.folded = optimized.folded[ni];
+    if (!options.inference) step.grad = n.grad;  // without autograd, grad mode changes nothing
     plan.changesGeometry = plan.changesGeometry || record::changesGeometry(n.target);
     bool lifted = false;  // takes a number the call's state supplies
     for (size_t ai = 0; ai < params.size(); ++ai) {

@@ -40,6 +40,7 @@ struct Step {
   std::vector<int> outputs;  // slot per returned value
   bool unpackList = false;   // the op returns one Tensor[]: its elements go to `outputs`
   bool folded = false;       // depends only on parameters: computed once while they are unchanged
+  record::GradMode grad = record::GradMode::Ambient;  // the region's mode, switched around the operator
   std::vector<int> release;  // slots dead after this step
   // Results whose sizes depend on the call's symbols, or on lifted numbers
   // (then checked against the sizes seen at capture).

@@ -79,7 +79,10 @@ bool mutateOperator(magpy::record::RecordFile& file, std::mt19937_64& rng) {
   if (ops.empty()) return false;
   auto [graph, index] = ops[rng() % ops.size()];
   Node& n = graph->nodes[index];
-  switch (rng() % 4) {
+  switch (rng() % 5) {
+    case 4:
+      n.grad = magpy::record::GradMode(rng() % 3);
+      break;
     case 0: {
       const auto& admitted = admittedOperators();
       if (admitted.empty()) return false;

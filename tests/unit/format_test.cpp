@@ -60,6 +60,22 @@ TEST(Format, LiftedNumbersRoundTripAndPrintTheirTypes) {
   EXPECT_TRUE(contains(text, "%add_steps = operator.add(%steps, 1)  : int")) << text;
 }
 
+TEST(Format, GradModeRegionsRoundTripAndPrint) {
+  RecordFile f = sample::sampleFile();
+  f.functions[0].records[0].graph.nodes[3].grad = GradMode::Off;
+  f.functions[0].records[0].graph.nodes[4].grad = GradMode::On;
+  RecordFile back = decode(encode(f));
+  EXPECT_EQ(back.functions[0].records[0].graph.nodes[3].grad, GradMode::Off);
+  EXPECT_EQ(back.functions[0].records[0].graph.nodes[4].grad, GradMode::On);
+  std::string text = printGraph(back.functions[0].records[0].graph);
+  EXPECT_TRUE(contains(text, "%relu = aten::relu(%mul)  : float32[2]  [no_grad]  # sample.py:7")) << text;
+  EXPECT_TRUE(contains(text, "[enable_grad]")) << text;
+
+  // Only an ATen operator runs in a region.
+  f.functions[0].records[0].graph.nodes[1].grad = GradMode::Off;
+  EXPECT_TRUE(contains(errorOf(encode(f)), "node w has a grad mode region but is no ATen operator")) << errorOf(encode(f));
+}
+
 // A lifted number's guard is a kind of its own in memory and, in the file,
 // the type check it always was: files from before read the same.
 TEST(Format, NumberChecksAreWrittenAsTypeChecks) {

@@ -274,3 +274,31 @@ TEST(Plan, OperatorsTakeLiftedNumbersAndCheckTheSizesTheyGive) {
   // At k = 7 the slice clamps to one column: the record does not describe that call.
   EXPECT_THROW(plan.runWith({in, c10::IValue(int64_t(7))}), replay::SizeMismatch);
 }
+
+// An operator of a grad mode region runs in that mode and the caller's
+// mode is back after it, also when it fails; a plan without autograd
+// (inference) runs it as any other.
+TEST(Plan, GradModeRegionsSwitchAroundTheirOperatorsOnly) {
+  Graph g;
+  g.nodes.push_back(argument());
+  g.nodes.push_back(opNode("frozen", "aten::mul", "Tensor", {Arg::node(0), Arg::node(0)}));
+  g.nodes.back().grad = GradMode::Off;
+  g.nodes.push_back(opNode("trained", "aten::mul", "Tensor", {Arg::node(0), Arg::node(0)}));
+  g.nodes.push_back(output({Arg::node(1), Arg::node(2)}));
+  at::Tensor x = at::randn({3}).requires_grad_();
+  c10::AutoGradMode on(true);
+
+  auto out = replay::Plan(g, {}).runWith({x});
+  EXPECT_FALSE(out[0].toTensor().requires_grad());
+  EXPECT_TRUE(out[1].toTensor().requires_grad());
+  EXPECT_TRUE(c10::GradMode::is_enabled());
+
+  replay::PlanOptions inference;
+  inference.inference = true;
+  EXPECT_TRUE(replay::Plan(g, {}, inference).runWith({x})[0].toTensor().requires_grad());
+
+  g.nodes[1] = opNode("frozen", "aten::mm", "", {Arg::node(0), Arg::node(0)});  // a 1-d mm fails
+  g.nodes[1].grad = GradMode::Off;
+  EXPECT_THROW(replay::Plan(g, {}).runWith({x}), Error);
+  EXPECT_TRUE(c10::GradMode::is_enabled());
+}

@@ -1,7 +1,8 @@
-// The .mgp file format, version 7 (2 added the RefGraph view to records
+// The .mgp file format, version 8 (2 added the RefGraph view to records
 // and tuple dict keys, 3 when the state was taken, 4 the dict class of
 // mock expressions, 5 dynamic sizes in tensor metadata, 6 lifted numbers,
-// 7 the Distinct check, names without control characters, and mock Refs). This header is the only place that knows
+// 7 the Distinct check, names without control characters, and mock Refs,
+// 8 an operator's grad mode region). This header is the only place that knows
 // the byte layout; everything else works on RecordFile.
 //
 // Grammar (all integers little-endian; "varint" is unsigned LEB128, "zigzag"
@@ -25,8 +26,9 @@
 //   graph       := count:varint node*
 //   node        := kind:u8 name:string target:string overload:string
 //                  count:varint arg* source:path blob:zigzag count:varint meta* where:string
-//                  number:string seen:atom   (number: "int"/"float" for a lifted Python number,
-//                                              "" for a tensor; seen: a number input's value at capture)
+//                  number:string seen:atom grad:u8
+//                  (number: "int"/"float" for a lifted Python number, "" for a tensor;
+//                   seen: a number input's value at capture; grad: GradMode, 0..2)
 //   arg         := kind:u8 i:zigzag f:f64 s:string ints:zigzags floats:f64s
 //   mock        := result:expr count:varint effect*
 //   expr        := kind:u8 atom index:zigzag path count:varint expr* keys:atoms type:string
@@ -68,7 +70,7 @@
 
 namespace magpy::record {
 
-constexpr uint32_t kFormatVersion = 7;
+constexpr uint32_t kFormatVersion = 8;
 
 // Values, constants and mock expressions nest at most this deep, and access
 // paths have at most this many steps: the reader refuses deeper ones (so no

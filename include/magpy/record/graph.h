@@ -34,6 +34,15 @@ enum class NodeKind : uint8_t {
 
 const char* toString(NodeKind k);
 
+// The grad mode an operator runs in. Most run in the caller's (Ambient);
+// operators inside a region the function switched (`with torch.no_grad():`,
+// torch.set_grad_enabled(False), torch.enable_grad()) carry that region's
+// mode, as Dynamo's graphs carry _set_grad_enabled calls: autograd replay
+// switches to it around the operator. A record with such operators guards
+// the grad mode at entry. Replay without autograd ignores it.
+enum class GradMode : uint8_t { Ambient, Off, On };
+const char* toString(GradMode m);  // "", "no_grad", "enable_grad"
+
 // One argument of a CallFunction node, typed as the operator schema types it.
 // A size the program read from a tensor (x.shape[1]) and passed on is a
 // Node argument naming an aten::size.int node, or an entry of a SizeList,
@@ -80,6 +89,7 @@ struct Node {
   // (isNumberOp); empty for tensors and ATen operators.
   std::string number;
   Atom seen;  // a number input: its value at capture (as `outputs` keep a tensor's sizes)
+  GradMode grad = GradMode::Ambient;  // an ATen operator's region
 
   bool isOp() const { return kind == NodeKind::CallFunction && target != "getitem" && number.empty(); }
   bool isInput() const { return kind == NodeKind::Placeholder || kind == NodeKind::GetAttr; }
