@@ -480,10 +480,10 @@ void OpRecorder::onOperator(const std::string& name, const std::string& overload
     delegate_.breakGraph(op + " changes a tensor's autograd flags, which a record cannot replay");
     return;
   }
-  if (at::GradMode::is_enabled() != gradEnabledAtEntry_) {
-    delegate_.breakGraph(op + " runs with grad mode " + (gradEnabledAtEntry_ ? "disabled" : "enabled") +
-                      " inside the function (torch.no_grad, torch.enable_grad or set_grad_enabled), and a graph cannot "
-                      "switch grad mode");
+  bool gradEnabled = at::GradMode::is_enabled();
+  if (gradEnabled != gradEnabledAtEntry_ && !gradRegions_) {
+    delegate_.breakGraph(op + " runs with grad mode " + (gradEnabled ? "enabled" : "disabled") +
+                         ", switched by code magpy did not trace, so the record cannot say where the region starts");
     return;
   }
   const c10::OperatorHandle* h = handleFor(name, overload);
@@ -497,6 +497,7 @@ void OpRecorder::onOperator(const std::string& name, const std::string& overload
   n.target = name;
   n.overload = overload;
   n.where = delegate_.sourceLocation();
+  if (gradEnabled != gradEnabledAtEntry_) n.grad = gradEnabled ? record::GradMode::On : record::GradMode::Off;
   bool dataShape = hasDataDependentOutputShape(name, overload, inputs);
   for (size_t i = 0; i < inputs.size() && i < params.size(); ++i) {
     record::Arg a;

@@ -96,6 +96,12 @@ class OpRecorder {
   void onBeforeOperator(const std::string& name, const std::string& overload, c10::ArrayRef<const c10::IValue> inputs);
   bool enabled() const { return enabled_; }
 
+  // The grad mode the monitored call began in.
+  bool gradEnabledAtEntry() const { return gradEnabledAtEntry_; }
+  // The program switched grad mode where the monitor saw it (and guards
+  // the mode at entry): operators in another mode become region nodes.
+  void allowGradRegions() { gradRegions_ = true; }
+
  private:
   int bind(const at::Tensor& t, int node);
   void liftHints(std::vector<record::Arg>& args, const std::string& where);
@@ -109,10 +115,11 @@ class OpRecorder {
                              c10::ArrayRef<const c10::IValue> inputs);
 
   Delegate& delegate_;
-  // Operators carry no grad mode: a graph replays every operator in the
-  // mode of the call that runs it, so one run under another mode (a
-  // torch.no_grad() block inside the function) cannot become a graph.
+  // An operator that runs in another grad mode than the call's carries its
+  // region's mode (record::GradMode), once the monitor has seen the
+  // program switch it (allowGradRegions); another switch is a break.
   bool gradEnabledAtEntry_;
+  bool gradRegions_ = false;
   bool enabled_ = false;
   record::Graph graph_;
   std::unordered_map<c10::TensorImpl*, int> values_;

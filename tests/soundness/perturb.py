@@ -540,6 +540,22 @@ def layer_built_in_call(r, k):
              rebinds=[f"gain{k}"])
 
 
+@feature
+def grad_region(r, k):
+    # A grad mode region inside f: its mode from a global, nested regions, and
+    # is_grad_enabled() read inside; grad mode at entry changed between calls.
+    region = r.choice([[f"with torch.no_grad():", f"    y = y * wg{k}"],
+                       [f"with torch.set_grad_enabled(on{k}):", f"    y = y * wg{k}",
+                        "    y = y + (1.0 if torch.is_grad_enabled() else 2.0)"],
+                       [f"with torch.no_grad():", "    with torch.enable_grad():", f"        y = y * wg{k}",
+                        f"    y = y + wg{k}"]])
+    return F([f"wg{k} = torch.full((3,), 2.0, requires_grad=True)", f"on{k} = False"], region,
+             [("global rebound", [f"on{k} = rng.random() < 0.5"]),
+              ("parameter .data scaled in place", [f"wg{k}.data.mul_(rng.choice([0.5, 2.0]))"])],
+             state=[f"wg{k}.detach()"], rebinds=[f"on{k}"],
+             shared=[("grad mode set", ["torch.set_grad_enabled(rng.random() < 0.5)"])])
+
+
 def program(seed, keep=lambda i, j: True):
     """(source, metadata) of program `seed`; metadata: feature names and the labels of each call's changes.
     keep(i, j) False leaves out the j-th change after call i (to narrow a failure down)."""

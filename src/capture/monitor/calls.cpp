@@ -456,12 +456,7 @@ bool Monitor::finishCall(Step& s) {
 NodeId Monitor::applyAnnotation(Pending& p, PyObject* result) {
   const record::FunctionAnnotation& a = *p.annotation;
   if (!a.runtime_read.empty()) readRuntimeState(a.runtime_read);
-  if (!a.runtime_write.empty()) {
-    // A mock writes Python state, not the interpreter's: replaying this
-    // call from a record would leave the mode as it was.
-    graphBreak(p.calleeName + " changes interpreter state (" + a.runtime_write + "), which a record cannot replay");
-    return kNoNode;
-  }
+  if (!a.runtime_write.empty() && !writeRuntimeState(p, a.runtime_write)) return kNoNode;
 
   NodeId out = kNoNode;
   auto args = p.positionalObjs;

@@ -8,6 +8,7 @@
 #include "capture/monitor/monitor.h"
 #include "capture/monitor/state.h"
 
+#include <ATen/core/grad_mode.h>
 #include <frameobject.h>
 
 #include <algorithm>
@@ -31,6 +32,19 @@ std::string sourceLine(PyCodeObject* code, int line) {
   size_t slash = file.rfind('/');
   if (slash != std::string::npos) file = file.substr(slash + 1);
   return file + ":" + std::to_string(line);
+}
+
+// Whether code is torch's own Python code (torch.no_grad's __enter__):
+// it runs on behalf of the program line that called it.
+bool isTorchCode(PyCodeObject* code) {
+  static const std::string torchDir = [] {
+    PyRef torch = PyRef::steal(PyImport_ImportModule("torch"));
+    PyRef file = torch ? PyRef::steal(PyObject_GetAttrString(torch.get(), "__file__")) : PyRef();
+    PyErr_Clear();
+    std::string path = file && PyUnicode_Check(file.get()) ? utf8(file.get()) : "";
+    return path.substr(0, path.rfind('/') + 1);
+  }();
+  return !torchDir.empty() && utf8(codeFileName(code)).rfind(torchDir, 0) == 0;
 }
 
 }  // namespace
@@ -117,6 +131,15 @@ PyObject* Monitor::run(const CallSpec& call) {
 
   if (!result) return nullptr;
   if (!done_ && !broken_) graphBreak("the monitored call returned without its frame being traced");
+  if (!broken_ && at::GradMode::is_enabled() != ops_->gradEnabledAtEntry()) {
+    graphBreak("the call returns with grad mode " + std::string(at::GradMode::is_enabled() ? "enabled" : "disabled") +
+                   " and a record replays grad mode regions only inside the call: restore the mode before "
+                   "returning (`with torch.no_grad():`, `with torch.set_grad_enabled(...):`)",
+               "torch._C._set_grad_enabled");
+    breaks_.back().where = gradSwitch_.where;  // the call has returned: where the program switched
+    breaks_.back().function = gradSwitch_.function;
+    breaks_.back().opcode = gradSwitch_.opcode;
+  }
   return result;
 }
 
@@ -202,8 +225,32 @@ void Monitor::registerTensor(NodeId id) {
 }
 
 void Monitor::readRuntimeState(const std::string& name) {
-  if (runtimeReads_.count(name)) return;
+  if (runtimeReads_.count(name) || runtimeWrites_.count(name)) return;  // after a write: the program's own value
   if (auto value = replay::runtimeState(name)) runtimeReads_.emplace(name, *value);
+}
+
+// A grad mode switch the program makes (torch._C._set_grad_enabled, which
+// torch.no_grad(), enable_grad() and set_grad_enabled() call) starts a
+// region: the operators after it carry its mode (record::GradMode), as
+// Dynamo's graphs hold _set_grad_enabled calls. The mode it sets is the
+// program's, specialized as any argument an annotation reads; the record
+// guards the mode at entry. A mock cannot write other interpreter state:
+// replaying such a call would leave it as it was.
+bool Monitor::writeRuntimeState(const Pending& p, const std::string& name) {
+  if (name != "grad_enabled") {
+    graphBreak(p.calleeName + " changes interpreter state (" + name + "), which a record cannot replay");
+    return false;
+  }
+  runtimeReads_.emplace(name, record::Atom::boolean(ops_->gradEnabledAtEntry()));  // kept if read before
+  runtimeWrites_.insert(name);
+  ops_->allowGradRegions();
+  for (auto f = frames_.rbegin(); f != frames_.rend(); ++f) {
+    const ShadowFrame& sf = **f;
+    if (std::next(f) != frames_.rend() && isTorchCode(sf.view.code())) continue;
+    gradSwitch_ = {where(sf), sf.name, sf.pending.active ? opName(sf.pending.ins.op) : "", "", ""};
+    break;
+  }
+  return true;
 }
 
 // What CPython finds on a class of Python code (a heap type: static types

@@ -237,6 +237,7 @@ class Monitor : public OpRecorder::Delegate {
   std::string currentLocation() const;  // where(the innermost frame), or "" outside any
   void registerTensor(NodeId id);
   void readRuntimeState(const std::string& name);
+  bool writeRuntimeState(const Pending& p, const std::string& name);
   void readClassOf(PyObject* obj);
   NodeId newNode(PyObject* obj);
 
@@ -275,6 +276,8 @@ class Monitor : public OpRecorder::Delegate {
   SliceParts slices_;  // the slices the run built, while it follows sizes or numbers
   bool done_ = false;
   std::map<std::string, record::Atom> runtimeReads_;
+  std::set<std::string> runtimeWrites_;  // interpreter state the program set (grad mode regions)
+  record::GraphBreak gradSwitch_;        // where it last switched grad mode (where, function, opcode)
   std::vector<PyRef> classesRead_;
   std::unordered_set<PyTypeObject*> classSeen_;
   PyTypeObject* lastClassRead_ = nullptr;
