@@ -266,6 +266,8 @@ struct Session::Impl {
     size_t replaced = placed.replaces;
     for (auto& note : placed.notes) explain(fn, note);
     if (monitor.readSizes() && fn.policy.dynamic()) explain(fn, "this record keeps its sizes: " + monitor.sizeUse());
+    if (!built.record.forwardOnly.empty())
+      explain(fn, "this record is forward only, so its calls run as Python: " + built.record.forwardOnly);
     if (options.explain)
       for (auto& b : built.record.breaks)
         std::cerr << "magpy: " << fn.name << ": graph break " << (b.where.empty() ? "" : "at ") << record::toString(b)
@@ -278,7 +280,9 @@ struct Session::Impl {
       replay::PlanOptions planOptions;
       planOptions.passes.deadCode = planOptions.passes.commonSubexpr = true;
       planOptions.trustRecord = true;  // the script's own operators: the policy is for records from others
-      if (breaks.empty()) created.plan = std::make_unique<replay::Plan>(built.record.graph, blobs.blobs(), planOptions);
+      // A forward-only record runs as Python here: autograd needs the program's backward.
+      if (breaks.empty() && built.record.forwardOnly.empty())
+        created.plan = std::make_unique<replay::Plan>(built.record.graph, blobs.blobs(), planOptions);
     } catch (const Error& e) {
       PyErr_Format(PyExc_RuntimeError, "magpy: cannot use the record captured for %s: %s", fn.name.c_str(), e.what());
       return nullptr;

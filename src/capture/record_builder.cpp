@@ -718,7 +718,9 @@ class Builder {
 }  // namespace
 
 BuiltRecord buildRecord(Monitor& monitor, const CallSpec& call, BlobPool& blobs) {
-  return Builder(monitor, call, blobs).build();
+  BuiltRecord built = Builder(monitor, call, blobs).build();
+  built.record.forwardOnly = monitor.forwardOnly();
+  return built;
 }
 
 BuiltRecord buildBreakRecord(Monitor& monitor, const CallSpec& call, std::vector<record::GraphBreak> breaks) {

@@ -395,6 +395,7 @@ template <class Ar> void io(Ar& ar, Record& r) {
     ar.text(e.label);
   });
   ar.leave();
+  ar.text(r.forwardOnly);
 }
 
 template <class Ar> void io(Ar& ar, RecordFile& f) {

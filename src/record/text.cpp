@@ -309,6 +309,9 @@ std::string viewText(const RecordFile& f, const ViewOptions& o) {
         out << "  breaks (" << r.breaks.size() << "):\n";
         for (auto& b : r.breaks) out << "   " << toString(b) << "\n";
       }
+      if (o.shows(Section::Breaks) && !r.forwardOnly.empty())
+        out << "  forward only (the JIT runs its calls as Python; replay without autograd serves them): "
+            << r.forwardOnly << "\n";
       if (o.shows(Section::RefGraph)) {
         out << "  refgraph (" << r.refs.nodes.size() << " nodes, " << r.refs.edges.size() << " edges):\n";
         for (size_t i = 0; i < r.refs.nodes.size(); ++i) {
@@ -395,6 +398,7 @@ std::string viewJson(const RecordFile& f, const ViewOptions& o) {
       if (o.shows(Section::Breaks)) {
         j.key("breaks");
         breaksJson(r.breaks, j);
+        if (!r.forwardOnly.empty()) j.field("forward_only", r.forwardOnly);
       }
       if (o.shows(Section::RefGraph)) {
         j.key("refgraph").beginObject().key("nodes").beginArray();

@@ -1,8 +1,7 @@
-# magpy-test: breaks
-# Custom torch.autograd.Function: under torch.no_grad() F.apply(*args) is
-# F.forward(ctx, *args), captured into the graph; with grad mode on the
-# backward needs Python, so the call runs eagerly (a graph break) and
-# training stays right. Each case changes what the record depends on
+# Custom torch.autograd.Function: F.apply(*args) is F.forward(ctx, *args),
+# captured into the graph (a no_grad region under grad mode on); where
+# autograd would attach the backward, which needs Python, the record is
+# forward only, so the JIT runs the call eagerly and training stays right. Each case changes what the record depends on
 # between calls: F.forward patched on the class, a subclass with its own
 # forward, a scalar argument read from state, an in-place forward
 # (mark_dirty), a forward that returns its input.
@@ -127,8 +126,27 @@ def subclass(i, subject, reference):
 with torch.no_grad():
     compare(Choose, calls, between=subclass, records=2, graphs=2, breaks=0, hits=1)
 
-# With grad mode on (training), the Function runs eagerly and its backward runs.
-compare(Block, [(x,), (x,)], records=1, graphs=0, breaks=1)
+# With grad mode on and arguments that require grad (training), the record
+# is forward only: the JIT runs the call eagerly and its backward runs;
+# native replay serves the logged calls.
+compare(Block, [(x,), (x,)], records=1, graphs=0, breaks=0, eager=1)
+
+
+class Frozen(Block):
+    """Grad mode on, no argument requiring grad: no backward, one graph."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear.requires_grad_(False)
+
+
+def unfreeze(i, subject, reference):
+    if i == 2:
+        subject.linear.requires_grad_(True)
+        reference.linear.requires_grad_(True)
+
+
+compare(Frozen, [(x,), (x,), (x,), (x,)], between=unfreeze, records=2, graphs=1, breaks=0, hits=1, eager=1)
 block = Block()
 compiled = __import__("magpy").compile(block)
 out = compiled(x.requires_grad_())

@@ -76,6 +76,16 @@ TEST(Format, GradModeRegionsRoundTripAndPrint) {
   EXPECT_TRUE(contains(errorOf(encode(f)), "node w has a grad mode region but is no ATen operator")) << errorOf(encode(f));
 }
 
+TEST(Format, ForwardOnlyRecordsRoundTripAndSayWhy) {
+  RecordFile f = sample::sampleFile();
+  f.functions[0].records[0].forwardOnly = "custom autograd Function Mish: its backward needs Python";
+  RecordFile back = decode(encode(f));
+  EXPECT_EQ(back.functions[0].records[0].forwardOnly, f.functions[0].records[0].forwardOnly);
+  std::string text = printCanonical(back);
+  EXPECT_TRUE(contains(text, "forward only (the JIT runs its calls as Python; replay without autograd serves them): "
+                             "custom autograd Function Mish")) << text;
+}
+
 // A lifted number's guard is a kind of its own in memory and, in the file,
 // the type check it always was: files from before read the same.
 TEST(Format, NumberChecksAreWrittenAsTypeChecks) {

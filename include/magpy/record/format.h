@@ -2,7 +2,7 @@
 // and tuple dict keys, 3 when the state was taken, 4 the dict class of
 // mock expressions, 5 dynamic sizes in tensor metadata, 6 lifted numbers,
 // 7 the Distinct check, names without control characters, and mock Refs,
-// 8 an operator's grad mode region). This header is the only place that knows
+// 8 an operator's grad mode region and forward-only records). This header is the only place that knows
 // the byte layout; everything else works on RecordFile.
 //
 // Grammar (all integers little-endian; "varint" is unsigned LEB128, "zigzag"
@@ -18,6 +18,7 @@
 //   fingerprint := magpy:string python:string torch:string annotations:u64
 //   function    := name:string module:string self:value count:varint record*
 //   record      := count:varint guard* graph mock count:varint break* origin:string refs
+//                  forward_only:string
 //   guard       := path check
 //   check       := kind:u8 s:string i:zigzag atom keys:atoms meta path
 //                  (kind 0..8 as Check::Kind lists them, Distinct last; a

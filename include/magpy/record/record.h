@@ -59,6 +59,11 @@ struct Record {
   Graph graph;
   MockSpec mock;
   std::vector<GraphBreak> breaks;  // empty: the whole call is this record
+  // Why autograd could not differentiate the graph's results as it would
+  // the program's ("custom autograd Function Mish: its backward needs
+  // Python"), or empty. The JIT runs the calls it matches as Python;
+  // replay without autograd serves them.
+  std::string forwardOnly;
   std::string origin;              // why it exists: "first call", or the call and the guards that missed
   RefGraphView refs;
 };

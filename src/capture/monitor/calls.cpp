@@ -321,17 +321,21 @@ void Monitor::beginAnnotatedCall(Pending& p, PyObject* callable) {
 
 // F.apply(*args) of a custom torch.autograd.Function F runs F.forward(ctx,
 // *args) with grad mode off and, with grad mode on, attaches F.backward to
-// the results. Under torch.no_grad() the call is its forward, traced as a
-// call of F.forward (a fresh ctx, then the arguments as passed); the record
-// guards grad mode and F.forward where the program found F. With grad mode
-// on the backward would need Python: a graph break that says so.
+// the results of a call whose tensor arguments require grad. The call is
+// its forward, traced as a call of F.forward (a fresh ctx, then the
+// arguments as passed), a no_grad region when grad mode is on; the record
+// guards grad mode and F.forward where the program found F. Where autograd
+// would attach the backward, which needs Python, the record is forward
+// only: native replay (no autograd) serves it, the JIT runs its calls as
+// Python, so gradients stay eager's.
 void Monitor::beginAutogradFunction(Pending& p, PyObject* function) {
   readRuntimeState("grad_enabled");
   std::string name = qualifiedName(function);
   if (at::GradMode::is_enabled()) {
-    graphBreak("custom autograd Function " + name + " runs with grad mode on: its backward needs Python, so it runs "
-               "eagerly (under torch.no_grad() or torch.inference_mode() magpy captures its forward)", name + ".apply");
-    return;
+    ops_->allowGradRegions();  // apply switches grad mode off around forward, whose mode at entry is guarded
+    for (PyObject* arg : p.positionalObjs)
+      if (arg && isTensor(arg) && tensorOf(arg).requires_grad() && forwardOnly_.empty())
+        forwardOnly_ = "custom autograd Function " + name + " has arguments that require grad, and its backward needs Python";
   }
   // The program found apply on the class: guard forward where it finds it.
   PyRef forward = PyRef::steal(PyObject_GetAttrString(function, "forward"));

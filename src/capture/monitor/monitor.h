@@ -62,6 +62,9 @@ class Monitor : public OpRecorder::Delegate {
   RefGraph& refs() { return refs_; }
   OpRecorder& ops() { return *ops_; }
   const std::vector<record::GraphBreak>& breaks() const { return breaks_; }
+  // Why autograd could not differentiate the graph's results as it does
+  // the program's (record::Record::forwardOnly), or empty.
+  const std::string& forwardOnly() const { return forwardOnly_; }
   // Whether the program's Python code read a tensor's sizes (len, numel,
   // iteration) or used sizes it read (shape, size()) other than by passing
   // them to operators: it may then decide on them, so its record's sizes
@@ -276,6 +279,7 @@ class Monitor : public OpRecorder::Delegate {
   SliceParts slices_;  // the slices the run built, while it follows sizes or numbers
   bool done_ = false;
   std::map<std::string, record::Atom> runtimeReads_;
+  std::string forwardOnly_;
   std::set<std::string> runtimeWrites_;  // interpreter state the program set (grad mode regions)
   record::GraphBreak gradSwitch_;        // where it last switched grad mode (where, function, opcode)
   std::vector<PyRef> classesRead_;
