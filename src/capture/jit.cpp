@@ -609,15 +609,17 @@ std::vector<record::CallCounts> Session::callCounts() const {
 std::string Session::summary() const {
   std::string out;
   for (auto& fn : impl_->units) {
-    size_t breaks = 0, graphs = 0, nodes = 0, guards = 0;
+    size_t breaks = 0, graphs = 0, forwardOnly = 0, nodes = 0, guards = 0;
     for (auto& e : fn->entries) {
       breaks += e.record.breaks.size();
       graphs += e.plan ? 1 : 0;
+      forwardOnly += e.record.forwardOnly.empty() ? 0 : 1;
       nodes += e.record.graph.numOps();
       guards += e.record.guards.size();
     }
+    std::string forward = forwardOnly ? ", " + std::to_string(forwardOnly) + " forward only" : "";
     out += "  " + fn->name + ": " + std::to_string(fn->calls) + " calls, " + std::to_string(fn->entries.size()) +
-           " records (" + std::to_string(graphs) + " graphs, " + std::to_string(breaks) + " breaks), " +
+           " records (" + std::to_string(graphs) + " graphs, " + std::to_string(breaks) + " breaks" + forward + "), " +
            std::to_string(fn->hits) + " replayed from a record, " + std::to_string(nodes) + " graph ops, " +
            std::to_string(guards) + " guards\n";
   }
