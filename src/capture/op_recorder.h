@@ -116,8 +116,8 @@ class OpRecorder {
 
   Delegate& delegate_;
   // An operator that runs in another grad mode than the call's carries its
-  // region's mode (record::GradMode), once the monitor has seen the
-  // program switch it (allowGradRegions); another switch is a break.
+  // region's mode (record::GradMode) once the monitor has seen the program
+  // switch it (allowGradRegions); before that, such an operator is a break.
   bool gradEnabledAtEntry_;
   bool gradRegions_ = false;
   bool enabled_ = false;
