@@ -132,7 +132,7 @@ std::string toString(const Effect& e) {
 std::string toString(const GraphBreak& b) {
   // Breaks found while building the record (not at an instruction) have no place.
   if (b.where.empty()) return "in " + b.function + ": " + b.reason;
-  return b.where + " in " + b.function + " (" + b.opcode + "): " + b.reason;
+  return b.where + " in " + b.function + (b.opcode.empty() ? "" : " (" + b.opcode + ")") + ": " + b.reason;
 }
 
 }  // namespace magpy::record
