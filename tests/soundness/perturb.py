@@ -556,6 +556,18 @@ def grad_region(r, k):
              shared=[("grad mode set", ["torch.set_grad_enabled(rng.random() < 0.5)"])])
 
 
+@feature
+def fresh_flags(r, k):
+    # requires_grad of tensors f makes: set by a factory (Python sets it after the operator), or stored.
+    use = r.choice([[f"h{k} = torch.ones(3, requires_grad=True)", f"y = y * h{k}"],
+                    [f"h{k} = torch.zeros(3)", f"h{k}.requires_grad = False", f"y = y + h{k}"],
+                    [f"h{k} = torch.full((3,), sc{k})", f"h{k}.requires_grad = sc{k} > 1.0", f"y = y * h{k}"]])
+    return F([f"sc{k} = 2.0"], use,
+             [("global rebound", [f"sc{k} = rng.choice([0.5, 2.0])"])],
+             rebinds=[f"sc{k}"],
+             shared=[("grad mode set", ["torch.set_grad_enabled(rng.random() < 0.5)"])])
+
+
 def program(seed, keep=lambda i, j: True):
     """(source, metadata) of program `seed`; metadata: feature names and the labels of each call's changes.
     keep(i, j) False leaves out the j-th change after call i (to narrow a failure down)."""

@@ -442,6 +442,7 @@ bool Monitor::finishCall(Step& s) {
     graphBreak("internal: " + p.calleeName + " returned without a traced return");
     return false;
   }
+  if (p.annotation && makesLeafRequiringGrad(result)) return false;
   s.out[0] = p.annotation ? applyAnnotation(p, result) : newNode(result);
   if (s.out[0] >= 0 && isSizeCall(p)) {
     if (PyTuple_Check(result)) {
@@ -455,6 +456,21 @@ bool Monitor::finishCall(Step& s) {
     }
   }
   return s.out[0] != kNoNode;
+}
+
+// torch.ones(..., requires_grad=True), torch.tensor(data, requires_grad=True):
+// Python sets the flag after the operator made the tensor, so the graph's
+// value would not require grad. A leaf that requires grad is a break.
+bool Monitor::makesLeafRequiringGrad(PyObject* result) {
+  if (!result || !isTensor(result)) return false;
+  const at::Tensor& t = tensorOf(result);
+  if (!t.requires_grad() || !t.is_leaf()) return false;
+  int value = ops_->valueOf(t);
+  if (value < 0) return false;
+  const record::Node& node = ops_->graph().nodes[size_t(value)];
+  if ((node.isInput() && node.blob < 0) || (node.outputs.size() == 1 && node.outputs[0].requires_grad)) return false;
+  graphBreak("the call makes a tensor that requires grad (requires_grad=True), a leaf no operator of the graph makes");
+  return true;
 }
 
 NodeId Monitor::applyAnnotation(Pending& p, PyObject* result) {

@@ -128,10 +128,30 @@ bool Monitor::finishLoadMethod(Step& s) {
   return true;
 }
 
+// Whether `t.requires_grad = flag` changed nothing: t is a value the graph
+// computes or a constant it made (not state), and its flag was and is
+// `flag`. Real code sets it on fresh tensors (a zero initial state) to say
+// they need no grad.
+bool Monitor::storesItsOwnRequiresGrad(const Step& s) {
+  if (utf8(s.name()) != "requires_grad" || !PyBool_Check(s.inObj(0))) return false;
+  const at::Tensor& t = tensorOf(s.inObj(1));
+  int value = ops_->valueOf(t);
+  if (value < 0) return false;
+  const record::Node& node = ops_->graph().nodes[size_t(value)];
+  bool flag = s.inObj(0) == Py_True;
+  bool state = node.isInput() && node.blob < 0;  // an argument, parameter or buffer
+  if (state || node.outputs.size() != 1 || node.outputs[0].requires_grad != flag || t.requires_grad() != flag)
+    return false;
+  readRuntimeState("grad_enabled");  // the flag the graph gives t follows from it (and from guarded inputs)
+  return true;
+}
+
 // inputs: value, owner
 bool Monitor::finishStoreAttr(Step& s) {
   if (refs_.node(s.in(1)).kind == NodeKind::Tensor) {
-    graphBreak("writing an attribute of a tensor (" + utf8(s.name()) + ") is not captured");
+    if (storesItsOwnRequiresGrad(s)) return true;
+    graphBreak("writing an attribute of a tensor (" + utf8(s.name()) + ") is not captured" +
+               (utf8(s.name()) == "requires_grad" ? " (except requires_grad set to what a tensor the call made has)" : ""));
     return false;
   }
   if (s.p.calleeResult != kNoNode) return true;  // a traced __setattr__ did the write

@@ -241,6 +241,8 @@ class Monitor : public OpRecorder::Delegate {
   void registerTensor(NodeId id);
   void readRuntimeState(const std::string& name);
   bool writeRuntimeState(const Pending& p, const std::string& name);
+  bool storesItsOwnRequiresGrad(const Step& s);
+  bool makesLeafRequiringGrad(PyObject* result);
   void readClassOf(PyObject* obj);
   NodeId newNode(PyObject* obj);
 
