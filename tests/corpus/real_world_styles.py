@@ -3,8 +3,9 @@
 # in turn and compared with eager at every call: a GPT-2 block that builds
 # its Softmax, Dropout and GELU inside forward, a memory-efficient Mish as
 # a custom autograd Function, a quantization observer that updates its
-# range under torch.no_grad() inside forward, and frozen embeddings under
-# a no_grad region feeding a trained head.
+# range under torch.no_grad() inside forward, frozen embeddings under
+# a no_grad region feeding a trained head, and a GRU encoder whose fresh
+# initial state is marked as needing no grad.
 import math
 
 import torch
@@ -129,4 +130,22 @@ class FrozenEmbeddingClassifier(nn.Module):
 
 ids = [(torch.randint(0, 20, (2, 5)),) for _ in range(4)]
 compare(FrozenEmbeddingClassifier, ids, alternate_grad, records=2, graphs=2, breaks=0, hits=2)
+
+
+class GRUEncoder(nn.Module):
+    """An initial state made per call and marked as needing no grad."""
+
+    def __init__(self):
+        super().__init__()
+        self.gru = nn.GRU(4, 8, batch_first=True)
+
+    def forward(self, x):
+        h0 = torch.zeros(1, x.size(0), 8)
+        h0.requires_grad = False
+        out, h = self.gru(x, h0)
+        return out[:, -1] + h[0]
+
+
+sequences = [(torch.randn(2, 5, 4),) for _ in range(4)]
+compare(GRUEncoder, sequences, alternate_grad, records=2, graphs=2, breaks=0, hits=2)
 torch.set_grad_enabled(True)
