@@ -8,6 +8,7 @@
 #include <ATen/record_function.h>
 
 #include "magpy/record/op_policy.h"
+#include "magpy/replay/passes.h"
 #include "magpy/replay/tensors.h"
 
 namespace magpy::capture {
@@ -151,12 +152,51 @@ int OpRecorder::valueOf(const at::Tensor& t) {
   return bind(t, view->second);
 }
 
+// Only constants reach t's value, through operators that draw no random
+// numbers, and no operator wrote the storage of a value on the way after
+// the value was made (a view keeps its graph value when its base is
+// written: replay sees the write through the real aliasing, this walk
+// would not).
+bool OpRecorder::contentsFixedByGuards(const at::Tensor& t) {
+  int start = valueOf(t);
+  if (start < 0) return false;
+  std::vector<bool> seen(graph_.nodes.size(), false);
+  std::vector<int64_t> stack{start};
+  while (!stack.empty()) {
+    int64_t i = stack.back();
+    stack.pop_back();
+    if (seen[size_t(i)]) continue;
+    seen[size_t(i)] = true;
+    const record::Node& n = graph_.nodes[size_t(i)];
+    if (n.isInput() ? readsState(int(i)) : (!n.number.empty() || replay::isRandom(n))) return false;
+    auto storage = storageOf_.find(int(i));
+    if (storage != storageOf_.end()) {
+      auto written = lastWrite_.find(storage->second);
+      if (written != lastWrite_.end() && written->second > size_t(i)) return false;
+    }
+    record::forEachNodeArg(n, [&](int64_t j) { stack.push_back(j); });
+  }
+  return true;
+}
+
+// A number read from tensors whose contents the guards fix (.item() of
+// arithmetic on torch.tensor(x.shape)) is a constant of the run: no node.
+bool OpRecorder::readsFixedNumbers(const std::vector<c10::IValue>& inputs, const std::vector<c10::IValue>& outputs) {
+  if (outputs.empty()) return false;
+  for (const c10::IValue& v : outputs)
+    if (!v.isDouble() && !v.isInt() && !v.isBool()) return false;
+  for (const c10::IValue& v : inputs)
+    if (v.isTensor() && !contentsFixedByGuards(v.toTensor())) return false;
+  return true;
+}
+
 bool OpRecorder::hasDataDependentShape(const at::Tensor& t) const {
   return dataDependentShape_.count(t.unsafeGetTensorImpl()) > 0;
 }
 
 int OpRecorder::bind(const at::Tensor& t, int node) {
   values_[t.unsafeGetTensorImpl()] = node;
+  if (t.has_storage()) storageOf_[node] = t.storage().unsafeGetStorageImpl();
   std::string key = viewKey(t);
   if (!key.empty()) byView_[key] = node;
   keepAlive_.push_back(t);
@@ -204,6 +244,7 @@ int OpRecorder::addConstant(const at::Tensor& t, int64_t blob) {
   n.blob = blob;
   n.outputs.push_back(replay::metaOf(t));
   graph_.nodes.push_back(std::move(n));
+  constants_.insert(int(graph_.nodes.size() - 1));
   return bind(t, int(graph_.nodes.size() - 1));
 }
 
@@ -228,7 +269,9 @@ void OpRecorder::onBeforeOperator(const std::string& name, const std::string& ov
       if (v.isTensor()) valueOf(v.toTensor());
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (writesArgument(name, h->schema(), i, inputs) && inputs[i].isTensor()) {
-      delegate_.beforeWrite(inputs[i].toTensor());
+      const at::Tensor& t = inputs[i].toTensor();
+      delegate_.beforeWrite(t);
+      if (t.has_storage()) lastWrite_[t.storage().unsafeGetStorageImpl()] = graph_.nodes.size();
     }
   }
 }
@@ -474,7 +517,7 @@ std::vector<int> OpRecorder::takeUnliftedNumbers() {
 
 void OpRecorder::onOperator(const std::string& name, const std::string& overload,
                             const std::vector<c10::IValue>& inputs, const std::vector<c10::IValue>& outputs) {
-  if (isMetadataOp(name)) return;
+  if (isMetadataOp(name) || readsFixedNumbers(inputs, outputs)) return;
   std::string op = overload.empty() ? name : name + "." + overload;
   if (name == "aten::requires_grad_" || name == "aten::retain_grad") {
     delegate_.breakGraph(op + " changes a tensor's autograd flags, which a record cannot replay");

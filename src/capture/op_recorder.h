@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <map>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -61,6 +62,13 @@ class OpRecorder {
   int addConstant(const at::Tensor& t, int64_t blob);
   // True when t's shape depends on tensor contents (nonzero, masked_select, ...).
   bool hasDataDependentShape(const at::Tensor& t) const;
+  // True when t's contents follow from graph constants alone (torch.tensor
+  // of sizes, arithmetic on it): the guards fix them, so Python may read
+  // them (.item(), .tolist()) without making the run data-dependent.
+  bool contentsFixedByGuards(const at::Tensor& t);
+  // Whether graph node `node` reads a tensor of the state or the arguments
+  // (not a constant the run made).
+  bool readsState(int node) const { return graph_.nodes[size_t(node)].isInput() && !constants_.count(node); }
   // The node writes one of its tensor arguments: never dead code.
 
   // A lifted Python number (record::Node::number): an input that reads it
@@ -104,6 +112,7 @@ class OpRecorder {
 
  private:
   int bind(const at::Tensor& t, int node);
+  bool readsFixedNumbers(const std::vector<c10::IValue>& inputs, const std::vector<c10::IValue>& outputs);
   void liftHints(std::vector<record::Arg>& args, const std::string& where);
   void liftHint(record::Arg& a, const std::string& where);
   NumberHint* hintFor(bool real, int64_t i, double f);
@@ -124,6 +133,11 @@ class OpRecorder {
   record::Graph graph_;
   std::unordered_map<c10::TensorImpl*, int> values_;
   std::map<std::string, int> byView_;  // storage + view metadata -> latest value
+  // For contentsFixedByGuards: the storage of each value, and when an
+  // operator last wrote a storage in place (the graph's size then).
+  std::unordered_map<int, const c10::StorageImpl*> storageOf_;
+  std::unordered_map<const c10::StorageImpl*, size_t> lastWrite_;
+  std::set<int> constants_;  // the nodes of constant tensors the run made (their blobs come later)
   std::vector<at::Tensor> keepAlive_;  // so TensorImpl addresses are not reused during the run
   std::unordered_set<c10::TensorImpl*> dataDependentShape_;
   record::Namespace names_;  // of the nodes in graph_

@@ -568,6 +568,20 @@ def fresh_flags(r, k):
              shared=[("grad mode set", ["torch.set_grad_enabled(rng.random() < 0.5)"])])
 
 
+@feature
+def content_reads(r, k):
+    # .item()/.tolist() of tensors made from sizes and constants (fixed by guards), of a view whose
+    # base an input then writes, or of an input; the sizes vary by call.
+    sizes = [r.randint(1, 4) for _ in range(CALLS)]
+    use = r.choice([[f"y = y * (6.0 / torch.tensor(s{k}.shape).float().max()).item()"],
+                    [f"y = y + torch.tensor([len(s{k}), sc{k}]).tolist()[-1]"],
+                    [f"c{k} = torch.zeros(2)", f"v{k} = c{k}[:1]", f"c{k}.add_(y.sum())", f"y = y * v{k}.item()"],
+                    [f"y = y * y.abs().max().mul(sc{k}).item()"]])
+    return F([f"sc{k} = 2.0"], use,
+             [("global rebound", [f"sc{k} = rng.choice([0.5, 3.0])"])],
+             rebinds=[f"sc{k}"], params=[f"s{k}"], args=[f"out.append(torch.ones({sizes}[i]))"])
+
+
 def program(seed, keep=lambda i, j: True):
     """(source, metadata) of program `seed`; metadata: feature names and the labels of each call's changes.
     keep(i, j) False leaves out the j-th change after call i (to narrow a failure down)."""

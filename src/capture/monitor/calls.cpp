@@ -361,7 +361,7 @@ bool Monitor::breaksOnAnnotatedArgument(const Pending& p, size_t i) {
     if (a.input(i).metadata_only && !isSizeCall(p)) sizes_.use(p.calleeName + " reads a size");  // size() is followed
     bool readsContents = a.input(i).value_read && !a.input(i).metadata_only;
     bool converts = a.constant && !p.suppressOps;  // torch.as_tensor(t): operators (beginAnnotatedCall)
-    if (readsContents && !a.op && !converts) {
+    if (readsContents && !a.op && !converts && !ops_->contentsFixedByGuards(tensorOf(node.obj))) {
       graphBreak(p.calleeName + " reads the contents of a tensor (argument " + std::to_string(i) +
                  ") into a Python value, and the program's Python code depends on it: data-dependent control "
                  "flow is not captured. To remove this break, keep the value in tensor operations (torch.where, "
@@ -468,7 +468,7 @@ bool Monitor::makesLeafRequiringGrad(PyObject* result) {
   int value = ops_->valueOf(t);
   if (value < 0) return false;
   const record::Node& node = ops_->graph().nodes[size_t(value)];
-  if ((node.isInput() && node.blob < 0) || (node.outputs.size() == 1 && node.outputs[0].requires_grad)) return false;
+  if (ops_->readsState(value) || (node.outputs.size() == 1 && node.outputs[0].requires_grad)) return false;
   graphBreak("the call makes a tensor that requires grad (requires_grad=True), a leaf no operator of the graph makes");
   return true;
 }

@@ -139,8 +139,7 @@ bool Monitor::storesItsOwnRequiresGrad(const Step& s) {
   if (value < 0) return false;
   const record::Node& node = ops_->graph().nodes[size_t(value)];
   bool flag = s.inObj(0) == Py_True;
-  bool state = node.isInput() && node.blob < 0;  // an argument, parameter or buffer
-  if (state || node.outputs.size() != 1 || node.outputs[0].requires_grad != flag || t.requires_grad() != flag)
+  if (ops_->readsState(value) || node.outputs.size() != 1 || node.outputs[0].requires_grad != flag || t.requires_grad() != flag)
     return false;
   readRuntimeState("grad_enabled");  // the flag the graph gives t follows from it (and from guarded inputs)
   return true;
