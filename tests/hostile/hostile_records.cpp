@@ -360,6 +360,15 @@ void replayCases(std::vector<Case>& out) {
     f.calls[0].updates.push_back(grad);
     out.push_back({"grad_mode_not_bool", encode(f), 2, "sets runtime.grad_enabled to something not a bool", true});
   }
+  {
+    // A grad mode region and a forward-only mark change nothing natively:
+    // the graph runs (its result is not the logged None).
+    Node relu = op("relu", "aten::relu", "", {Arg::node(0)});
+    relu.grad = GradMode::On;
+    RecordFile f = withTensorArg(relu);
+    f.functions[0].records[0].forwardOnly = "a custom autograd Function's backward needs Python";
+    out.push_back({"grad_region_forward_only", encode(f), 1, "expected None, got tensor float32[2]", true});
+  }
   out.push_back({"cyclic_result", encode(sharedResult(true)), 2, "contains itself, which records cannot hold"});
   out.push_back({"shared_result", encode(sharedResult(false)), 0, "matches the captured result", true});
   {
