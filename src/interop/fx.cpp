@@ -161,6 +161,9 @@ class SourceWriter {
       return v + " = call(" + quote(n.name) + ", " + n.target + ", (" + arg(n.args.at(0)) + ", " + arg(n.args.at(1)) + "))";
     if (n.target == "getitem")
       return v + " = call(" + quote(n.name) + ", operator.getitem, (" + arg(n.args.at(0)) + ", " + arg(n.args.at(1)) + "))";
+    if (record::isCheck(n.target))  // the helpers the export defines, which TorchScript compiles too
+      return v + " = call(" + quote(n.name) + ", " + (n.target == record::kExpectEqual ? "_expect_equal" : "_expect_sizes") +
+             ", (" + arg(n.args.at(0)) + ", " + arg(n.args.at(1)) + "))";
     const c10::FunctionSchema& schema = schemaOf(n);
     if (n.args.size() != schema.arguments().size())
       throw Error("node %" + n.name + " passes " + std::to_string(n.args.size()) + " arguments to " + n.opName() +
@@ -224,6 +227,11 @@ Example makeExample(const record::RecordFile& file, size_t fi, size_t ri) {
   } catch (const Error& e) {
     stateLost = e.what();
   }
+  bool checks = std::any_of(graph.nodes.begin(), graph.nodes.end(), [](const Node& n) { return record::isCheck(n.target); });
+  if ((call < 0 || !stateLost.empty()) && checks)
+    throw Error(fn.name + " record " + std::to_string(ri) + " checks values its program read into Python, and " +
+                (stateLost.empty() ? "no logged call ran it" : stateLost) + ": random inputs would fail the checks, so "
+                "there is no example to export it with (capture with more --log-calls)");
   if (!stateLost.empty()) {
     call = -1;
     session = replay::Session(file, options);
@@ -400,7 +408,7 @@ FxExportSummary writeFxExport(const record::RecordFile& file, const FxExportOpti
      << "#\n"
      << dynamicSizesComment(rec)
      << "# Running this file checks build() and torch.jit.script(build()) against example().\n"
-     << "import operator\nimport os\n\nimport torch\nimport torch.fx\n\n"
+     << "import operator\nimport os\nfrom typing import List\n\nimport torch\nimport torch.fx\n\n"
      << "DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), " << quote(data.filename().string()) << ")\n\n\n"
      << "def _owner(root, target):\n"
      << "    \"\"\"The module that holds `target` (\"blocks.0.weight\"), made on the way, and the last name.\"\"\"\n"
@@ -410,6 +418,12 @@ FxExportSummary writeFxExport(const record::RecordFile& file, const FxExportOpti
      << "            root.add_module(part, torch.nn.Module())\n"
      << "        root = getattr(root, part)\n"
      << "    return root, name\n\n\n"
+     << "def _expect_equal(value: torch.Tensor, seen: torch.Tensor):\n"
+     << "    \"\"\"A check of the record: the program read `value` into Python and decided with it.\"\"\"\n"
+     << "    torch._assert(torch.equal(value, seen), \"not the captured call: a value the program read differs\")\n\n\n"
+     << "def _expect_sizes(value: torch.Tensor, sizes: List[int]):\n"
+     << "    \"\"\"A check of the record: the program read the sizes of `value`, which depend on tensor contents.\"\"\"\n"
+     << "    torch._assert(list(value.shape) == sizes, \"not the captured call: sizes the program read differ\")\n\n\n"
      << "def build():\n"
      << "    data = torch.load(DATA)\n"
      << "    root = torch.nn.Module()\n"

@@ -42,6 +42,12 @@ const Node* Graph::output() const {
   return nullptr;
 }
 
+bool Node::isOp() const {
+  return kind == NodeKind::CallFunction && target != "getitem" && number.empty() && !isCheck(target);
+}
+
+bool isCheck(const std::string& target) { return target == kExpectEqual || target == kExpectSizes; }
+
 bool isNumberOp(const std::string& target) {
   return target == "operator.add" || target == "operator.sub" || target == "operator.mul" ||
          target == "operator.truediv" || target == "operator.floordiv";

@@ -193,6 +193,7 @@ class Validator {
       if (n.blob >= 0) tensor(uint32_t(n.blob), n.outputs[0], node);
       for (auto& m : n.outputs) meta(m, node);
       number(n, node);
+      check(n, node);
       if (n.grad != GradMode::Ambient && !n.isOp()) bad(node + " has a grad mode region but is no ATen operator");
       for (auto& a : n.args) {
         bool named = a.kind == Arg::Kind::DType || a.kind == Arg::Kind::Layout ||
@@ -213,6 +214,19 @@ class Validator {
       }
     }
     return outputs;
+  }
+
+  // A check compares one value with what capture saw: a constant of the
+  // same contents, or sizes.
+  void check(const Node& n, const std::string& node) const {
+    if (!isCheck(n.target)) return;
+    bool equal = n.target == kExpectEqual;
+    bool shaped = n.kind == NodeKind::CallFunction && n.args.size() == 2 && n.args[0].kind == Arg::Kind::Node &&
+                  n.args[1].kind == (equal ? Arg::Kind::Node : Arg::Kind::IntList) && n.outputs.empty() && n.number.empty();
+    if (!shaped)
+      bad(node + " is a check but does not take (value, " + (equal ? "constant" : "sizes") + ") and return nothing");
+    for (int64_t d : n.args[1].ints)
+      if (d < 0) bad(node + " expects a negative size");
   }
 
   // A lifted number is an input with no tensor metadata, or arithmetic

@@ -23,6 +23,7 @@ namespace jit = torch::jit;
 std::string loweringRefusal(const std::vector<Step>& steps, bool dynamic) {
   for (const Step& step : steps) {
     if (step.number != NumberOp::None) return step.node + " is Python number arithmetic, which replay checks per call";
+    if (step.expect != Expect::None) return step.node + " checks what the program read into Python, which replay does per call";
     if (dynamic && step.op && record::mayHaveDataDependentSizes(step.op->schema().name(), step.op->schema().overload_name()))
       return step.node + " gives results whose sizes depend on tensor contents, in a record with dynamic sizes";
     if (step.checkGeometry) return step.node + " makes a view whose geometry the record gives, which replay checks per call";

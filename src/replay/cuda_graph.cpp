@@ -81,7 +81,7 @@ class Runner : public CudaGraphRunner {
 
 std::unique_ptr<CudaGraphRunner> CudaGraphRunner::make(const Plan& plan, const record::Graph& graph) {
   for (auto& n : graph.nodes)
-    if (n.isOp() && (writesArguments(n) || isRandom(n))) return nullptr;
+    if ((n.isOp() && (writesArguments(n) || isRandom(n))) || record::isCheck(n.target)) return nullptr;
   return std::make_unique<Runner>(plan);
 }
 #else

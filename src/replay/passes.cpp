@@ -31,7 +31,9 @@ const c10::FunctionSchema* schemaOf(const Node& n) {
 
 // Operators a pass must neither drop, merge nor cache: writes are seen by
 // later readers, and a random draw moves the generator even when unused.
-bool hasSideEffects(const Node& n) { return writesArguments(n) || isRandom(n); }
+// A check has no result, but stops a call that is not the captured one:
+// never dead code, never folded.
+bool hasSideEffects(const Node& n) { return writesArguments(n) || isRandom(n) || record::isCheck(n.target); }
 
 // Inputs first, in their order: later passes add operators that read
 // parameters, and those must be defined before them.
@@ -189,7 +191,7 @@ size_t commonSubexpressions(record::Graph& g) {
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     Node& n = g.nodes[i];
     forEachNodeArg(n, [&](int64_t& j) { j = replacements.resolve(j); });
-    if (n.kind != NodeKind::CallFunction) continue;
+    if (n.kind != NodeKind::CallFunction || record::isCheck(n.target)) continue;
     if (hasSideEffects(n)) {
       seen.clear();  // a write may change what an earlier identical read saw
       continue;
@@ -253,6 +255,7 @@ std::vector<std::set<size_t>> storageRoots(const record::Graph& g) {
 // caller through the Output node.
 struct StorageUse {
   std::vector<bool> written, escapes;
+  size_t firstInputWrite = SIZE_MAX;  // the first node that writes an input's storage
 };
 
 StorageUse storageUse(const record::Graph& g, const std::vector<std::set<size_t>>& roots) {
@@ -269,8 +272,11 @@ StorageUse storageUse(const record::Graph& g, const std::vector<std::set<size_t>
       if (n.args[a].kind != Arg::Kind::Node) continue;
       bool writes = !s || (a < s->arguments().size() && s->arguments()[a].alias_info() && s->arguments()[a].alias_info()->isWrite()) ||
                     ((a == 3 || a == 4) && n.target.find("norm") != std::string::npos);
-      if (writes)
-        for (size_t r : roots[size_t(n.args[a].i)]) use.written[r] = true;
+      if (!writes) continue;
+      for (size_t r : roots[size_t(n.args[a].i)]) {
+        use.written[r] = true;
+        if (g.nodes[r].isInput()) use.firstInputWrite = std::min(use.firstInputWrite, i);
+      }
     }
   }
   return use;
@@ -493,13 +499,14 @@ bool writesItsInputs(const record::Graph& g) {
   return false;
 }
 
-bool stopsCleanly(const record::Graph& g) {
-  auto roots = storageRoots(g);
-  StorageUse use = storageUse(g, roots);
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if ((g.nodes[i].isInput() && use.written[i]) || (isRandom(g.nodes[i]) && !isEvalDropout(g.nodes[i]))) return false;
-  return true;
+size_t firstEffect(const record::Graph& g) {
+  StorageUse use = storageUse(g, storageRoots(g));
+  for (size_t i = 0; i < g.nodes.size() && i < use.firstInputWrite; ++i)
+    if (isRandom(g.nodes[i]) && !isEvalDropout(g.nodes[i])) return i;
+  return std::min(use.firstInputWrite, g.nodes.size());
 }
+
+bool stopsCleanly(const record::Graph& g) { return firstEffect(g) == g.nodes.size(); }
 
 Backend parseBackend(const std::string& name) {
   if (name == "aten") return Backend::Aten;

@@ -2,6 +2,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/equal.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <c10/core/GradMode.h>
 
@@ -161,6 +162,26 @@ void checkGeometry(const Step& step, const std::vector<c10::IValue>& stack) {
   throw SizeMismatch(why + ": the record does not describe this call");
 }
 
+std::string joinSizes(c10::IntArrayRef sizes) {
+  std::string out;
+  for (int64_t d : sizes) out += (out.empty() ? "" : ", ") + std::to_string(d);
+  return "[" + out + "]";
+}
+
+// The program read this value into Python at capture and decided with it:
+// another call's value is not the one the record holds.
+void expect(const Step& step, const std::vector<c10::IValue>& operands) {
+  const at::Tensor& t = operands[0].toTensor();
+  if (step.expect == Expect::Sizes) {
+    if (t.sizes() == c10::IntArrayRef(step.expectedSizes)) return;
+    notThisCall("the program read sizes " + joinSizes(step.expectedSizes) + " of a result whose shape depends on "
+                "tensor contents, and this call's are " + joinSizes(t.sizes()));
+  }
+  const at::Tensor& seen = operands[1].toTensor();
+  if (t.sizes() == seen.sizes() && t.scalar_type() == seen.scalar_type() && at::equal(t, seen.to(t.device()))) return;
+  notThisCall("the program read the contents of this tensor into Python, and this call's differ from the capture's");
+}
+
 c10::IValue numberOp(NumberOp op, const c10::IValue& a, const c10::IValue& b) {
   constexpr int64_t kExact = int64_t(1) << 53;  // ints a double holds exactly
   if (a.isInt() && b.isInt() && op == NumberOp::TrueDiv &&
@@ -270,6 +291,7 @@ void runStep(const Step& step, std::vector<c10::IValue>& slots, std::vector<c10:
     slots[size_t(step.outputs[0])] = numberOp(step.number, stack[0], stack[1]);
     return;
   }
+  if (step.expect != Expect::None) return expect(step, stack);
   if (step.checkGeometry) checkGeometry(step, stack);
   if (step.grad == record::GradMode::Ambient) {
     step.op->callBoxed(&stack);
@@ -358,10 +380,11 @@ struct Plan::Impl::Builder {
   // float); lifted: computed from a number the call's state supplies.
   std::vector<char> slotNumber;
   std::vector<bool> slotLifted;
+  size_t firstEffect;  // steps of nodes before it stop cleanly
 
   Builder(Impl& p, const OptimizedGraph& g, const std::vector<record::TensorBlob>& b, const PlanOptions& o)
       : plan(p), optimized(g), blobs(b), options(o), device(o.device), ownedPerRun(writtenOrEscaping(g.graph)),
-        written(writtenInPlace(g.graph)), nodeSlots(g.graph.nodes.size()) {}
+        written(writtenInPlace(g.graph)), nodeSlots(g.graph.nodes.size()), firstEffect(replay::firstEffect(g.graph)) {}
 
   int newSlot(char number = 0, bool lifted = false) {
     lastUse.push_back(-1);
@@ -405,6 +428,7 @@ struct Plan::Impl::Builder {
         throw Error(where + ": " + record::toString(n.kind) + " nodes cannot be replayed natively");
       case record::NodeKind::CallFunction:
         if (n.target == "getitem") getitem(ni, where);
+        else if (record::isCheck(n.target)) checkStep(ni, where);
         else if (!n.number.empty() || record::isNumberOp(n.target)) numberStep(ni, where);
         else opStep(ni, where);
         break;
@@ -440,10 +464,31 @@ struct Plan::Impl::Builder {
   }
 
   void addStep(size_t ni, Step step) {
+    step.beforeEffects = ni < firstEffect;
     for (int s : step.operandSlots())
       if (s >= 0) lastUse[size_t(s)] = int(plan.steps.size());
     nodeSlots[ni] = step.outputs;
     plan.steps.push_back(std::move(step));
+  }
+
+  // magpy.expect_equal(t, constant) or magpy.expect_sizes(t, sizes), as
+  // the validator shaped them; their operands must be tensors.
+  void checkStep(size_t ni, const std::string& where) {
+    const record::Node& n = optimized.graph.nodes[ni];
+    Step step;
+    step.name = n.target;
+    step.node = record::nameAndSource(n);
+    bool equal = n.target == record::kExpectEqual;
+    step.expect = equal ? Expect::Equal : Expect::Sizes;
+    for (size_t k = 0; k < (equal ? 2 : 1); ++k) {
+      Operand op;
+      op.kind = Operand::Kind::Slot;
+      op.slot = slotOf(n.args[k].i, where);
+      if (slotNumber[size_t(op.slot)]) throw Error(where + ": " + n.target + " checks a number, not a tensor");
+      step.operands.push_back(std::move(op));
+    }
+    if (!equal) step.expectedSizes = n.args[1].ints;
+    addStep(ni, std::move(step));
   }
 
   // operator.add(a, b) and its kin: each operand a lifted number or a
@@ -775,7 +820,9 @@ std::vector<c10::IValue> Plan::Impl::runSteps(std::vector<c10::IValue> inputs, c
     } catch (const c10::Error& e) {
       throw Error("while running " + step.node + ": " + e.what_without_backtrace());
     } catch (const SizeMismatch& e) {
-      throw SizeMismatch("while running " + step.node + ": " + e.what());
+      SizeMismatch stopped("while running " + step.node + ": " + e.what());
+      stopped.changedNothing = step.beforeEffects;
+      throw stopped;
     } catch (const Error& e) {
       throw Error("while running " + step.node + ": " + e.what());
     } catch (const std::exception& e) {

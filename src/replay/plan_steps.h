@@ -30,9 +30,14 @@ struct Operand {
 // Python's arithmetic on lifted numbers (record::isNumberOp).
 enum class NumberOp : uint8_t { None, Add, Sub, Mul, TrueDiv, FloorDiv };
 
+// A check of what the program read into Python (record::isCheck).
+enum class Expect : uint8_t { None, Equal, Sizes };
+
 struct Step {
-  std::optional<c10::OperatorHandle> op;  // none for a NumberOp
+  std::optional<c10::OperatorHandle> op;  // none for a NumberOp or a check
   NumberOp number = NumberOp::None;
+  Expect expect = Expect::None;
+  std::vector<int64_t> expectedSizes;  // Expect::Sizes
   std::string name;          // "aten::add.Tensor"
   std::string node;          // "%add_1 (model.py:14)", for errors
   bool checkGeometry = false;  // sizes/strides/offset come from the record: check them first
@@ -41,6 +46,7 @@ struct Step {
   bool unpackList = false;   // the op returns one Tensor[]: its elements go to `outputs`
   bool folded = false;       // depends only on parameters: computed once while they are unchanged
   record::GradMode grad = record::GradMode::Ambient;  // the region's mode, switched around the operator
+  bool beforeEffects = true;  // no earlier step wrote an input or drew random numbers (replay::firstEffect)
   std::vector<int> release;  // slots dead after this step
   // Results whose sizes depend on the call's symbols, or on lifted numbers
   // (then checked against the sizes seen at capture).

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "magpy/record/format.h"
+#include "magpy/record/graph_utils.h"
 #include "magpy/record/text.h"
 #include "magpy/support/error.h"
 #include "sample.h"
@@ -74,6 +75,31 @@ TEST(Format, GradModeRegionsRoundTripAndPrint) {
   // Only an ATen operator runs in a region.
   f.functions[0].records[0].graph.nodes[1].grad = GradMode::Off;
   EXPECT_TRUE(contains(errorOf(encode(f)), "node w has a grad mode region but is no ATen operator")) << errorOf(encode(f));
+}
+
+// A check (what the program read into Python) is a node with no result;
+// the validator holds it to its shape.
+TEST(Format, ChecksRoundTripAndAreValidated) {
+  RecordFile f = sample::sampleFile();
+  Graph& g = f.functions[0].records[0].graph;
+  Arg sizes;
+  sizes.kind = Arg::Kind::IntList;
+  sizes.ints = {2};
+  g.nodes.insert(g.nodes.begin() + 3, sample::opNode("expect_sizes", kExpectSizes, "", {Arg::node(2), sizes}));
+  for (auto& n : g.nodes) record::forEachNodeArg(n, [](int64_t& j) { j += j >= 3; });
+  RecordFile back = decode(encode(f));
+  EXPECT_EQ(back.functions[0].records[0].graph.nodes[3].target, kExpectSizes);
+  EXPECT_TRUE(contains(printGraph(back.functions[0].records[0].graph), "magpy.expect_sizes(%mul, [2])"))
+      << printGraph(back.functions[0].records[0].graph);
+  EXPECT_FALSE(back.functions[0].records[0].graph.nodes[3].isOp());
+
+  g.nodes[3].args[1] = Arg::integer(2);
+  EXPECT_TRUE(contains(errorOf(encode(f)), "node expect_sizes is a check but does not take (value, sizes)"))
+      << errorOf(encode(f));
+  g.nodes[3].target = kExpectEqual;
+  g.nodes[3].args[1] = Arg::node(1);
+  g.nodes[3].outputs.push_back(g.nodes[2].outputs[0]);
+  EXPECT_TRUE(contains(errorOf(encode(f)), "does not take (value, constant) and return nothing")) << errorOf(encode(f));
 }
 
 TEST(Format, ForwardOnlyRecordsRoundTripAndSayWhy) {

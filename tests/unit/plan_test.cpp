@@ -5,6 +5,7 @@
 #include <ATen/ops/randn.h>
 #include <ATen/ops/relu.h>
 #include <ATen/ops/split.h>
+#include <ATen/ops/tensor.h>
 
 #include "magpy/replay/guards.h"
 #include "magpy/replay/plan.h"
@@ -301,4 +302,57 @@ TEST(Plan, GradModeRegionsSwitchAroundTheirOperatorsOnly) {
   g.nodes[1].grad = GradMode::Off;
   EXPECT_THROW(replay::Plan(g, {}).runWith({x}), Error);
   EXPECT_TRUE(c10::GradMode::is_enabled());
+}
+
+// Checks of what the program read into Python: the sum of x (a constant
+// holding 3) and the sizes of nonzero's result. A call where either
+// differs stops at its check with SizeMismatch (a miss); the checks are
+// never dead code, though nothing uses them, and the graph still stops
+// cleanly.
+TEST(Plan, ChecksStopCallsThatReadOtherValues) {
+  Graph g;
+  g.nodes.push_back(argument());
+  Node seen;
+  seen.kind = NodeKind::GetAttr;
+  seen.name = seen.target = "_tensor_constant";
+  seen.blob = 0;
+  seen.outputs.push_back(sample::meta({}, {}));
+  seen.outputs.back().dtype = "float32";
+  g.nodes.push_back(seen);
+  g.nodes.push_back(opNode("sum", "aten::sum", "", {Arg::node(0), Arg::none()}));
+  g.nodes.push_back(opNode("expect_equal", kExpectEqual, "", {Arg::node(2), Arg::node(1)}));
+  g.nodes.push_back(opNode("nonzero", "aten::nonzero", "", {Arg::node(0)}));
+  Arg sizes;
+  sizes.kind = Arg::Kind::IntList;
+  sizes.ints = {2, 1};
+  g.nodes.push_back(opNode("expect_sizes", kExpectSizes, "", {Arg::node(4), sizes}));
+  g.nodes.push_back(output({Arg::node(0)}));
+  std::vector<TensorBlob> blobs{sample::floatBlob({}, {3.0f})};
+  for (bool optimized : {false, true}) {
+    replay::PlanOptions options;
+    if (optimized) options.passes = replay::PassOptions::all();
+    options.inference = optimized;
+    replay::Plan plan(g, blobs, options);
+    EXPECT_TRUE(plan.stopsCleanly());
+    auto x = [](std::vector<float> v) { return at::tensor(v); };
+    EXPECT_NO_THROW(plan.runWith({x({1, 2, 0})}));
+    EXPECT_NO_THROW(plan.runWith({x({2, 1, 0})}));                     // other data, the same reads
+    EXPECT_THROW(plan.runWith({x({1, 1, 1})}), replay::SizeMismatch);  // sum 3, three nonzeros
+    EXPECT_THROW(plan.runWith({x({3, 0, 0})}), replay::SizeMismatch);  // sum 3, one nonzero
+    EXPECT_THROW(plan.runWith({x({0, 2, 0})}), replay::SizeMismatch);  // sum 2
+  }
+}
+
+// A check takes a tensor: one of a lifted number cannot be built.
+TEST(Plan, RefusesChecksOfNumbers) {
+  Graph g;
+  Node n = argument();
+  n.number = "int";
+  n.seen = Atom::integer(2);
+  g.nodes.push_back(n);
+  Arg sizes;
+  sizes.kind = Arg::Kind::IntList;
+  g.nodes.push_back(opNode("expect_sizes", kExpectSizes, "", {Arg::node(0), sizes}));
+  g.nodes.push_back(output({}));
+  EXPECT_THROW(replay::Plan(g, {}), Error);
 }

@@ -12,6 +12,15 @@
 // program keeps in its state, and "operator.add" and its kin
 // (isNumberOp) do Python's arithmetic on them, as torch.fx's symbolic
 // integers do. Operators take such values where the program passed them.
+//
+// Checks (isCheck) hold what the program read of tensors the graph
+// computes from the call's data: "magpy.expect_equal"(t, c) where Python
+// read t's contents (t.item(), int(t)) and c is a constant with the
+// contents it saw, "magpy.expect_sizes"(t, [sizes]) where Python read the
+// sizes of a result whose shape depends on tensor contents (nonzero). A
+// call where a check fails is not the captured one: replay stops there
+// (a record with checks neither writes its inputs nor draws random
+// numbers, so stopping changes nothing) and the call misses the record.
 #pragma once
 
 #include <cstdint>
@@ -26,7 +35,7 @@ namespace magpy::record {
 enum class NodeKind : uint8_t {
   Placeholder,   // a tensor (or lifted number) read from the call's arguments
   GetAttr,       // a tensor (or lifted number) read from state (parameters, buffers, globals)
-  CallFunction,  // an ATen operator, or "getitem"
+  CallFunction,  // an ATen operator, "getitem", number arithmetic or a check
   CallMethod,    // kept for torch.fx compatibility; capture does not emit it
   CallModule,    // kept for torch.fx compatibility; capture does not emit it
   Output,
@@ -91,7 +100,7 @@ struct Node {
   Atom seen;  // a number input: its value at capture (as `outputs` keep a tensor's sizes)
   GradMode grad = GradMode::Ambient;  // an ATen operator's region
 
-  bool isOp() const { return kind == NodeKind::CallFunction && target != "getitem" && number.empty(); }
+  bool isOp() const;
   bool isInput() const { return kind == NodeKind::Placeholder || kind == NodeKind::GetAttr; }
   std::string opName() const { return overload.empty() ? target : target + "." + overload; }
 };
@@ -101,6 +110,10 @@ bool isNumberOp(const std::string& target);
 // The type ("int"/"float") of a number operator's result for its operands'
 // types, or "" where the operator does not take them.
 std::string numberOpResult(const std::string& target, const std::string& left, const std::string& right);
+
+constexpr const char* kExpectEqual = "magpy.expect_equal";
+constexpr const char* kExpectSizes = "magpy.expect_sizes";
+bool isCheck(const std::string& target);
 
 struct Graph {
   std::vector<Node> nodes;

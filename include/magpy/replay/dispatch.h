@@ -67,7 +67,7 @@ std::optional<typename Records::Result> dispatch(Records& records, Misses& misse
     try {
       outputs = records.run(r);
     } catch (const SizeMismatch& e) {
-      if (!plan->stopsCleanly()) records.fail(r, e.what());
+      if (!e.changedNothing) records.fail(r, e.what());
       times.graph += detail::secondsSince(t1);
       records.sizesDiffer(r);
       misses.push_back(GuardMiss{"(sizes)", "results of the sizes the record computes", e.what()});

@@ -81,6 +81,10 @@ bool writesItsInputs(const record::Graph& graph);
 // a buffer, batch norm's running statistics) written in place, no random
 // number drawn.
 bool stopsCleanly(const record::Graph& graph);
+// The first node a stop after which would have changed something a
+// program can observe (as above); the graph's size when there is none.
+// Checks (record::isCheck) before it may stop a call cleanly.
+size_t firstEffect(const record::Graph& graph);
 
 // Empty when every tensor the graph reads was written by a recorded
 // operator; otherwise which node reads memory that only an allocation

@@ -25,6 +25,9 @@ struct SymbolValues;
 // not), nothing the call can observe has changed yet: a miss.
 struct SizeMismatch : Error {
   using Error::Error;
+  // The plan stopped before any step that writes its inputs or draws
+  // random numbers (replay::firstEffect): the call can run otherwise.
+  bool changedNothing = false;
 };
 
 struct PlanOptions {
