@@ -235,6 +235,10 @@ struct Session::Impl {
     spec.kwargs = inv.roots.kwargs;
     spec.invoke = inv.run;
     spec.varyingNumbers = fn.policy.varyingNumbers();
+    spec.contentChecks = std::count_if(fn.entries.begin(), fn.entries.end(), [](const Entry& e) {
+                           return std::any_of(e.record.graph.nodes.begin(), e.record.graph.nodes.end(),
+                                              [](const record::Node& n) { return record::isCheck(n.target); });
+                         }) < ptrdiff_t(kMaxCheckedRecords);
     auto t3 = Clock::now();
     PyRef result;
     {

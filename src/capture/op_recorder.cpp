@@ -152,11 +152,20 @@ int OpRecorder::valueOf(const at::Tensor& t) {
   return bind(t, view->second);
 }
 
-// Only constants reach t's value, through operators that draw no random
-// numbers, and no operator wrote the storage of a value on the way after
-// the value was made (a view keeps its graph value when its base is
-// written: replay sees the write through the real aliasing, this walk
-// would not).
+// Whether an operator wrote the storage of graph value `value` in place
+// once the graph had `position` nodes.
+bool OpRecorder::writtenAfter(int value, size_t position) const {
+  auto storage = storageOf_.find(value);
+  if (storage == storageOf_.end()) return false;
+  auto written = lastWrite_.find(storage->second);
+  return written != lastWrite_.end() && written->second > position;
+}
+
+// Only constants and checked values reach t's value, through operators
+// that draw no random numbers, and no operator wrote the storage of a
+// value on the way after the value was made, or checked (a view keeps its
+// graph value when its base is written: replay sees the write through the
+// real aliasing, this walk would not).
 bool OpRecorder::contentsFixedByGuards(const at::Tensor& t) {
   int start = valueOf(t);
   if (start < 0) return false;
@@ -167,16 +176,27 @@ bool OpRecorder::contentsFixedByGuards(const at::Tensor& t) {
     stack.pop_back();
     if (seen[size_t(i)]) continue;
     seen[size_t(i)] = true;
+    if (auto checked = checkedAt_.find(int(i)); checked != checkedAt_.end() && !writtenAfter(int(i), checked->second))
+      continue;
     const record::Node& n = graph_.nodes[size_t(i)];
     if (n.isInput() ? readsState(int(i)) : (!n.number.empty() || replay::isRandom(n))) return false;
-    auto storage = storageOf_.find(int(i));
-    if (storage != storageOf_.end()) {
-      auto written = lastWrite_.find(storage->second);
-      if (written != lastWrite_.end() && written->second > size_t(i)) return false;
-    }
+    if (writtenAfter(int(i), size_t(i))) return false;
     record::forEachNodeArg(n, [&](int64_t j) { stack.push_back(j); });
   }
   return true;
+}
+
+void OpRecorder::addContentsCheck(int value, int seen, const std::string& where) {
+  addNode(record::kExpectEqual, "expect_equal", {record::Arg::node(value), record::Arg::node(seen)}, where);
+  checkedAt_[value] = graph_.nodes.size();
+}
+
+void OpRecorder::addSizesCheck(int value, std::vector<int64_t> sizes, const std::string& where) {
+  record::Arg expected;
+  expected.kind = record::Arg::Kind::IntList;
+  expected.ints = std::move(sizes);
+  addNode(record::kExpectSizes, "expect_sizes", {record::Arg::node(value), std::move(expected)}, where);
+  sizesChecked_.insert(value);
 }
 
 // A number read from tensors whose contents the guards fix (.item() of
@@ -190,8 +210,18 @@ bool OpRecorder::readsFixedNumbers(const std::vector<c10::IValue>& inputs, const
   return true;
 }
 
-bool OpRecorder::hasDataDependentShape(const at::Tensor& t) const {
-  return dataDependentShape_.count(t.unsafeGetTensorImpl()) > 0;
+// An operator gave Python a number or bool computed from its tensor
+// arguments (if t: runs aten::is_nonzero): checked, they fix it.
+bool OpRecorder::checksInputs(const std::vector<c10::IValue>& inputs) {
+  for (const c10::IValue& v : inputs)
+    if (v.isTensor() && !contentsFixedByGuards(v.toTensor()) && !delegate_.checksContents(v.toTensor())) return false;
+  return true;
+}
+
+bool OpRecorder::hasDataDependentShape(const at::Tensor& t) {
+  if (!dataDependentShape_.count(t.unsafeGetTensorImpl())) return false;
+  int value = valueOf(t);
+  return value < 0 || !sizesChecked_.count(value);
 }
 
 int OpRecorder::bind(const at::Tensor& t, int node) {
@@ -225,13 +255,19 @@ int OpRecorder::addNumberInput(const record::Atom& seen) {
 }
 
 int OpRecorder::addNumberOp(const std::string& target, std::vector<record::Arg> args, const std::string& type) {
+  int node = addNode(target, target.substr(target.find('.') + 1), std::move(args), delegate_.sourceLocation());
+  graph_.nodes[size_t(node)].number = type;
+  return node;
+}
+
+int OpRecorder::addNode(const std::string& target, const std::string& name, std::vector<record::Arg> args,
+                        const std::string& where) {
   record::Node n;
   n.kind = record::NodeKind::CallFunction;
   n.target = target;
-  n.name = names_.create(target.substr(target.find('.') + 1));
+  n.name = names_.create(name);
   n.args = std::move(args);
-  n.number = type;
-  n.where = delegate_.sourceLocation();
+  n.where = where;
   graph_.nodes.push_back(std::move(n));
   return int(graph_.nodes.size() - 1);
 }
@@ -564,6 +600,8 @@ void OpRecorder::onOperator(const std::string& name, const std::string& overload
       for (const at::Tensor& t : out.toTensorList()) results.emplace_back(k++, t);
     } else if (out.isNone()) {
       continue;
+    } else if (outputs.size() == 1 && checksInputs(inputs)) {  // a number or bool alone
+      return;
     } else {
       delegate_.breakGraph(op + " returns a " + std::string(out.tagKind()) +
                         " computed from tensor contents; Python code that uses it cannot become a graph");

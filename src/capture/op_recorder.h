@@ -35,6 +35,9 @@ class OpRecorder {
     // A graph constant (index) for a tensor torch made from Python data
     // without an operator (t[i] = 3 lifts 3 with aten::lift_fresh).
     virtual int pythonDataTensor(const at::Tensor& t) = 0;
+    // Python reads the contents of t (an operator gives it a number or
+    // bool): true when the graph checks them there (Monitor::checksContents).
+    virtual bool checksContents(const at::Tensor& t) = 0;
     // The run did something a graph cannot hold: a graph break.
     virtual void breakGraph(const std::string& reason) = 0;
     // The source line ("file.py:12") of the operator being recorded; asked
@@ -61,11 +64,19 @@ class OpRecorder {
   // Adds a constant tensor made during the run (torch.tensor(...) data).
   int addConstant(const at::Tensor& t, int64_t blob);
   // True when t's shape depends on tensor contents (nonzero, masked_select, ...).
-  bool hasDataDependentShape(const at::Tensor& t) const;
+  bool hasDataDependentShape(const at::Tensor& t);
   // True when t's contents follow from graph constants alone (torch.tensor
   // of sizes, arithmetic on it): the guards fix them, so Python may read
   // them (.item(), .tolist()) without making the run data-dependent.
   bool contentsFixedByGuards(const at::Tensor& t);
+  // Checks (record::isCheck) that Python read graph value `value`: its
+  // contents, equal to constant node `seen` (they then count as fixed for
+  // contentsFixedByGuards until written), or its sizes, which depend on
+  // tensor contents (hasDataDependentShape is then false).
+  void addContentsCheck(int value, int seen, const std::string& where);
+  void addSizesCheck(int value, std::vector<int64_t> sizes, const std::string& where);
+  // Whether the graph has checks.
+  bool hasChecks() const { return !checkedAt_.empty() || !sizesChecked_.empty(); }
   // Whether graph node `node` reads a tensor of the state or the arguments
   // (not a constant the run made).
   bool readsState(int node) const { return graph_.nodes[size_t(node)].isInput() && !constants_.count(node); }
@@ -113,6 +124,9 @@ class OpRecorder {
  private:
   int bind(const at::Tensor& t, int node);
   bool readsFixedNumbers(const std::vector<c10::IValue>& inputs, const std::vector<c10::IValue>& outputs);
+  bool writtenAfter(int value, size_t position) const;
+  bool checksInputs(const std::vector<c10::IValue>& inputs);
+  int addNode(const std::string& target, const std::string& name, std::vector<record::Arg> args, const std::string& where);
   void liftHints(std::vector<record::Arg>& args, const std::string& where);
   void liftHint(record::Arg& a, const std::string& where);
   NumberHint* hintFor(bool real, int64_t i, double f);
@@ -138,6 +152,8 @@ class OpRecorder {
   std::unordered_map<int, const c10::StorageImpl*> storageOf_;
   std::unordered_map<const c10::StorageImpl*, size_t> lastWrite_;
   std::set<int> constants_;  // the nodes of constant tensors the run made (their blobs come later)
+  std::unordered_map<int, size_t> checkedAt_;  // value -> the graph's size when a check fixed its contents
+  std::unordered_set<int> sizesChecked_;       // values whose sizes a check fixed
   std::vector<at::Tensor> keepAlive_;  // so TensorImpl addresses are not reused during the run
   std::unordered_set<c10::TensorImpl*> dataDependentShape_;
   record::Namespace names_;  // of the nodes in graph_

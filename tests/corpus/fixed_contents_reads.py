@@ -2,9 +2,11 @@
 # Python reads of tensor contents (.item(), .tolist()) whose contents only
 # graph constants decide (torch.tensor of sizes and arithmetic on it, as
 # torchvision's detection transforms compute a scale factor) are constants
-# the guards fix: one graph per input size. A read that any input, random
-# draw or later in-place write reaches (a view of a constant whose base an
-# input then changes) stays a graph break, and results stay eager's.
+# the guards fix: one graph per input size. A read that an input or a later
+# in-place write reaches (a view of a constant whose base an input then
+# changes) is checked where the graph computes it (content_checks.py): a
+# graph per value read. One a random draw reaches stays a graph break, and
+# results stay eager's.
 import torch
 import torch.nn as nn
 from harness import compare
@@ -29,7 +31,7 @@ class ViewOfWrittenBase(nn.Module):
         return x * v.sum().item()
 
 
-compare(ViewOfWrittenBase, [(torch.randn(2, 2),) for _ in range(3)], records=1, graphs=0, breaks=1)
+compare(ViewOfWrittenBase, [(torch.randn(2, 2),) for _ in range(3)], records=3, graphs=3, breaks=0)
 
 
 class SliceOfWrittenBase(nn.Module):
@@ -40,7 +42,7 @@ class SliceOfWrittenBase(nn.Module):
         return x * (v * 2).item()
 
 
-compare(SliceOfWrittenBase, [(torch.randn(2, 2),) for _ in range(3)], records=1, graphs=0, breaks=1)
+compare(SliceOfWrittenBase, [(torch.randn(2, 2),) for _ in range(3)], records=3, graphs=3, breaks=0)
 
 
 class RandomScale(nn.Module):
@@ -56,4 +58,4 @@ class InputScale(nn.Module):
         return x * x.abs().max().item()
 
 
-compare(InputScale, [(torch.randn(2, 2),) for _ in range(3)], records=1, graphs=0, breaks=1)
+compare(InputScale, [(torch.randn(2, 2),) for _ in range(3)], records=3, graphs=3, breaks=0)

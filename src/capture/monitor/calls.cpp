@@ -361,14 +361,17 @@ bool Monitor::breaksOnAnnotatedArgument(const Pending& p, size_t i) {
     if (a.input(i).metadata_only && !isSizeCall(p)) sizes_.use(p.calleeName + " reads a size");  // size() is followed
     bool readsContents = a.input(i).value_read && !a.input(i).metadata_only;
     bool converts = a.constant && !p.suppressOps;  // torch.as_tensor(t): operators (beginAnnotatedCall)
-    if (readsContents && !a.op && !converts && !ops_->contentsFixedByGuards(tensorOf(node.obj))) {
+    const at::Tensor& t = tensorOf(node.obj);
+    if (readsContents && !a.op && !converts && !ops_->contentsFixedByGuards(t) && !checksContents(t)) {
       graphBreak(p.calleeName + " reads the contents of a tensor (argument " + std::to_string(i) +
                  ") into a Python value, and the program's Python code depends on it: data-dependent control "
                  "flow is not captured. To remove this break, keep the value in tensor operations (torch.where, "
-                 "masks, clamp) or pass it to the compiled function as an argument");
+                 "masks, clamp) or pass it to the compiled function as an argument" +
+                 (call_->contentChecks ? "" : " (its records check such reads where they can, and " +
+                                                  std::to_string(kMaxCheckedRecords) + " records did not serve this call)"));
       return true;
     }
-    if (!readsContents && ops_->hasDataDependentShape(tensorOf(node.obj))) {
+    if (!readsContents && ops_->hasDataDependentShape(t) && !checksSizes(t)) {
       graphBreak(p.calleeName + " reads the shape of a tensor whose size depends on tensor contents");
       return true;
     }

@@ -168,7 +168,8 @@ void Monitor::checkTruthTest(const Pending& p) {
 bool Monitor::breaksOnContentLength(PyObject* iterated, const char* doing) {
   if (!iterated || !isTensor(iterated)) return false;
   sizes_.use(std::string(doing) + " a tensor");
-  if (!ops_->hasDataDependentShape(tensorOf(iterated))) return false;
+  const at::Tensor& t = tensorOf(iterated);
+  if (!ops_->hasDataDependentShape(t) || checksSizes(t)) return false;
   graphBreak(std::string(doing) + " a tensor whose length depends on tensor contents");
   return true;
 }

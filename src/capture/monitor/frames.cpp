@@ -131,6 +131,7 @@ void Monitor::breakOnImplicitContentRead(Frame& callee, const record::FunctionAn
   for (int i = 0; i < codeArgCount(callee.code()); ++i) {
     PyObject* v = callee.local(i);
     if (!v || !isTensor(v) || !a.input(size_t(i)).value_read || a.input(size_t(i)).metadata_only) continue;
+    if (ops_->contentsFixedByGuards(tensorOf(v)) || checksContents(tensorOf(v))) continue;
     graphBreak(qualifiedName(callee.function()) + ", run by " + (by.empty() ? std::string("native code") : by) +
                ", reads the contents of a tensor into Python data: data-dependent values are not captured");
     return;

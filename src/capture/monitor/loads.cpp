@@ -209,7 +209,7 @@ NodeId Monitor::loadAttr(NodeId owner, PyObject* ownerObj, PyObject* name, PyObj
         return newNode(value);
       }
       if (isTensorMetadata(attr)) {
-        if ((attr == "shape") && ops_->hasDataDependentShape(tensorOf(ownerObj)))
+        if (attr == "shape" && ops_->hasDataDependentShape(tensorOf(ownerObj)) && !checksSizes(tensorOf(ownerObj)))
           graphBreak("the shape of a tensor whose size depends on tensor contents is read");
         NodeId n = newNode(value);
         if (attr == "shape") sizes_.tagAll(n, owner);

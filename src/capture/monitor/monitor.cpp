@@ -13,6 +13,7 @@
 
 #include <algorithm>
 
+#include "magpy/replay/passes.h"
 #include "magpy/replay/state.h"
 #include "magpy/replay/tensors.h"
 #include "magpy/support/error.h"
@@ -131,16 +132,53 @@ PyObject* Monitor::run(const CallSpec& call) {
 
   if (!result) return nullptr;
   if (!done_ && !broken_) graphBreak("the monitored call returned without its frame being traced");
-  if (!broken_ && at::GradMode::is_enabled() != ops_->gradEnabledAtEntry()) {
-    graphBreak("the call returns with grad mode " + std::string(at::GradMode::is_enabled() ? "enabled" : "disabled") +
-                   " and a record replays grad mode regions only inside the call: restore the mode before "
-                   "returning (`with torch.no_grad():`, `with torch.set_grad_enabled(...):`)",
-               "torch._C._set_grad_enabled");
-    breaks_.back().where = gradSwitch_.where;  // the call has returned: where the program switched
-    breaks_.back().function = gradSwitch_.function;
-    breaks_.back().opcode = gradSwitch_.opcode;
-  }
+  if (!broken_ && at::GradMode::is_enabled() != ops_->gradEnabledAtEntry())  // the call has returned: where the program switched
+    graphBreakAt(gradSwitch_,
+                 "the call returns with grad mode " + std::string(at::GradMode::is_enabled() ? "enabled" : "disabled") +
+                     " and a record replays grad mode regions only inside the call: restore the mode before "
+                     "returning (`with torch.no_grad():`, `with torch.set_grad_enabled(...):`)",
+                 "torch._C._set_grad_enabled");
+  breakUnlessChecksStopCleanly();
   return result;
+}
+
+// A call whose check fails stops there and runs as Python instead, which
+// is right only if nothing it did before is seen: no state written in
+// place, no random numbers drawn (replay::firstEffect).
+void Monitor::breakUnlessChecksStopCleanly() {
+  if (broken_ || !ops_->hasChecks()) return;
+  const record::Graph& g = ops_->graph();
+  size_t effect = replay::firstEffect(g);
+  for (size_t i = effect; i < g.nodes.size(); ++i) {
+    if (!record::isCheck(g.nodes[i].target)) continue;
+    graphBreakAt(checkLocations_.at(i), "reads the contents or content-dependent sizes of a tensor into Python after the graph "
+                              "wrote its inputs in place or drew random numbers (" + record::nameAndSource(g.nodes[effect]) +
+                              "): a record checks such reads while it runs, and could not stop there cleanly");
+    return;
+  }
+}
+
+bool Monitor::checksContents(const at::Tensor& t) {
+  constexpr int64_t kMaxCheckedElements = 4096;  // the record keeps them as a constant
+  if (!call_->contentChecks || t.numel() > kMaxCheckedElements || t.layout() != at::kStrided) return false;
+  int value = ops_->valueOf(t);
+  if (value < 0) value = externalTensor(t);
+  if (value < 0) return false;
+  int seen = pythonDataTensor(t.detach().clone());
+  ops_->addContentsCheck(value, seen, noteCheck().where);
+  return true;
+}
+
+bool Monitor::checksSizes(const at::Tensor& t) {
+  int value = ops_->valueOf(t);
+  if (!call_->contentChecks || value < 0) return false;
+  ops_->addSizesCheck(value, t.sizes().vec(), noteCheck().where);
+  return true;
+}
+
+// Where the check about to be added reads its value.
+const record::GraphBreak& Monitor::noteCheck() {
+  return checkLocations_[ops_->graph().nodes.size()] = programLocation();
 }
 
 int Monitor::onEvent(PyFrameObject* frame, int what, PyObject* arg) {
@@ -186,19 +224,30 @@ int Monitor::onEvent(PyFrameObject* frame, int what, PyObject* arg) {
 }
 
 void Monitor::graphBreak(const std::string& reason, const std::string& callee) {
-  if (broken_) return;
-  broken_ = true;
-  record::GraphBreak b;
-  b.reason = reason;
-  b.callee = callee;
+  record::GraphBreak at;
   if (!frames_.empty()) {
     const ShadowFrame& sf = *frames_.back();
-    b.where = where(sf);
-    b.function = sf.name;
-    b.opcode = sf.pending.active ? opName(sf.pending.ins.op) : "";
+    at = {where(sf), sf.name, sf.pending.active ? opName(sf.pending.ins.op) : "", "", ""};
   }
-  breaks_.push_back(std::move(b));
+  graphBreakAt(std::move(at), reason, callee);
+}
+
+void Monitor::graphBreakAt(record::GraphBreak at, const std::string& reason, const std::string& callee) {
+  if (broken_) return;
+  broken_ = true;
+  at.reason = reason;
+  at.callee = callee;
+  breaks_.push_back(std::move(at));
   for (auto& f : frames_) f->view.traceOpcodes(false);
+}
+
+record::GraphBreak Monitor::programLocation() const {
+  for (auto f = frames_.rbegin(); f != frames_.rend(); ++f) {
+    const ShadowFrame& sf = **f;
+    if (std::next(f) != frames_.rend() && isTorchCode(sf.view.code())) continue;
+    return {where(sf), sf.name, sf.pending.active ? opName(sf.pending.ins.op) : "", "", ""};
+  }
+  return {};
 }
 
 void Monitor::breakGraph(const std::string& reason) { graphBreak(reason); }
@@ -244,12 +293,7 @@ bool Monitor::writeRuntimeState(const Pending& p, const std::string& name) {
   runtimeReads_.emplace(name, record::Atom::boolean(ops_->gradEnabledAtEntry()));  // kept if read before
   runtimeWrites_.insert(name);
   ops_->allowGradRegions();
-  for (auto f = frames_.rbegin(); f != frames_.rend(); ++f) {
-    const ShadowFrame& sf = **f;
-    if (std::next(f) != frames_.rend() && isTorchCode(sf.view.code())) continue;
-    gradSwitch_ = {where(sf), sf.name, sf.pending.active ? opName(sf.pending.ins.op) : "", "", ""};
-    break;
-  }
+  gradSwitch_ = programLocation();
   return true;
 }
 

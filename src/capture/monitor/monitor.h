@@ -34,6 +34,9 @@ namespace magpy::capture {
 
 // What is being called: `function(*args, **kwargs)`, where the function
 // reads `self` (the object given to magpy.compile) as node 0's Self edge.
+// A function's records with checks (CallSpec::contentChecks) the JIT makes.
+constexpr size_t kMaxCheckedRecords = 4;
+
 struct CallSpec {
   PyObject* self = nullptr;       // the compiled object (module, function, bound method's object)
   PyObject* function = nullptr;   // the Python function whose frame is the root
@@ -45,6 +48,12 @@ struct CallSpec {
   // the ints and floats it reads from its state into the graph, and the
   // record builder lets these paths vary where the run allows it.
   std::set<record::AccessPath> varyingNumbers;
+  // Whether the run may check what it reads of tensors computed from the
+  // call's data (Monitor::checksContents) instead of breaking: the JIT
+  // stops allowing it once the function has kMaxCheckedRecords records
+  // with checks, since a value that differs at every call would otherwise
+  // make a record per call.
+  bool contentChecks = true;
   // Runs the call (its first Python frame is the root of the run); by
   // default, self(*args, **kwargs).
   std::function<PyObject*()> invoke;
@@ -119,6 +128,7 @@ class Monitor : public OpRecorder::Delegate {
   // OpRecorder::Delegate
   int externalTensor(const at::Tensor& t) override;
   int pythonDataTensor(const at::Tensor& t) override;
+  bool checksContents(const at::Tensor& t) override;
   void beforeWrite(const at::Tensor& t) override;
   void breakGraph(const std::string& reason) override;
   std::string sourceLocation() const override;
@@ -236,6 +246,19 @@ class Monitor : public OpRecorder::Delegate {
   bool externalOpaque(NodeId id) const;
   // callee: the native function the break is about, when an annotation would remove it.
   void graphBreak(const std::string& reason, const std::string& callee = "");
+  void graphBreakAt(record::GraphBreak at, const std::string& reason, const std::string& callee = "");
+  // Where the program is now: the innermost frame outside torch's own code
+  // (a break's where, function and opcode).
+  record::GraphBreak programLocation() const;
+  // Python reads what the graph computed from the call's data: the
+  // contents of t (t.item()), or its sizes where they depend on tensor
+  // contents. Where the run allows checks (CallSpec::contentChecks), the
+  // graph checks them there (OpRecorder::add*Check) and goes on; false
+  // when it cannot (the caller breaks). checksContents is also the
+  // recorder's, for reads Python makes natively (if t: runs is_nonzero).
+  bool checksSizes(const at::Tensor& t);
+  const record::GraphBreak& noteCheck();
+  void breakUnlessChecksStopCleanly();
   std::string where(const ShadowFrame& sf) const;
   std::string currentLocation() const;  // where(the innermost frame), or "" outside any
   void registerTensor(NodeId id);
@@ -284,6 +307,7 @@ class Monitor : public OpRecorder::Delegate {
   std::string forwardOnly_;
   std::set<std::string> runtimeWrites_;  // interpreter state the program set (grad mode regions)
   record::GraphBreak gradSwitch_;        // where it last switched grad mode (where, function, opcode)
+  std::map<size_t, record::GraphBreak> checkLocations_;  // check node -> where Python read the value
   std::vector<PyRef> classesRead_;
   std::unordered_set<PyTypeObject*> classSeen_;
   PyTypeObject* lastClassRead_ = nullptr;
