@@ -369,6 +369,23 @@ void replayCases(std::vector<Case>& out) {
     f.functions[0].records[0].forwardOnly = "a custom autograd Function's backward needs Python";
     out.push_back({"grad_region_forward_only", encode(f), 1, "expected None, got tensor float32[2]", true});
   }
+  {
+    // A check the logged call fails: a miss where nothing happened before
+    // it, a clear error after an in-place write of the argument.
+    auto returningArg = [](std::vector<Node> nodes) {
+      RecordFile f = withTensorArg(nodes[0]);
+      auto& graph = f.functions[0].records[0].graph.nodes;  // x, nodes[0], output
+      graph.insert(graph.end() - 1, nodes.begin() + 1, nodes.end());
+      graph.back().args = {Arg::node(0)};
+      return f;
+    };
+    Node check = op("expect_sizes", record::kExpectSizes, "", {Arg::node(0), ints({3})});
+    out.push_back({"check_fails", encode(returningArg({check})), 1,
+                   "the program read sizes [3] of a result whose shape depends on tensor contents, and this call's are [2]",
+                   true});
+    Node write = op("add_", "aten::add_", "Scalar", {Arg::node(0), Arg::integer(1), Arg::integer(1)});
+    out.push_back({"check_fails_after_write", encode(returningArg({write, check})), 2, "this call's are [2]", true});
+  }
   out.push_back({"cyclic_result", encode(sharedResult(true)), 2, "contains itself, which records cannot hold"});
   out.push_back({"shared_result", encode(sharedResult(false)), 0, "matches the captured result", true});
   {
