@@ -571,12 +571,15 @@ def fresh_flags(r, k):
 @feature
 def content_reads(r, k):
     # .item()/.tolist() of tensors made from sizes and constants (fixed by guards), of a view whose
-    # base an input then writes, or of an input; the sizes vary by call.
+    # base an input then writes, or of an input; a branch on a comparison's truth; the size of
+    # nonzero's result. The sizes vary by call; the reads the record checks vary with them.
     sizes = [r.randint(1, 4) for _ in range(CALLS)]
     use = r.choice([[f"y = y * (6.0 / torch.tensor(s{k}.shape).float().max()).item()"],
                     [f"y = y + torch.tensor([len(s{k}), sc{k}]).tolist()[-1]"],
                     [f"c{k} = torch.zeros(2)", f"v{k} = c{k}[:1]", f"c{k}.add_(y.sum())", f"y = y * v{k}.item()"],
-                    [f"y = y * y.abs().max().mul(sc{k}).item()"]])
+                    [f"y = y * y.abs().max().mul(sc{k}).item()"],
+                    [f"if bool((y > sc{k}).any()):", f"    y = y - sc{k}"],
+                    [f"n{k} = torch.nonzero(y > sc{k}).size(0)", f"y = y + torch.ones(n{k}).sum()"]])
     return F([f"sc{k} = 2.0"], use,
              [("global rebound", [f"sc{k} = rng.choice([0.5, 3.0])"])],
              rebinds=[f"sc{k}"], params=[f"s{k}"], args=[f"out.append(torch.ones({sizes}[i]))"])
