@@ -831,7 +831,12 @@ std::vector<c10::IValue> Plan::Impl::runSteps(std::vector<c10::IValue> inputs, c
       throw Error("while running " + step.node + ": " + e.what());
     }
     static const SymbolValues kNoSymbols;
-    if (!step.sizeChecks.empty()) checkSizes(step, slots, symbols ? *symbols : kNoSymbols);
+    try {
+      if (!step.sizeChecks.empty()) checkSizes(step, slots, symbols ? *symbols : kNoSymbols);
+    } catch (SizeMismatch& e) {
+      e.changedNothing = step.beforeEffects;
+      throw;
+    }
     if (step.folded)  // kept for the next runs, in the order foldOutputs lists them
       for (int s : step.outputs) p.foldValues.push_back(slots[size_t(s)]);
     for (int s : step.release) slots[size_t(s)] = c10::IValue();

@@ -1,5 +1,6 @@
-# magpy-test: breaks
-# `if tensor:` reads tensor contents through bool(): a break, never a stale branch.
+# `if tensor:` reads tensor contents through bool(): the record checks the
+# condition's value, so a call that takes the other side never gets a
+# stale branch, and one that takes the same side with other data hits.
 import torch
 from harness import compare
 
@@ -15,5 +16,5 @@ def make():
 
 
 x = torch.zeros(2)
-calls = [(x, torch.ones(1)), (x, -torch.ones(1)), (x, torch.ones(1))]
-compare(make, calls, breaks=1)
+calls = [(x, torch.ones(1)), (x, -torch.ones(1)), (x, torch.ones(1) * 3), (x, -torch.ones(1) * 2)]
+compare(make, calls, records=2, graphs=2, breaks=0, hits=2)
