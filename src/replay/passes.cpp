@@ -432,7 +432,9 @@ std::string readsUninitialized(const record::Graph& g) {
   };
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
-    if (allocatesUninitialized(n)) unwritten[i] = {i, numelOf(n)};
+    // An empty allocation holds nothing to read (its sizes are checked
+    // where a lifted number makes them, and a symbolic size is never 0).
+    if (allocatesUninitialized(n) && numelOf(n) != 0) unwritten[i] = {i, numelOf(n)};
     const c10::FunctionSchema* s = n.isOp() ? schemaOf(n) : nullptr;
     bool alias = n.target == "getitem" || (s && returnsAlias(*s));
     // Argument a of n reads tensor `value`: the reason it reads unwritten memory, or "".

@@ -248,6 +248,16 @@ TEST(Passes, ResizeThatGrowsLeavesUnwrittenMemory) {
     b.output({filled});
     EXPECT_EQ(replay::readsUninitialized(b.g), "");
   }
+  for (int64_t n : {0, 2}) {
+    Builder b;  // an empty allocation has nothing to read (torchvision's NMS of no boxes)
+    auto x = sized(b, b.input(NodeKind::Placeholder, "x"), 3);
+    auto e = sized(b, b.op("aten::empty", "memory_format", {ints({n}), none, none, none, none, none}), n);
+    Arg keep;
+    keep.kind = Arg::Kind::NodeList;
+    keep.ints = {e};
+    b.output({sized(b, b.op("aten::index", "Tensor", {Arg::node(x), keep}), n)});
+    EXPECT_EQ(replay::readsUninitialized(b.g).empty(), n == 0) << replay::readsUninitialized(b.g);
+  }
   {
     Builder b;  // shrinking keeps what was written
     auto z = sized(b, b.op("aten::zeros", "", {ints({3}), none, none, none, none}), 3);
