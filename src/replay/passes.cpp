@@ -35,14 +35,8 @@ const c10::FunctionSchema* schemaOf(const Node& n) {
 // never dead code, never folded.
 bool hasSideEffects(const Node& n) { return writesArguments(n) || isRandom(n) || record::isCheck(n.target); }
 
-// Inputs first, in their order: later passes add operators that read
-// parameters, and those must be defined before them.
-record::Graph inputsFirst(const record::Graph& g) {
-  std::vector<size_t> order;
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (g.nodes[i].isInput()) order.push_back(i);
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (!g.nodes[i].isInput()) order.push_back(i);
+// The graph's nodes in another order, each after the values it uses.
+record::Graph reordered(const record::Graph& g, const std::vector<size_t>& order) {
   std::vector<int64_t> position(g.nodes.size());
   for (size_t k = 0; k < order.size(); ++k) position[order[k]] = int64_t(k);
   record::Graph out;
@@ -52,6 +46,17 @@ record::Graph inputsFirst(const record::Graph& g) {
     out.nodes.push_back(std::move(n));
   }
   return out;
+}
+
+// Inputs first, in their order: later passes add operators that read
+// parameters, and those must be defined before them.
+record::Graph inputsFirst(const record::Graph& g) {
+  std::vector<size_t> order;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (g.nodes[i].isInput()) order.push_back(i);
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (!g.nodes[i].isInput()) order.push_back(i);
+  return reordered(g, order);
 }
 
 // dropout(x, p, train=False): the identity, no draw.
@@ -510,6 +515,45 @@ size_t firstEffect(const record::Graph& g) {
 
 bool stopsCleanly(const record::Graph& g) { return firstEffect(g) == g.nodes.size(); }
 
+namespace {
+
+// A check after the first effect moves before it, with the operators that
+// compute its value, where none of them has effects or reads a tensor the
+// graph writes (torchaudio's Tacotron2 reads its longest mel length after
+// the prenet's dropout drew: a call with another length must stop before
+// the draw). Reads of unwritten values give the same results earlier.
+record::Graph hoistChecks(const record::Graph& g) {
+  size_t effect = firstEffect(g);
+  if (effect == g.nodes.size()) return g;
+  auto roots = storageRoots(g);
+  StorageUse use = storageUse(g, roots);
+  auto unwritten = [&](int64_t j) {
+    return std::none_of(roots[size_t(j)].begin(), roots[size_t(j)].end(), [&](size_t r) { return use.written[r]; });
+  };
+  std::vector<bool> movable(g.nodes.size(), false), moved(g.nodes.size(), false);
+  for (size_t i = effect; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    bool ok = n.kind == NodeKind::CallFunction && (record::isCheck(n.target) || !hasSideEffects(n));
+    forEachNodeArg(n, [&](int64_t j) { ok = ok && (size_t(j) < effect || movable[size_t(j)]) && unwritten(j); });
+    movable[i] = ok;
+  }
+  for (size_t i = g.nodes.size(); i-- > effect;) {  // the movable checks and what they use, last to first
+    if (!moved[i] && !(movable[i] && record::isCheck(g.nodes[i].target))) continue;
+    moved[i] = true;
+    forEachNodeArg(g.nodes[i], [&](int64_t j) { moved[size_t(j)] = size_t(j) >= effect || moved[size_t(j)]; });
+  }
+  std::vector<size_t> order;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (i < effect || moved[i]) order.push_back(i);
+  for (size_t i = effect; i < g.nodes.size(); ++i)
+    if (!moved[i]) order.push_back(i);
+  return reordered(g, order);
+}
+
+}  // namespace
+
+record::Graph planOrder(const record::Graph& g) { return hoistChecks(inputsFirst(g)); }
+
 Backend parseBackend(const std::string& name) {
   if (name == "aten") return Backend::Aten;
   if (name == "compiled") return Backend::Compiled;
@@ -519,7 +563,7 @@ Backend parseBackend(const std::string& name) {
 
 OptimizedGraph optimize(const record::Graph& graph, const PassOptions& o, bool inference) {
   OptimizedGraph out;
-  out.graph = inputsFirst(graph);
+  out.graph = planOrder(graph);
   auto note = [&](const char* pass, size_t n, const char* what) {
     if (n) out.applied.push_back(std::string(pass) + ": " + std::to_string(n) + " " + what);
   };

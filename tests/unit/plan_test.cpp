@@ -356,3 +356,33 @@ TEST(Plan, RefusesChecksOfNumbers) {
   g.nodes.push_back(output({}));
   EXPECT_THROW(replay::Plan(g, {}), Error);
 }
+
+// A check that reads only what the graph never writes runs before the
+// graph's first random draw, so a call that fails it stops cleanly; one
+// that reads a tensor the graph writes in place stays where it was.
+TEST(Plan, ChecksMoveBeforeTheFirstEffectWhereTheyReadTheSame) {
+  auto graph = [](bool readsWritten) {
+    Graph g;
+    g.nodes.push_back(argument());
+    Node noise = opNode("rand_like", "aten::rand_like", "", {Arg::node(0), Arg::none(), Arg::none(), Arg::none(),
+                                                             Arg::none(), Arg::none()});
+    g.nodes.push_back(noise);
+    g.nodes.push_back(opNode("add_", "aten::add_", "Tensor", {Arg::node(1), Arg::node(0), Arg::integer(1)}));
+    g.nodes.push_back(opNode("sum", "aten::sum", "", {Arg::node(readsWritten ? 1 : 0), Arg::none()}));
+    Arg sizes;
+    sizes.kind = Arg::Kind::IntList;
+    sizes.ints = {3};
+    g.nodes.push_back(opNode("expect_sizes", kExpectSizes, "", {Arg::node(3), sizes}));
+    g.nodes.push_back(output({Arg::node(2)}));
+    return g;
+  };
+  for (bool readsWritten : {false, true}) {
+    replay::Plan plan(graph(readsWritten), {});
+    try {
+      plan.runWith({at::randn({3})});  // the sum has no sizes: the check fails
+      FAIL() << "the check passed";
+    } catch (const replay::SizeMismatch& e) {
+      EXPECT_EQ(e.changedNothing, !readsWritten) << e.what();
+    }
+  }
+}

@@ -86,6 +86,13 @@ bool stopsCleanly(const record::Graph& graph);
 // Checks (record::isCheck) before it may stop a call cleanly.
 size_t firstEffect(const record::Graph& graph);
 
+// The order a plan runs the graph's nodes in: inputs first, and checks
+// moved before the first effect with what they read, where that reads
+// the same values (nothing on the way has effects or reads a tensor the
+// graph writes). A check still after the first effect cannot stop a call
+// cleanly: capture leaves a graph break instead.
+record::Graph planOrder(const record::Graph& graph);
+
 // Empty when every tensor the graph reads was written by a recorded
 // operator; otherwise which node reads memory that only an allocation
 // (aten::empty and friends) made. Capture makes such a run a graph break
