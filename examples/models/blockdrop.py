@@ -1,9 +1,9 @@
 """A BlockDrop-like network (Wu et al., CVPR'18): a small policy network
 looks at the image and decides, per residual block, whether to run it; the
 decision is a tensor, and a Python `if` on it picks the blocks (the MagPy
-paper's Figure 18). The branch depends on tensor contents, so no single
-graph holds the forward: it runs as Python, and the blocks it calls are
-captured and replayed as segments of their own.
+paper's Figure 18). Each `if keep[0, i]` reads tensor contents: the graph
+checks the decision there, so one record serves every input whose policy
+keeps the same blocks, and an input with other decisions gets its own.
 
     magpy-capture examples/models/blockdrop.py [--calls N] [--small]
 """

@@ -186,17 +186,19 @@ bool OpRecorder::contentsFixedByGuards(const at::Tensor& t) {
   return true;
 }
 
-void OpRecorder::addContentsCheck(int value, int seen, const std::string& where) {
-  addNode(record::kExpectEqual, "expect_equal", {record::Arg::node(value), record::Arg::node(seen)}, where);
+std::string OpRecorder::addContentsCheck(int value, int seen, const std::string& where) {
+  int node = addNode(record::kExpectEqual, "expect_equal", {record::Arg::node(value), record::Arg::node(seen)}, where);
   checkedAt_[value] = graph_.nodes.size();
+  return graph_.nodes[size_t(node)].name;
 }
 
-void OpRecorder::addSizesCheck(int value, std::vector<int64_t> sizes, const std::string& where) {
+std::string OpRecorder::addSizesCheck(int value, std::vector<int64_t> sizes, const std::string& where) {
   record::Arg expected;
   expected.kind = record::Arg::Kind::IntList;
   expected.ints = std::move(sizes);
-  addNode(record::kExpectSizes, "expect_sizes", {record::Arg::node(value), std::move(expected)}, where);
+  int node = addNode(record::kExpectSizes, "expect_sizes", {record::Arg::node(value), std::move(expected)}, where);
   sizesChecked_.insert(value);
+  return graph_.nodes[size_t(node)].name;
 }
 
 // A number read from tensors whose contents the guards fix (.item() of

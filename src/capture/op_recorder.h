@@ -73,10 +73,9 @@ class OpRecorder {
   // contents, equal to constant node `seen` (they then count as fixed for
   // contentsFixedByGuards until written), or its sizes, which depend on
   // tensor contents (hasDataDependentShape is then false).
-  void addContentsCheck(int value, int seen, const std::string& where);
-  void addSizesCheck(int value, std::vector<int64_t> sizes, const std::string& where);
-  // Whether the graph has checks.
-  bool hasChecks() const { return !checkedAt_.empty() || !sizesChecked_.empty(); }
+  // Both return the check node's name.
+  std::string addContentsCheck(int value, int seen, const std::string& where);
+  std::string addSizesCheck(int value, std::vector<int64_t> sizes, const std::string& where);
   // Whether graph node `node` reads a tensor of the state or the arguments
   // (not a constant the run made).
   bool readsState(int node) const { return graph_.nodes[size_t(node)].isInput() && !constants_.count(node); }

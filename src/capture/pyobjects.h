@@ -16,6 +16,21 @@ namespace at { class Tensor; }
 
 namespace magpy::capture {
 
+// Holds the GIL for a scope. The operator observer runs inside ATen
+// calls, some of which torch's bindings make with the GIL released (a
+// tensor's truth under `if t:`): the monitor's callbacks from there take it
+// before they touch Python objects. Cheap when the thread holds it.
+class GilScope {
+ public:
+  GilScope() : state_(PyGILState_Ensure()) {}
+  ~GilScope() { PyGILState_Release(state_); }
+  GilScope(const GilScope&) = delete;
+  GilScope& operator=(const GilScope&) = delete;
+
+ private:
+  PyGILState_STATE state_;
+};
+
 // A Python object that owns one reference; for locals that must not leak.
 class PyRef {
  public:

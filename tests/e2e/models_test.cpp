@@ -62,7 +62,7 @@ INSTANTIATE_TEST_SUITE_P(
                       ModelCase{"varying_batch", "varying.py", "--model resnet101 --vary batch --sizes 1,2,1,2", true},
                       ModelCase{"varying_seq", "varying.py", "--model bert --vary seq --sizes 8,16,8,16", true},
                       ModelCase{"lstm_loop", "lstm_loop.py", "--lengths 4,8,4", true},
-                      ModelCase{"blockdrop", "blockdrop.py", "", false}),
+                      ModelCase{"blockdrop", "blockdrop.py", "", true}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // The evaluation harness itself (bench/evaluate.py) on one small model: it

@@ -144,41 +144,41 @@ PyObject* Monitor::run(const CallSpec& call) {
 
 // A call whose check fails stops there and runs as Python instead, which
 // is right only if nothing it did before is seen: no state written in
-// place, no random numbers drawn (replay::firstEffect).
+// place, no random numbers drawn (replay::firstEffect, in the order plans
+// run the graph, which moves checks before effects where it can).
 void Monitor::breakUnlessChecksStopCleanly() {
-  if (broken_ || !ops_->hasChecks()) return;
-  const record::Graph& g = ops_->graph();
-  size_t effect = replay::firstEffect(g);
-  for (size_t i = effect; i < g.nodes.size(); ++i) {
-    if (!record::isCheck(g.nodes[i].target)) continue;
-    graphBreakAt(checkLocations_.at(i), "reads the contents or content-dependent sizes of a tensor into Python after the graph "
-                              "wrote its inputs in place or drew random numbers (" + record::nameAndSource(g.nodes[effect]) +
-                              "): a record checks such reads while it runs, and could not stop there cleanly");
+  if (broken_ || checkLocations_.empty()) return;
+  record::Graph planned = replay::planOrder(ops_->graph());
+  size_t effect = replay::firstEffect(planned);
+  for (size_t i = effect; i < planned.nodes.size(); ++i) {
+    if (!record::isCheck(planned.nodes[i].target)) continue;
+    graphBreakAt(checkLocations_.at(planned.nodes[i].name),
+                 "reads the contents or content-dependent sizes of a tensor into Python after the graph wrote its "
+                 "inputs in place or drew random numbers (" + record::nameAndSource(planned.nodes[effect]) +
+                 "): a record checks such reads while it runs, and could not stop there cleanly");
     return;
   }
 }
 
 bool Monitor::checksContents(const at::Tensor& t) {
+  GilScope gil;
   constexpr int64_t kMaxCheckedElements = 4096;  // the record keeps them as a constant
   if (!call_->contentChecks || t.numel() > kMaxCheckedElements || t.layout() != at::kStrided) return false;
   int value = ops_->valueOf(t);
   if (value < 0) value = externalTensor(t);
   if (value < 0) return false;
   int seen = pythonDataTensor(t.detach().clone());
-  ops_->addContentsCheck(value, seen, noteCheck().where);
+  record::GraphBreak at = programLocation();
+  checkLocations_[ops_->addContentsCheck(value, seen, at.where)] = at;
   return true;
 }
 
 bool Monitor::checksSizes(const at::Tensor& t) {
   int value = ops_->valueOf(t);
   if (!call_->contentChecks || value < 0) return false;
-  ops_->addSizesCheck(value, t.sizes().vec(), noteCheck().where);
+  record::GraphBreak at = programLocation();
+  checkLocations_[ops_->addSizesCheck(value, t.sizes().vec(), at.where)] = at;
   return true;
-}
-
-// Where the check about to be added reads its value.
-const record::GraphBreak& Monitor::noteCheck() {
-  return checkLocations_[ops_->graph().nodes.size()] = programLocation();
 }
 
 int Monitor::onEvent(PyFrameObject* frame, int what, PyObject* arg) {
@@ -250,7 +250,10 @@ record::GraphBreak Monitor::programLocation() const {
   return {};
 }
 
-void Monitor::breakGraph(const std::string& reason) { graphBreak(reason); }
+void Monitor::breakGraph(const std::string& reason) {
+  GilScope gil;
+  graphBreak(reason);
+}
 
 std::string Monitor::currentLocation() const { return frames_.empty() ? std::string() : where(*frames_.back()); }
 
@@ -259,6 +262,7 @@ std::string Monitor::where(const ShadowFrame& sf) const {
 }
 
 std::string Monitor::sourceLocation() const {
+  GilScope gil;
   return locationCode_ ? sourceLine(reinterpret_cast<PyCodeObject*>(locationCode_.get()), locationLine_) : "";
 }
 

@@ -257,7 +257,6 @@ class Monitor : public OpRecorder::Delegate {
   // when it cannot (the caller breaks). checksContents is also the
   // recorder's, for reads Python makes natively (if t: runs is_nonzero).
   bool checksSizes(const at::Tensor& t);
-  const record::GraphBreak& noteCheck();
   void breakUnlessChecksStopCleanly();
   std::string where(const ShadowFrame& sf) const;
   std::string currentLocation() const;  // where(the innermost frame), or "" outside any
@@ -307,7 +306,7 @@ class Monitor : public OpRecorder::Delegate {
   std::string forwardOnly_;
   std::set<std::string> runtimeWrites_;  // interpreter state the program set (grad mode regions)
   record::GraphBreak gradSwitch_;        // where it last switched grad mode (where, function, opcode)
-  std::map<size_t, record::GraphBreak> checkLocations_;  // check node -> where Python read the value
+  std::map<std::string, record::GraphBreak> checkLocations_;  // check node's name -> where Python read the value
   std::vector<PyRef> classesRead_;
   std::unordered_set<PyTypeObject*> classSeen_;
   PyTypeObject* lastClassRead_ = nullptr;
