@@ -176,6 +176,7 @@ const char* const kReviewedPrivate[] = {
     "_convolution",         "_log_softmax",          "_softmax",
     "_masked_softmax",      "_native_multi_head_attention", "_transformer_encoder_layer_fwd",
     "_weight_norm",         "_weight_norm_interface", "_pack_padded_sequence",
+    "_pad_packed_sequence",  // batch sizes checked by replay
     "_upsample_bilinear2d_aa", "_upsample_bicubic2d_aa", "_reshape_alias",  // geometry checked by replay
     "_to_copy",             "_unsafe_view",          "_conj",
     "_neg_view",            "_shape_as_tensor",
@@ -250,8 +251,9 @@ const char* trustedArgument(const std::string& target) {
   return nullptr;
 }
 
-bool checksGeometry(const std::string& target) {
-  return named(target, std::begin(kGeometry), std::end(kGeometry));
+ArgumentCheck checksArguments(const std::string& target) {
+  if (named(target, std::begin(kGeometry), std::end(kGeometry))) return ArgumentCheck::Geometry;
+  return target == "aten::_pad_packed_sequence" ? ArgumentCheck::BatchSizes : ArgumentCheck::None;
 }
 
 bool changesGeometry(const std::string& target) {

@@ -153,6 +153,26 @@ void checkGeometry(const Step& step, const std::vector<c10::IValue>& stack) {
         "-byte storage");
 }
 
+// _pad_packed_sequence(data, batch_sizes, ...) walks batch_sizes with raw
+// pointers: it must be what _pack_padded_sequence makes, one or more
+// positive sizes that never grow, covering data's rows exactly.
+void checkBatchSizes(const Step& step, const std::vector<c10::IValue>& stack) {
+  auto bad = [&](const std::string& why) { throw Error(step.name + "'s batch sizes " + why); };
+  if (stack.size() < 2 || !stack[0].isTensor() || !stack[1].isTensor()) bad("are missing");
+  const at::Tensor& data = stack[0].toTensor();
+  const at::Tensor& sizes = stack[1].toTensor();
+  if (sizes.dim() != 1 || !sizes.is_cpu() || sizes.scalar_type() != at::kLong || sizes.numel() < 1 || data.dim() < 1)
+    bad("are not a non-empty 1-D CPU int64 tensor beside data with rows");
+  at::Tensor dense = sizes.contiguous();
+  const int64_t* s = dense.data_ptr<int64_t>();
+  int64_t rows = 0;
+  for (int64_t i = 0; i < dense.numel(); ++i) {
+    if (s[i] < 1 || (i > 0 && s[i] > s[i - 1])) bad("are not positive and non-increasing");
+    if (__builtin_add_overflow(rows, s[i], &rows)) bad("overflow");
+  }
+  if (rows != data.size(0)) bad("cover " + std::to_string(rows) + " rows of data with " + std::to_string(data.size(0)));
+}
+
 // Python's semantics: int arithmetic stays exact, / gives a float, //
 // floors. Where Python would do something a graph cannot (raise
 // ZeroDivisionError, grow an int beyond 64 bits, divide ints beyond 2^53
@@ -292,7 +312,8 @@ void runStep(const Step& step, std::vector<c10::IValue>& slots, std::vector<c10:
     return;
   }
   if (step.expect != Expect::None) return expect(step, stack);
-  if (step.checkGeometry) checkGeometry(step, stack);
+  if (step.check == record::ArgumentCheck::Geometry) checkGeometry(step, stack);
+  if (step.check == record::ArgumentCheck::BatchSizes) checkBatchSizes(step, stack);
   if (step.grad == record::GradMode::Ambient) {
     step.op->callBoxed(&stack);
   } else {
@@ -547,7 +568,7 @@ struct Plan::Impl::Builder {
     step.op = *handle;
     step.name = n.opName();
     step.node = record::nameAndSource(n);
-    step.checkGeometry = record::checksGeometry(n.target);
+    step.check = record::checksArguments(n.target);
     step.folded = optimized.folded[ni];
     if (!options.inference) step.grad = n.grad;  // without autograd, grad mode changes nothing
     plan.changesGeometry = plan.changesGeometry || record::changesGeometry(n.target);

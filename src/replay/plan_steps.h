@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "magpy/record/graph.h"
+#include "magpy/record/op_policy.h"
 
 namespace magpy::replay {
 
@@ -40,7 +41,9 @@ struct Step {
   std::vector<int64_t> expectedSizes;  // Expect::Sizes
   std::string name;          // "aten::add.Tensor"
   std::string node;          // "%add_1 (model.py:14)", for errors
-  bool checkGeometry = false;  // sizes/strides/offset come from the record: check them first
+  // Arguments replay checks before the kernel, which trusts them
+  // (record::checksArguments): a view's geometry, packed batch sizes.
+  record::ArgumentCheck check = record::ArgumentCheck::None;
   std::vector<Operand> operands;
   std::vector<int> outputs;  // slot per returned value
   bool unpackList = false;   // the op returns one Tensor[]: its elements go to `outputs`

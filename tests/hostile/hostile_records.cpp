@@ -386,6 +386,18 @@ void replayCases(std::vector<Case>& out) {
     Node write = op("add_", "aten::add_", "Scalar", {Arg::node(0), Arg::integer(1), Arg::integer(1)});
     out.push_back({"check_fails_after_write", encode(returningArg({write, check})), 2, "this call's are [2]", true});
   }
+  {
+    // _pad_packed_sequence walks its batch sizes with raw pointers: replay checks them first.
+    Node pad = op("pad", "aten::_pad_packed_sequence", "",
+                  {Arg::node(0), Arg::node(0), Arg::boolean(false), Arg::floating(0), Arg::integer(-1)});
+    RecordFile f = withTensorArg(pad);
+    auto& nodes = f.functions[0].records[0].graph.nodes;  // x, pad, output
+    Node padded = op("padded", "getitem", "", {Arg::node(1), Arg::integer(0)});
+    nodes.insert(nodes.end() - 1, padded);
+    nodes.back().args = {Arg::node(2)};
+    out.push_back({"packed_batch_sizes_float", encode(f), 2,
+                   "batch sizes are not a non-empty 1-D CPU int64 tensor", true});
+  }
   out.push_back({"cyclic_result", encode(sharedResult(true)), 2, "contains itself, which records cannot hold"});
   out.push_back({"shared_result", encode(sharedResult(false)), 0, "matches the captured result", true});
   {

@@ -386,3 +386,24 @@ TEST(Plan, ChecksMoveBeforeTheFirstEffectWhereTheyReadTheSame) {
     }
   }
 }
+
+// _pad_packed_sequence trusts its batch sizes: replay checks they are what
+// packing makes (positive, never growing, covering the data's rows).
+TEST(Plan, PackedBatchSizesAreCheckedBeforeThePadding) {
+  Graph g;
+  g.nodes.push_back(argument());
+  Node sizes = argument();
+  sizes.name = sizes.target = "batch_sizes";
+  sizes.source = AccessPath::arg(1);
+  g.nodes.push_back(sizes);
+  g.nodes.push_back(opNode("pad", "aten::_pad_packed_sequence", "",
+                           {Arg::node(0), Arg::node(1), Arg::boolean(false), Arg::floating(0), Arg::integer(-1)}));
+  g.nodes.push_back(opNode("padded", "getitem", "", {Arg::node(2), Arg::integer(0)}));
+  g.nodes.push_back(output({Arg::node(3)}));
+  replay::Plan plan(g, {});
+  at::Tensor data = at::randn({3, 4});
+  auto longs = [](std::vector<int64_t> v) { return at::tensor(v); };
+  EXPECT_EQ(plan.runWith({data, longs({2, 1})})[0].toTensor().sizes(), (std::vector<int64_t>{2, 2, 4}));
+  for (auto bad : {longs({1, 2}), longs({2, 2}), longs({3, 0}), longs({})})
+    EXPECT_THROW(plan.runWith({data, bad}), Error) << bad;
+}

@@ -27,13 +27,15 @@
 // replay requires unset (trustedArgument: searchsorted's sorter).
 // View-making operators whose geometry is given by the record (as_strided
 // and friends, _reshape_alias) run, but replay checks their sizes, strides
-// and offset against the input's storage first (checksGeometry).
+// and offset against the input's storage first, and _pad_packed_sequence
+// its batch sizes (checksArguments).
 //
 // This file knows only names, so magpy-inspect can show the policy without
 // libtorch; replay adds one schema rule (no argument or result of type
 // Storage).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -51,9 +53,12 @@ std::vector<std::string> reviewedOperators();  // the whole list, for tests and 
 // record from others must leave unset (None); nullptr for none.
 const char* trustedArgument(const std::string& target);
 
-// Operators whose size, stride and storage offset arguments replay checks
-// against the storage of the tensor they view.
-bool checksGeometry(const std::string& target);
+// Operators whose arguments replay checks before their kernel runs:
+// size, stride and storage offset arguments against the storage of the
+// tensor they view (as_strided and friends), batch sizes against the
+// packed data (_pad_packed_sequence).
+enum class ArgumentCheck : uint8_t { None, Geometry, BatchSizes };
+ArgumentCheck checksArguments(const std::string& target);
 
 // In-place operators that change the sizes or strides of the tensor they
 // are given (t_, squeeze_, resize_, ...): after one ran on state, guards
