@@ -35,6 +35,15 @@ bool isMetadataOp(const std::string& name) {
   return kOps.count(name) > 0;
 }
 
+// Operators that give Python a number or bool computed from their tensor
+// arguments' contents alone (is_pinned, q_scale and the like read other
+// things: they stay breaks).
+bool readsContentsOnly(const std::string& name) {
+  static const std::unordered_set<std::string> kOps = {"aten::is_nonzero", "aten::item", "aten::_local_scalar_dense",
+                                                        "aten::equal", "aten::allclose"};
+  return kOps.count(name) > 0;
+}
+
 // Operators whose result shape depends on tensor contents.
 bool hasDataDependentOutputShape(const std::string& name, const std::string& overload,
                                  const std::vector<c10::IValue>& inputs) {
@@ -602,7 +611,7 @@ void OpRecorder::onOperator(const std::string& name, const std::string& overload
       for (const at::Tensor& t : out.toTensorList()) results.emplace_back(k++, t);
     } else if (out.isNone()) {
       continue;
-    } else if (outputs.size() == 1 && checksInputs(inputs)) {  // a number or bool alone
+    } else if (outputs.size() == 1 && readsContentsOnly(name) && checksInputs(inputs)) {
       return;
     } else {
       delegate_.breakGraph(op + " returns a " + std::string(out.tagKind()) +

@@ -20,15 +20,16 @@ compare(EveryCallDiffers, [(torch.randn(3),) for _ in range(7)], records=5, grap
 
 
 class CountsCalls(nn.Module):
-    # The graph writes a buffer in place before Python reads a value: a
-    # failed check could not undo the write, so this stays a break.
+    # The graph writes a buffer in place, then Python reads a value made
+    # from it: the check cannot move before the write, and a failed check
+    # could not undo it, so this stays a break.
     def __init__(self):
         super().__init__()
         self.register_buffer("seen", torch.zeros(()))
 
     def forward(self, x):
         self.seen.add_(1)
-        return x * (x.sum() > 0).item()
+        return x * (self.seen > 1).item()
 
 
 compare(CountsCalls, [(torch.randn(3),) for _ in range(3)], records=1, graphs=0, breaks=1)

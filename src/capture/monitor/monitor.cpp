@@ -163,7 +163,9 @@ void Monitor::breakUnlessChecksStopCleanly() {
 bool Monitor::checksContents(const at::Tensor& t) {
   GilScope gil;
   constexpr int64_t kMaxCheckedElements = 4096;  // the record keeps them as a constant
-  if (!call_->contentChecks || t.numel() > kMaxCheckedElements || t.layout() != at::kStrided) return false;
+  if (!call_->contentChecks || t.numel() > kMaxCheckedElements || t.layout() != at::kStrided || t.is_quantized() ||
+      !t.has_storage())
+    return false;
   int value = ops_->valueOf(t);
   if (value < 0) value = externalTensor(t);
   if (value < 0) return false;
