@@ -26,7 +26,9 @@ std::string loweringRefusal(const std::vector<Step>& steps, bool dynamic) {
     if (step.expect != Expect::None) return step.node + " checks what the program read into Python, which replay does per call";
     if (dynamic && step.op && record::mayHaveDataDependentSizes(step.op->schema().name(), step.op->schema().overload_name()))
       return step.node + " gives results whose sizes depend on tensor contents, in a record with dynamic sizes";
-    if (step.check != record::ArgumentCheck::None) return step.node + " takes arguments replay checks per call";
+    if (step.check == record::ArgumentCheck::Geometry)
+      return step.node + " makes a view whose geometry the record gives, which replay checks per call";
+    if (step.check == record::ArgumentCheck::BatchSizes) return step.node + " takes batch sizes replay checks per call";
     for (const Operand& op : step.operands)
       if (op.kind == Operand::Kind::WrappedNumber) return step.node + " takes a lifted number";
   }
