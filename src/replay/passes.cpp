@@ -506,12 +506,17 @@ bool writesItsInputs(const record::Graph& g) {
   return false;
 }
 
-size_t firstEffect(const record::Graph& g) {
-  StorageUse use = storageUse(g, storageRoots(g));
+namespace {
+
+size_t firstEffectWith(const record::Graph& g, const StorageUse& use) {
   for (size_t i = 0; i < g.nodes.size() && i < use.firstInputWrite; ++i)
     if (isRandom(g.nodes[i]) && !isEvalDropout(g.nodes[i])) return i;
   return std::min(use.firstInputWrite, g.nodes.size());
 }
+
+}  // namespace
+
+size_t firstEffect(const record::Graph& g) { return firstEffectWith(g, storageUse(g, storageRoots(g))); }
 
 bool stopsCleanly(const record::Graph& g) { return firstEffect(g) == g.nodes.size(); }
 
@@ -523,10 +528,10 @@ namespace {
 // the prenet's dropout drew: a call with another length must stop before
 // the draw). Reads of unwritten values give the same results earlier.
 record::Graph hoistChecks(const record::Graph& g) {
-  size_t effect = firstEffect(g);
-  if (effect == g.nodes.size()) return g;
   auto roots = storageRoots(g);
   StorageUse use = storageUse(g, roots);
+  size_t effect = firstEffectWith(g, use);
+  if (effect == g.nodes.size()) return g;
   auto unwritten = [&](int64_t j) {
     return std::none_of(roots[size_t(j)].begin(), roots[size_t(j)].end(), [&](size_t r) { return use.written[r]; });
   };

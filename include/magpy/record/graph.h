@@ -19,8 +19,9 @@
 // contents it saw, "magpy.expect_sizes"(t, [sizes]) where Python read the
 // sizes of a result whose shape depends on tensor contents (nonzero). A
 // call where a check fails is not the captured one: replay stops there
-// (a record with checks neither writes its inputs nor draws random
-// numbers, so stopping changes nothing) and the call misses the record.
+// and the call misses the record. Capture keeps a check only where it
+// runs before the graph's first in-place write of its inputs or random
+// draw (replay::planOrder), so stopping there changes nothing.
 #pragma once
 
 #include <cstdint>

@@ -20,9 +20,9 @@ struct SymbolValues;
 // The record does not describe this call: an operator gave a result of
 // other sizes than the record says for this call's sizes and numbers (or
 // another number of results), or number arithmetic met what Python would
-// do otherwise (raise ZeroDivisionError, grow an int beyond 64 bits).
-// Where the plan stopsCleanly() (capture makes no dynamic record that does
-// not), nothing the call can observe has changed yet: a miss.
+// do otherwise (raise ZeroDivisionError, grow an int beyond 64 bits), or
+// a check met another value than the program read (record::isCheck).
+// Where changedNothing, the call can still run otherwise: a miss.
 struct SizeMismatch : Error {
   using Error::Error;
   // The plan stopped before any step that writes its inputs or draws
