@@ -265,10 +265,17 @@ int OpRecorder::addNumberInput(const record::Atom& seen) {
   return int(graph_.nodes.size() - 1);
 }
 
-int OpRecorder::addNumberOp(const std::string& target, std::vector<record::Arg> args, const std::string& type) {
+int OpRecorder::addNumberOp(const std::string& target, std::vector<record::Arg> args, const std::string& type,
+                            const record::Atom& seen) {
   int node = addNode(target, target.substr(target.find('.') + 1), std::move(args), delegate_.sourceLocation());
   graph_.nodes[size_t(node)].number = type;
+  graph_.nodes[size_t(node)].seen = seen;
   return node;
+}
+
+std::string OpRecorder::addDecisionCheck(int comparison, const std::string& where) {
+  int node = addNode(record::kExpectTrue, "expect_true", {record::Arg::node(comparison)}, where);
+  return graph_.nodes[size_t(node)].name;
 }
 
 int OpRecorder::addNode(const std::string& target, const std::string& name, std::vector<record::Arg> args,
@@ -493,14 +500,18 @@ int OpRecorder::hintNode(NumberHint& h, const std::string& where) {
     h.lifted = true;
     return h.node;
   }
-  auto [it, fresh] = sizeNodes_.try_emplace({h.value, h.dim}, 0);
+  return sizeNode(h.value, h.dim, where);
+}
+
+int OpRecorder::sizeNode(int value, int64_t dim, const std::string& where) {
+  auto [it, fresh] = sizeNodes_.try_emplace({value, dim}, 0);
   if (!fresh) return it->second;
   record::Node n;
   n.kind = record::NodeKind::CallFunction;
   n.target = "aten::size";
   n.overload = "int";
   n.name = names_.create("size");
-  n.args = {record::Arg::node(h.value), record::Arg::integer(h.dim)};
+  n.args = {record::Arg::node(value), record::Arg::integer(dim)};
   n.where = where;
   graph_.nodes.push_back(std::move(n));
   return it->second = int(graph_.nodes.size() - 1);
@@ -514,10 +525,19 @@ void OpRecorder::liftHints(std::vector<record::Arg>& args, const std::string& wh
   for (auto& h : hints_) {
     if (h.node < 0) continue;
     size_t seen = 0;
-    for (auto& a : args) seen += occurrences(a, h);
+    for (auto& a : args) seen += matchesByPosition(a) ? 1 : occurrences(a, h);  // by position: its own entry
     if (seen > 1) h.conflict = true;
   }
   for (auto& a : args) liftHint(a, where);
+}
+
+// x.view(b, t // 2, 4): an int list of as many entries as the call passed
+// numbers, each equal to the number in its place, takes them by position.
+bool OpRecorder::matchesByPosition(const record::Arg& a) const {
+  if (a.kind != record::Arg::Kind::IntList || a.ints.size() != hints_.size()) return false;
+  for (size_t k = 0; k < a.ints.size(); ++k)
+    if (hints_[k].real || a.ints[k] != hints_[k].number) return false;
+  return true;
 }
 
 // An int list equal to the call's numbers matches them by position
@@ -537,8 +557,7 @@ void OpRecorder::liftHint(record::Arg& a, const std::string& where) {
     case K::IntList: break;
     default: return;
   }
-  bool positional = a.ints.size() == hints_.size();
-  for (size_t k = 0; positional && k < a.ints.size(); ++k) positional = !hints_[k].real && a.ints[k] == hints_[k].number;
+  bool positional = matchesByPosition(a);
   std::vector<int64_t> pairs;
   bool lifted = false;
   for (size_t k = 0; k < a.ints.size(); ++k) {

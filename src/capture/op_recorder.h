@@ -81,10 +81,18 @@ class OpRecorder {
   bool readsState(int node) const { return graph_.nodes[size_t(node)].isInput() && !constants_.count(node); }
   // The node writes one of its tensor arguments: never dead code.
 
-  // A lifted Python number (record::Node::number): an input that reads it
-  // from the state, or arithmetic on such numbers and constants.
+  // A Python number of the graph (record::Node::number): an input that
+  // reads it from the state, or arithmetic on such numbers, sizes and
+  // constants (seen: its value at capture).
   int addNumberInput(const record::Atom& seen);
-  int addNumberOp(const std::string& target, std::vector<record::Arg> args, const std::string& type);
+  int addNumberOp(const std::string& target, std::vector<record::Arg> args, const std::string& type,
+                  const record::Atom& seen);
+  // The aten::size.int node reading dimension `dim` of graph value `value`
+  // (one per pair).
+  int sizeNode(int value, int64_t dim, const std::string& where);
+  // magpy.expect_true(%comparison): a decision of the program on numbers
+  // of the graph. Returns the check's name.
+  std::string addDecisionCheck(int comparison, const std::string& where);
 
   // The numbers the Python call now running passes (flattened, in order):
   // a size read from a graph value (`value` >= 0: dimension `dim` of it),
@@ -128,6 +136,7 @@ class OpRecorder {
   int addNode(const std::string& target, const std::string& name, std::vector<record::Arg> args, const std::string& where);
   void liftHints(std::vector<record::Arg>& args, const std::string& where);
   void liftHint(record::Arg& a, const std::string& where);
+  bool matchesByPosition(const record::Arg& a) const;
   NumberHint* hintFor(bool real, int64_t i, double f);
   int hintNode(NumberHint& h, const std::string& where);
   bool argFor(const c10::IValue& v, const c10::Argument& param, record::Arg& out, const std::string& op);

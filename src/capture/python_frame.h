@@ -35,8 +35,11 @@ struct Instruction {
 // Sub-operations of BINARY_OP's argument, in CPython's numbering.
 bool binaryOpIsInPlace(int arg);     // "+=" and friends
 // The graph's number operator (record::isNumberOp) for BINARY_OP's +, -, *,
-// /, // (and their in-place forms); null for the others.
+// /, //, % (and their in-place forms); null for the others.
 const char* numberBinaryOp(int arg);
+// The comparison (operator.lt ...) COMPARE_OP's argument makes that held,
+// or its opposite where it did not hold (`a < b` false: operator.ge).
+const char* numberComparison(int arg, bool held);
 
 // Families of instructions.
 // Instructions during which Python code may legitimately run (special

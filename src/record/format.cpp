@@ -253,6 +253,9 @@ template <class Ar> void io(Ar& ar, TensorMeta& m) {
     d.symbol = int32_t(std::clamp<int64_t>(symbol, -2, kMaxSymbols));  // out of range stays out of range
     ar.zigzag(d.scale);
     ar.zigzag(d.offset);
+    int64_t node = d.node;
+    ar.zigzag(node);
+    d.node = int32_t(std::clamp<int64_t>(node, -2, INT32_MAX));  // out of range stays out of range
   });
 }
 

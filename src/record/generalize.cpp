@@ -122,42 +122,122 @@ class Generalizer {
           x.blob != y.blob || x.number != y.number || x.grad != y.grad || x.outputs.size() != y.outputs.size())
         throw Apart{"the graphs differ at " + node};
       if (!(x.args == y.args))
-        throw Apart{node + " takes other arguments at the other size (sizes computed from sizes are not lifted yet)"};
+        throw Apart{node + " takes other arguments at the other size (computed where magpy did not follow the sizes)"};
       if (y.kind == NodeKind::Placeholder && y.outputs.size() == 1) {
         for (auto& g : generalizedGuards())
           if (g.path == y.source && g.check.kind == Check::Kind::Tensor && g.check.meta.shape == y.outputs[0].shape)
             y.outputs[0].sym = g.check.meta.sym;
         continue;
       }
-      for (size_t r = 0; r < y.outputs.size(); ++r) result(x.outputs[r], y.outputs[r], node);
+      for (size_t r = 0; r < y.outputs.size(); ++r) result(x.outputs[r], y.outputs[r], node, i, a, b);
     }
   }
 
-  void result(const TensorMeta& e, TensorMeta& m, const std::string& node) {
+  // A tensor value's metadata: a node's one result, or the one getitem picks.
+  static const TensorMeta* metaOf(const Graph& g, int64_t k) {
+    const Node& n = g.nodes[size_t(k)];
+    if (n.target == "getitem" && n.args.size() == 2 && n.args[0].kind == Arg::Kind::Node && n.args[0].i < k) {
+      const Node& from = g.nodes[size_t(n.args[0].i)];
+      return n.args[1].i >= 0 && size_t(n.args[1].i) < from.outputs.size() ? &from.outputs[size_t(n.args[1].i)] : nullptr;
+    }
+    return n.outputs.size() == 1 ? &n.outputs[0] : nullptr;
+  }
+
+  // What the operator's arguments say of result dimension d that changed
+  // from y1 to y2: the d-th entry of a size list as long as the result's
+  // rank (x.view(b, t // 2, -1)), else the same dimension of a tensor
+  // argument that changed alike (propagated), else any dimension of one.
+  std::optional<SymDim> fromArguments(const Graph& a, const Graph& b, const Node& y, size_t d, size_t rank,
+                                      int64_t y1, int64_t y2) const {
+    for (auto& arg : y.args)
+      if (arg.kind == Arg::Kind::SizeList && arg.ints.size() == 2 * rank && arg.ints[2 * d] == 1) {
+        size_t k = size_t(arg.ints[2 * d + 1]);
+        if (intValue(a, k) == y1 && intValue(b, k) == y2) {
+          SymDim dim;
+          dim.node = int32_t(k);
+          return dim;
+        }
+      }
+    for (bool samePosition : {true, false})
+      for (auto& arg : y.args) {
+        if (arg.kind != Arg::Kind::Node) continue;
+        const TensorMeta* e = metaOf(a, arg.i);
+        const TensorMeta* m = metaOf(b, arg.i);
+        if (!e || !m || !m->dynamic() || e->shape.size() != m->shape.size()) continue;
+        for (size_t p = 0; p < m->shape.size(); ++p) {
+          bool changed = m->sym[p].symbol >= 0 || m->sym[p].node >= 0;
+          if ((!samePosition || p == d) && changed && e->shape[p] == y1 && m->shape[p] == y2) return m->sym[p];
+        }
+      }
+    return std::nullopt;
+  }
+
+  // The int node `k` computed at capture: number arithmetic keeps it, a
+  // size read is its tensor's size.
+  static std::optional<int64_t> intValue(const Graph& g, size_t k) {
+    const Node& n = g.nodes[k];
+    if (n.number == "int" && n.seen.kind == Atom::Kind::Int) return n.seen.i;
+    bool size = n.target == "aten::size" && n.overload == "int" && n.args.size() == 2 &&
+                n.args[0].kind == Arg::Kind::Node && n.args[1].kind == Arg::Kind::Int;
+    if (!size || size_t(n.args[0].i) >= k) return std::nullopt;
+    const Node& t = g.nodes[size_t(n.args[0].i)];
+    if (t.outputs.size() != 1) return std::nullopt;
+    int64_t rank = int64_t(t.outputs[0].shape.size()), dim = n.args[1].i < 0 ? n.args[1].i + rank : n.args[1].i;
+    if (dim < 0 || dim >= rank) return std::nullopt;
+    return t.outputs[0].shape[size_t(dim)];
+  }
+
+  // The first int node before `before` whose values were y1 and y2: the
+  // program's arithmetic gave the size (x.view(b, t // 2, -1)).
+  // arithmetic: only number operators' results, not sizes as read.
+  std::optional<int32_t> computedBy(int64_t y1, int64_t y2, size_t before, bool arithmetic) const {
+    for (size_t k = 0; k < before; ++k)
+      if ((!arithmetic || earlier_.graph.nodes[k].number == "int") && intValue(earlier_.graph, k) == y1 &&
+          intValue(later_.graph, k) == y2)
+        return int32_t(k);
+    return std::nullopt;
+  }
+
+  void result(const TensorMeta& e, TensorMeta& m, const std::string& node, size_t index, const Graph& a,
+              const Graph& b) {
     if (e.dtype != m.dtype || e.device != m.device || e.shape.size() != m.shape.size())
       throw Apart{node + " gives a result of another type or rank"};
     std::vector<SymDim> dims(m.shape.size());
     bool dynamic = false;
     for (size_t d = 0; d < dims.size(); ++d) {
-      if (e.dynamic() && e.sym[d].symbol >= 0) {
+      if (e.dynamic() && e.sym[d].node >= 0) {
+        if (intValue(later_.graph, size_t(e.sym[d].node)) != m.shape[d])
+          throw Apart{node + "'s size " + toString(e.sym[d]) + " does not hold at the other size"};
+        dims[d] = e.sym[d];
+      } else if (e.dynamic() && e.sym[d].symbol >= 0) {
         const SymDim& x = e.sym[d];
         if (x.scale * sizes_[size_t(x.symbol)].second + x.offset != m.shape[d])
           throw Apart{node + "'s size " + toString(x) + " does not hold at the other size"};
         dims[d] = x;
       } else if (e.shape[d] == m.shape[d]) {
         dims[d].offset = m.shape[d];
+      } else if (auto known = fromArguments(a, b, b.nodes[index], d, dims.size(), e.shape[d], m.shape[d])) {
+        dims[d] = *known;
       } else {
-        dims[d] = fit(e.shape[d], m.shape[d], node);
+        dims[d] = fit(e.shape[d], m.shape[d], node, index);
       }
-      dynamic = dynamic || dims[d].symbol >= 0;
+      dynamic = dynamic || dims[d].symbol >= 0 || dims[d].node >= 0;
     }
     if (dynamic) m.sym = std::move(dims);
   }
 
-  // y = scale * s + offset through both captures. Where several symbols
-  // fit, the simplest rule wins (the smallest offset, then scale): the
-  // size checks of replay find a wrong guess, and a call then misses.
-  SymDim fit(int64_t y1, int64_t y2, const std::string& node) const {
+  // The program's arithmetic first: an int a number operator computed
+  // before the node with both captures' values (computedBy). Else y = scale
+  // * s + offset through both captures; where several symbols fit, the
+  // simplest rule wins (the smallest offset, then scale). Else a size read
+  // from a tensor with both values. The size checks of replay find a wrong
+  // guess, and a call then misses.
+  SymDim fit(int64_t y1, int64_t y2, const std::string& node, size_t index) const {
+    SymDim computed;
+    if (auto k = computedBy(y1, y2, index, true)) {
+      computed.node = *k;
+      return computed;
+    }
     std::optional<SymDim> best;
     for (size_t k = 0; k < sizes_.size(); ++k) {
       auto [v, w] = sizes_[k];
@@ -168,9 +248,14 @@ class Generalizer {
       if (!best || std::make_pair(std::abs(d.offset), d.scale) < std::make_pair(std::abs(best->offset), best->scale))
         best = d;
     }
-    if (!best)
+    if (!best) {
+      if (auto k = computedBy(y1, y2, index, false)) {
+        computed.node = *k;
+        return computed;
+      }
       throw Apart{node + "'s size changes from " + std::to_string(y1) + " to " + std::to_string(y2) +
-                  ", which no argument size explains"};
+                  ", which no argument size or number the graph computes explains"};
+    }
     return *best;
   }
 

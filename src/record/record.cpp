@@ -1,5 +1,6 @@
 // Equality and one-line renderings of the record model's parts.
 #include <cstring>
+#include <map>
 
 #include "magpy/record/graph.h"
 #include "magpy/record/guard.h"
@@ -46,18 +47,60 @@ bool Node::isOp() const {
   return kind == NodeKind::CallFunction && target != "getitem" && number.empty() && !isCheck(target);
 }
 
-bool isCheck(const std::string& target) { return target == kExpectEqual || target == kExpectSizes; }
+bool isCheck(const std::string& target) {
+  return target == kExpectEqual || target == kExpectSizes || target == kExpectTrue;
+}
 
-bool isNumberOp(const std::string& target) {
-  return target == "operator.add" || target == "operator.sub" || target == "operator.mul" ||
-         target == "operator.truediv" || target == "operator.floordiv";
+namespace {
+
+enum class NumberFamily { None, Arithmetic, MinMax, Sign, Convert, Real, Rounding, Comparison };
+
+NumberFamily familyOf(const std::string& t) {
+  static const std::map<std::string, NumberFamily> kFamilies = {
+      {"operator.add", NumberFamily::Arithmetic}, {"operator.sub", NumberFamily::Arithmetic},
+      {"operator.mul", NumberFamily::Arithmetic}, {"operator.truediv", NumberFamily::Arithmetic},
+      {"operator.floordiv", NumberFamily::Arithmetic}, {"operator.mod", NumberFamily::Arithmetic},
+      {"builtins.min", NumberFamily::MinMax}, {"builtins.max", NumberFamily::MinMax},
+      {"operator.neg", NumberFamily::Sign}, {"builtins.abs", NumberFamily::Sign},
+      {"builtins.int", NumberFamily::Convert}, {"builtins.float", NumberFamily::Convert},
+      {"math.sqrt", NumberFamily::Real}, {"math.ceil", NumberFamily::Rounding}, {"math.floor", NumberFamily::Rounding},
+      {"operator.lt", NumberFamily::Comparison}, {"operator.le", NumberFamily::Comparison},
+      {"operator.gt", NumberFamily::Comparison}, {"operator.ge", NumberFamily::Comparison},
+      {"operator.eq", NumberFamily::Comparison}, {"operator.ne", NumberFamily::Comparison}};
+  auto it = kFamilies.find(t);
+  return it == kFamilies.end() ? NumberFamily::None : it->second;
+}
+
+bool isNumberType(const std::string& t) { return t == "int" || t == "float"; }
+
+}  // namespace
+
+bool isNumberOp(const std::string& target) { return familyOf(target) != NumberFamily::None; }
+
+int numberOpArity(const std::string& target) {
+  switch (familyOf(target)) {
+    case NumberFamily::None: return 0;
+    case NumberFamily::Sign: case NumberFamily::Convert: case NumberFamily::Real: case NumberFamily::Rounding: return 1;
+    default: return 2;
+  }
 }
 
 std::string numberOpResult(const std::string& target, const std::string& left, const std::string& right) {
-  bool known = (left == "int" || left == "float") && (right == "int" || right == "float");
-  if (!isNumberOp(target) || !known) return "";
-  if (target == "operator.truediv") return "float";
-  return left == "int" && right == "int" ? "int" : "float";
+  int arity = numberOpArity(target);
+  if (arity == 0 || !isNumberType(left) || (arity == 2) != isNumberType(right) || (arity == 1 && !right.empty())) return "";
+  switch (familyOf(target)) {
+    case NumberFamily::Arithmetic:
+      if (target == "operator.truediv") return "float";
+      return left == "int" && right == "int" ? "int" : "float";
+    case NumberFamily::MinMax: return left == right ? left : "";
+    case NumberFamily::Sign: return left;
+    case NumberFamily::Convert: return target == "builtins.int" ? "int" : "float";
+    case NumberFamily::Real: return "float";
+    case NumberFamily::Rounding: return "int";
+    case NumberFamily::Comparison: return "bool";
+    case NumberFamily::None: break;
+  }
+  return "";
 }
 
 size_t Graph::numOps() const {

@@ -96,6 +96,9 @@ class Validator {
     constexpr int64_t kLimit = int64_t(1) << 32;  // keeps scale * value + offset far from overflow
     for (size_t d = 0; d < m.sym.size(); ++d) {
       const SymDim& x = m.sym[d];
+      if (x.node < -1 || (x.node >= 0 && (x.symbol != -1 || x.scale != 1 || x.offset != 0)))
+        bad(what + " has size " + toString(x) + ", which is neither a node's value nor a symbol's");
+      if (x.node >= 0) continue;  // the graph checks the node (intSizeNode)
       if (x.symbol < -1 || x.symbol >= kMaxSymbols)
         bad(what + " has size symbol " + std::to_string(x.symbol) + " (a record has symbols 0 to " +
             std::to_string(kMaxSymbols - 1) + ")");
@@ -162,6 +165,7 @@ class Validator {
       std::string what = at + ": the guard on " + toString(g.path);
       meta(g.check.meta, what);
       for (auto& d : g.check.meta.sym) {
+        if (d.node >= 0) bad(what + " has size " + toString(d) + ": guards bind symbols, they read no graph node");
         if (d.symbol >= 0 && (d.scale != 1 || d.offset != 0)) bad(what + " has size " + toString(d) + ", not a symbol");
         if (d.symbol >= 0) bound |= 1u << d.symbol;
       }
@@ -191,7 +195,12 @@ class Validator {
       if (n.blob >= int64_t(f_.blobs.size()) || n.blob < -1) bad(node + " refers to a missing blob");
       if (n.blob >= 0 && (n.outputs.empty() || n.kind != NodeKind::GetAttr)) bad(node + " holds contents but is not a constant");
       if (n.blob >= 0) tensor(uint32_t(n.blob), n.outputs[0], node);
-      for (auto& m : n.outputs) meta(m, node);
+      for (auto& m : n.outputs) {
+        meta(m, node);
+        for (auto& d : m.sym)
+          if (d.node >= 0 && (size_t(d.node) >= ni || !intSizeNode(g.nodes[size_t(d.node)])))
+            bad(node + " has size " + toString(d) + ", which names no int the graph computes before it");
+      }
       number(n, node);
       check(n, node);
       if (n.grad != GradMode::Ambient && !n.isOp()) bad(node + " has a grad mode region but is no ATen operator");
@@ -216,10 +225,20 @@ class Validator {
     return outputs;
   }
 
+  static bool intSizeNode(const Node& n) {
+    return n.number == "int" || (n.kind == NodeKind::CallFunction && n.target == "aten::size" && n.overload == "int");
+  }
+
   // A check compares one value with what capture saw: a constant of the
-  // same contents, or sizes.
+  // same contents, sizes, or a comparison that held (a "bool" number).
   void check(const Node& n, const std::string& node) const {
     if (!isCheck(n.target)) return;
+    if (n.target == kExpectTrue) {
+      if (n.kind != NodeKind::CallFunction || n.args.size() != 1 || n.args[0].kind != Arg::Kind::Node ||
+          !n.outputs.empty() || !n.number.empty())
+        bad(node + " is a check but does not take (comparison) and return nothing");
+      return;
+    }
     bool equal = n.target == kExpectEqual;
     bool shaped = n.kind == NodeKind::CallFunction && n.args.size() == 2 && n.args[0].kind == Arg::Kind::Node &&
                   n.args[1].kind == (equal ? Arg::Kind::Node : Arg::Kind::IntList) && n.outputs.empty() && n.number.empty();
@@ -229,20 +248,22 @@ class Validator {
       if (d < 0) bad(node + " expects a negative size");
   }
 
-  // A lifted number is an input with no tensor metadata, or arithmetic
-  // on two operands; nothing else says it computes a number.
+  // A number is an input with no tensor metadata, or arithmetic on one or
+  // two operands; nothing else says it computes a number. Its value at
+  // capture has its type. Operand types are replay's to check (the plan).
   void number(const Node& n, const std::string& node) const {
-    if (n.number.empty() || !n.isInput()) {
-      if (n.seen.kind != Atom::Kind::None) bad(node + " has a value seen at capture but is no number input");
-    }
     if (n.number.empty()) {
+      if (n.seen.kind != Atom::Kind::None) bad(node + " has a value seen at capture but is no number");
       if (isNumberOp(n.target)) bad(node + " does number arithmetic but has no number type");
       return;
     }
-    if (n.number != "int" && n.number != "float") bad(node + " has number type '" + n.number + "' (int or float)");
-    Atom::Kind kind = n.number == "int" ? Atom::Kind::Int : Atom::Kind::Float;
-    bool input = n.isInput() && n.blob < 0 && n.outputs.empty() && n.seen.kind == kind;
-    bool arithmetic = n.kind == NodeKind::CallFunction && isNumberOp(n.target) && n.args.size() == 2 && n.outputs.empty();
+    if (n.number != "int" && n.number != "float" && n.number != "bool")
+      bad(node + " has number type '" + n.number + "' (int, float or bool)");
+    Atom::Kind kind = n.number == "int" ? Atom::Kind::Int : n.number == "float" ? Atom::Kind::Float : Atom::Kind::Bool;
+    bool input = n.isInput() && n.number != "bool" && n.blob < 0 && n.outputs.empty() && n.seen.kind == kind;
+    bool arithmetic = n.kind == NodeKind::CallFunction && isNumberOp(n.target) &&
+                      n.args.size() == size_t(numberOpArity(n.target)) && n.outputs.empty() &&
+                      (n.seen.kind == kind || n.seen.kind == Atom::Kind::None);
     if (!input && !arithmetic) bad(node + " has a number type but is neither a number input nor number arithmetic");
   }
 

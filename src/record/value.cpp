@@ -60,6 +60,7 @@ bool TensorMeta::operator==(const TensorMeta& o) const {
 }
 
 std::string toString(const SymDim& d) {
+  if (d.node >= 0) return "#" + std::to_string(d.node);
   if (d.symbol < 0) return std::to_string(d.offset);
   std::string s = (d.scale == 1 ? "" : std::to_string(d.scale) + "*") + "s" + std::to_string(d.symbol);
   if (d.offset > 0) s += "+";

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -178,8 +179,12 @@ void checkBatchSizes(const Step& step, const std::vector<c10::IValue>& stack) {
 // ZeroDivisionError, grow an int beyond 64 bits, divide ints beyond 2^53
 // exactly), the record does not describe the call: a miss, so the call runs
 // as Python does.
-[[noreturn]] void notThisCall(const std::string& why) {
-  throw SizeMismatch(why + ": the record does not describe this call");
+// decided: a check found the program would decide otherwise (not that the
+// record computes wrong sizes).
+[[noreturn]] void notThisCall(const std::string& why, bool decided = false) {
+  SizeMismatch e(why + ": the record does not describe this call");
+  e.decidedOtherwise = decided;
+  throw e;
 }
 
 std::string joinSizes(c10::IntArrayRef sizes) {
@@ -191,40 +196,68 @@ std::string joinSizes(c10::IntArrayRef sizes) {
 // The program read this value into Python at capture and decided with it:
 // another call's value is not the one the record holds.
 void expect(const Step& step, const std::vector<c10::IValue>& operands) {
+  if (step.expect == Expect::True) {
+    if (operands[0].toBool()) return;
+    notThisCall("the comparison the program decided on at capture does not hold for this call", true);
+  }
   const at::Tensor& t = operands[0].toTensor();
   if (step.expect == Expect::Sizes) {
     if (t.sizes() == c10::IntArrayRef(step.expectedSizes)) return;
     notThisCall("the program read sizes " + joinSizes(step.expectedSizes) + " of a result whose shape depends on "
-                "tensor contents, and this call's are " + joinSizes(t.sizes()));
+                "tensor contents, and this call's are " + joinSizes(t.sizes()), true);
   }
   const at::Tensor& seen = operands[1].toTensor();
   if (t.sizes() == seen.sizes() && t.scalar_type() == seen.scalar_type() && at::equal(t, seen.to(t.device()))) return;
-  notThisCall("the program read the contents of this tensor into Python, and this call's differ from the capture's");
+  notThisCall("the program read the contents of this tensor into Python, and this call's differ from the capture's", true);
 }
 
-c10::IValue numberOp(NumberOp op, const c10::IValue& a, const c10::IValue& b) {
-  constexpr int64_t kExact = int64_t(1) << 53;  // ints a double holds exactly
-  if (a.isInt() && b.isInt() && op == NumberOp::TrueDiv &&
-      (a.toInt() > kExact || a.toInt() < -kExact || b.toInt() > kExact || b.toInt() < -kExact))
-    notThisCall("Python divides ints beyond 2^53 exactly");
-  if (a.isInt() && b.isInt() && op != NumberOp::TrueDiv) {
-    int64_t x = a.toInt(), y = b.toInt(), r = 0;
-    bool overflow = false;
-    switch (op) {
-      case NumberOp::Add: overflow = __builtin_add_overflow(x, y, &r); break;
-      case NumberOp::Sub: overflow = __builtin_sub_overflow(x, y, &r); break;
-      case NumberOp::Mul: overflow = __builtin_mul_overflow(x, y, &r); break;
-      case NumberOp::FloorDiv:
-        if (y == 0) notThisCall("integer division by zero raises in Python");
-        if (x == INT64_MIN && y == -1) overflow = true;
-        else r = x / y - ((x % y != 0) && ((x < 0) != (y < 0)));
+constexpr int64_t kExact = int64_t(1) << 53;  // ints a double holds exactly
+
+double exactDouble(const c10::IValue& v) {
+  if (!v.isInt()) return v.toDouble();
+  if (v.toInt() > kExact || v.toInt() < -kExact) notThisCall("Python computes with ints beyond 2^53 exactly");
+  return double(v.toInt());
+}
+
+// A float Python turns into an int (int(), math.ceil/floor): finite, and
+// within 64 bits.
+int64_t toInt64(double x, const char* what) {
+  if (std::isnan(x) || std::isinf(x)) notThisCall(std::string(what) + " of a NaN or infinity raises in Python");
+  if (x >= 9223372036854775808.0 || x < -9223372036854775808.0) notThisCall("Python's int grows beyond 64 bits");
+  return int64_t(x);
+}
+
+c10::IValue intOp(NumberOp op, int64_t x, int64_t y) {
+  int64_t r = 0;
+  bool overflow = false;
+  switch (op) {
+    case NumberOp::Add: overflow = __builtin_add_overflow(x, y, &r); break;
+    case NumberOp::Sub: overflow = __builtin_sub_overflow(x, y, &r); break;
+    case NumberOp::Mul: overflow = __builtin_mul_overflow(x, y, &r); break;
+    case NumberOp::FloorDiv: case NumberOp::Mod:
+      if (y == 0) notThisCall("integer division by zero raises in Python");
+      if (y == -1) {  // INT64_MIN / -1 overflows in C++
+        overflow = op == NumberOp::FloorDiv && x == INT64_MIN;
+        r = op == NumberOp::FloorDiv ? -x : 0;
         break;
-      default: break;
-    }
-    if (overflow) notThisCall("Python's int grows beyond 64 bits");
-    return c10::IValue(r);
+      }
+      r = op == NumberOp::FloorDiv ? x / y - ((x % y != 0) && ((x < 0) != (y < 0)))
+                                   : x % y + ((x % y != 0 && (x % y < 0) != (y < 0)) ? y : 0);
+      break;
+    case NumberOp::Min: r = y < x ? y : x; break;
+    case NumberOp::Max: r = y > x ? y : x; break;
+    case NumberOp::Neg: case NumberOp::Abs:
+      overflow = x == INT64_MIN && (op == NumberOp::Neg || x < 0);
+      r = op == NumberOp::Neg || x < 0 ? -x : x;
+      break;
+    case NumberOp::Int: case NumberOp::Ceil: case NumberOp::Floor: r = x; break;
+    default: throw Error("internal: no int form of this number operator");
   }
-  double x = a.isInt() ? double(a.toInt()) : a.toDouble(), y = b.isInt() ? double(b.toInt()) : b.toDouble();
+  if (overflow) notThisCall("Python's int grows beyond 64 bits");
+  return c10::IValue(r);
+}
+
+c10::IValue floatOp(NumberOp op, double x, double y) {
   switch (op) {
     case NumberOp::Add: return c10::IValue(x + y);
     case NumberOp::Sub: return c10::IValue(x - y);
@@ -240,18 +273,68 @@ c10::IValue numberOp(NumberOp op, const c10::IValue& a, const c10::IValue& b) {
       double floored = std::floor(div);
       return c10::IValue(div - floored > 0.5 ? floored + 1.0 : floored);
     }
-    default: break;
+    case NumberOp::Mod: {  // the sign of the divisor, as Python's
+      if (y == 0) notThisCall("float modulo by zero raises in Python");
+      double mod = std::fmod(x, y);
+      if (mod != 0 && ((y < 0) != (mod < 0))) mod += y;
+      return c10::IValue(mod == 0 ? std::copysign(0.0, y) : mod);
+    }
+    case NumberOp::Min: return c10::IValue(y < x ? y : x);  // Python's min keeps the first of equals, and a NaN first
+    case NumberOp::Max: return c10::IValue(y > x ? y : x);
+    case NumberOp::Neg: return c10::IValue(-x);
+    case NumberOp::Abs: return c10::IValue(std::fabs(x));
+    case NumberOp::Int: return c10::IValue(toInt64(std::trunc(x), "int()"));
+    case NumberOp::Float: return c10::IValue(x);
+    case NumberOp::Sqrt:
+      if (x < 0) notThisCall("math.sqrt of a negative number raises in Python");
+      return c10::IValue(std::sqrt(x));
+    case NumberOp::Ceil: return c10::IValue(toInt64(std::ceil(x), "math.ceil"));
+    case NumberOp::Floor: return c10::IValue(toInt64(std::floor(x), "math.floor"));
+    default: throw Error("internal: no float form of this number operator");
   }
-  throw Error("unknown number operator");
+}
+
+bool comparison(NumberOp op, const c10::IValue& a, const c10::IValue& b) {
+  auto compare = [&](auto x, auto y) {
+    switch (op) {
+      case NumberOp::Lt: return x < y;
+      case NumberOp::Le: return x <= y;
+      case NumberOp::Gt: return x > y;
+      case NumberOp::Ge: return x >= y;
+      case NumberOp::Eq: return x == y;
+      default: return x != y;
+    }
+  };
+  if (a.isInt() && b.isInt()) return compare(a.toInt(), b.toInt());
+  return compare(exactDouble(a), exactDouble(b));
+}
+
+// Python's semantics: int arithmetic stays exact, / gives a float, //
+// floors, % takes the divisor's sign. Where Python would do something a
+// graph cannot (raise, grow an int beyond 64 bits, compute with ints beyond
+// 2^53 as floats exactly), the record does not describe the call: a miss,
+// so the call runs as Python does.
+c10::IValue numberOp(NumberOp op, const c10::IValue& a, const c10::IValue& b) {
+  if (op >= NumberOp::Lt) return c10::IValue(comparison(op, a, b));
+  bool unary = op >= NumberOp::Neg;
+  if (a.isInt() && (unary ? op != NumberOp::Float && op != NumberOp::Sqrt : b.isInt() && op != NumberOp::TrueDiv))
+    return intOp(op, a.toInt(), unary ? 0 : b.toInt());
+  if (op == NumberOp::Float && a.isInt()) return c10::IValue(double(a.toInt()));  // rounds as Python's float()
+  return floatOp(op, exactDouble(a), unary ? 0.0 : exactDouble(b));
 }
 
 NumberOp numberOpOf(const std::string& target) {
-  if (target == "operator.add") return NumberOp::Add;
-  if (target == "operator.sub") return NumberOp::Sub;
-  if (target == "operator.mul") return NumberOp::Mul;
-  if (target == "operator.truediv") return NumberOp::TrueDiv;
-  if (target == "operator.floordiv") return NumberOp::FloorDiv;
-  return NumberOp::None;
+  static const std::map<std::string, NumberOp> kOps = {
+      {"operator.add", NumberOp::Add}, {"operator.sub", NumberOp::Sub}, {"operator.mul", NumberOp::Mul},
+      {"operator.truediv", NumberOp::TrueDiv}, {"operator.floordiv", NumberOp::FloorDiv},
+      {"operator.mod", NumberOp::Mod}, {"builtins.min", NumberOp::Min}, {"builtins.max", NumberOp::Max},
+      {"operator.neg", NumberOp::Neg}, {"builtins.abs", NumberOp::Abs}, {"builtins.int", NumberOp::Int},
+      {"builtins.float", NumberOp::Float}, {"math.sqrt", NumberOp::Sqrt}, {"math.ceil", NumberOp::Ceil},
+      {"math.floor", NumberOp::Floor}, {"operator.lt", NumberOp::Lt}, {"operator.le", NumberOp::Le},
+      {"operator.gt", NumberOp::Gt}, {"operator.ge", NumberOp::Ge}, {"operator.eq", NumberOp::Eq},
+      {"operator.ne", NumberOp::Ne}};
+  auto it = kOps.find(target);
+  return it == kOps.end() ? NumberOp::None : it->second;
 }
 
 bool isOptionalTensorList(const c10::Argument& a) {
@@ -493,48 +576,56 @@ struct Plan::Impl::Builder {
   }
 
   // magpy.expect_equal(t, constant) or magpy.expect_sizes(t, sizes), as
-  // the validator shaped them; their operands must be tensors.
+  // the validator shaped them, take tensors; magpy.expect_true(b) a
+  // comparison's bool.
   void checkStep(size_t ni, const std::string& where) {
     const record::Node& n = optimized.graph.nodes[ni];
     Step step;
     step.name = n.target;
     step.node = record::nameAndSource(n);
-    bool equal = n.target == record::kExpectEqual;
-    step.expect = equal ? Expect::Equal : Expect::Sizes;
+    bool equal = n.target == record::kExpectEqual, decision = n.target == record::kExpectTrue;
+    step.expect = equal ? Expect::Equal : decision ? Expect::True : Expect::Sizes;
     for (size_t k = 0; k < (equal ? 2 : 1); ++k) {
       Operand op;
       op.kind = Operand::Kind::Slot;
       op.slot = slotOf(n.args[k].i, where);
-      if (slotNumber[size_t(op.slot)]) throw Error(where + ": " + n.target + " checks a number, not a tensor");
+      char number = slotNumber[size_t(op.slot)];
+      if (decision ? number != 'b' : number != 0)
+        throw Error(where + ": " + n.target + (decision ? " checks something other than a comparison" : " checks a number, not a tensor"));
       step.operands.push_back(std::move(op));
     }
-    if (!equal) step.expectedSizes = n.args[1].ints;
+    if (step.expect == Expect::Sizes) step.expectedSizes = n.args[1].ints;
+    if (decision) step.node = record::nameAndSource(optimized.graph.nodes[size_t(n.args[0].i)]);
     addStep(ni, std::move(step));
   }
 
-  // operator.add(a, b) and its kin: each operand a lifted number or a
-  // constant; the result's type must be the one Python's arithmetic gives.
+  // operator.add(a, b) and its kin: each operand a number of the graph
+  // or a constant; the result's type must be the one Python's arithmetic
+  // gives.
   void numberStep(size_t ni, const std::string& where) {
     const record::Node& n = optimized.graph.nodes[ni];
     Step step;
     step.number = numberOpOf(n.target);
     step.name = n.target;
     step.node = record::nameAndSource(n);
-    if (step.number == NumberOp::None || n.args.size() != 2 || (n.number != "int" && n.number != "float"))
+    size_t arity = size_t(record::numberOpArity(n.target));
+    if (step.number == NumberOp::None || n.args.size() != arity || n.number.empty())
       throw Error(where + ": " + n.target + " is no number operator magpy-run knows (operator.add, sub, mul, truediv, "
-                  "floordiv of two operands)");
+                  "floordiv, mod, neg, lt, le, gt, ge, eq, ne; builtins.min, max, abs, int, float; math.sqrt, ceil, "
+                  "floor), with as many operands as it takes");
     std::string types[2];
     bool lifted = false;
-    for (size_t k = 0; k < 2; ++k) {
+    for (size_t k = 0; k < arity; ++k) {
       const record::Arg& a = n.args[k];
       Operand op;
       if (a.kind == record::Arg::Kind::Node) {
-        if (a.i < 0 || size_t(a.i) >= nodeSlots.size() || nodeSlots[size_t(a.i)].size() != 1 ||
-            !slotNumber[size_t(nodeSlots[size_t(a.i)][0])])
+        if (a.i < 0 || size_t(a.i) >= nodeSlots.size() || nodeSlots[size_t(a.i)].size() != 1)
           throw Error(where + ": " + n.target + " takes a value that is not a number");
         op.kind = Operand::Kind::Slot;
         op.slot = nodeSlots[size_t(a.i)][0];
-        types[k] = slotNumber[size_t(op.slot)] == 'i' ? "int" : "float";
+        char number = slotNumber[size_t(op.slot)];
+        if (number != 'i' && number != 'f') throw Error(where + ": " + n.target + " takes a value that is not a number");
+        types[k] = number == 'i' ? "int" : "float";
         lifted = lifted || slotLifted[size_t(op.slot)];
       } else if (a.kind == record::Arg::Kind::Int || a.kind == record::Arg::Kind::Float) {
         op.constant = a.kind == record::Arg::Kind::Int ? c10::IValue(a.i) : c10::IValue(a.f);
@@ -545,7 +636,9 @@ struct Plan::Impl::Builder {
       step.operands.push_back(std::move(op));
     }
     if (record::numberOpResult(n.target, types[0], types[1]) != n.number)
-      throw Error(where + ": " + n.target + " of " + types[0] + " and " + types[1] + " does not give " + n.number);
+      throw Error(where + ": " + n.target + " of " + types[0] + (arity == 2 ? " and " + types[1] : "") +
+                  " does not give " + n.number);
+    if (arity == 1) step.operands.push_back(Operand{});  // numberOp reads two: the second is unused
     step.outputs.push_back(newSlot(n.number[0], lifted));
     addStep(ni, std::move(step));
   }
@@ -595,10 +688,22 @@ struct Plan::Impl::Builder {
     if (n.outputs.size() == step.outputs.size())
       for (size_t r = 0; r < returns; ++r) {
         const record::TensorMeta& m = n.outputs[r];
-        if (m.dynamic()) step.sizeChecks.push_back({step.outputs[r], m.sym});
+        if (m.dynamic()) step.sizeChecks.push_back({step.outputs[r], sizesOf(m, where)});
         else if (lifted) step.sizeChecks.push_back({step.outputs[r], fixedSizes(m.shape)});
       }
     addStep(ni, std::move(step));
+  }
+
+  // A result's dynamic sizes, those the value of a node gives read from
+  // that node's slot.
+  std::vector<record::SymDim> sizesOf(const record::TensorMeta& m, const std::string& where) {
+    std::vector<record::SymDim> dims = m.sym;
+    for (auto& d : dims)
+      if (d.node >= 0) {
+        d.node = slotOf(d.node, where);
+        if (slotNumber[size_t(d.node)] != 'i') throw Error(where + ": a result's size names a value that is not an int");
+      }
+    return dims;
   }
 
   // One argument of an operator; `lifted` is set when it reads a number
@@ -609,6 +714,7 @@ struct Plan::Impl::Builder {
       op.kind = Operand::Kind::Slot;
       op.slot = slotOf(a.i, where);
       if (char number = slotNumber[size_t(op.slot)]) {
+        if (number == 'b') throw Error(where + ": a comparison's result goes to magpy.expect_true only");
         op.kind = numberOperand(param, number, where);
         lifted = lifted || slotLifted[size_t(op.slot)];
       }
@@ -726,14 +832,18 @@ void checkSizes(const Step& step, const std::vector<c10::IValue>& slots, const S
     if (!v.isTensor()) continue;
     auto sizes = v.toTensor().sizes();
     bool same = sizes.size() == dims.size();
+    auto evaluate = [&](const record::SymDim& d) -> std::optional<int64_t> {
+      if (d.node < 0) return symbols.evaluate(d);
+      return slots[size_t(d.node)].toInt();
+    };
     for (size_t d = 0; same && d < dims.size(); ++d) {
-      auto want = symbols.evaluate(dims[d]);
+      auto want = evaluate(dims[d]);
       same = want && *want == sizes[d];
     }
     if (same) continue;
     std::string want;
     for (auto& d : dims) {
-      auto size = symbols.evaluate(d);
+      auto size = evaluate(d);
       want += (want.empty() ? "" : ", ") + record::toString(d) + (size && d.symbol >= 0 ? "=" + std::to_string(*size) : "");
     }
     std::string got;
@@ -843,6 +953,7 @@ std::vector<c10::IValue> Plan::Impl::runSteps(std::vector<c10::IValue> inputs, c
     } catch (const SizeMismatch& e) {
       SizeMismatch stopped("while running " + step.node + ": " + e.what());
       stopped.changedNothing = step.beforeEffects;
+      stopped.decidedOtherwise = e.decidedOtherwise;
       throw stopped;
     } catch (const Error& e) {
       throw Error("while running " + step.node + ": " + e.what());

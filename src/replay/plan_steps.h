@@ -28,11 +28,15 @@ struct Operand {
   std::vector<int64_t> sizes;  // SizeList: the constant entries
 };
 
-// Python's arithmetic on lifted numbers (record::isNumberOp).
-enum class NumberOp : uint8_t { None, Add, Sub, Mul, TrueDiv, FloorDiv };
+// Python's arithmetic on the graph's numbers (record::isNumberOp).
+enum class NumberOp : uint8_t {
+  None, Add, Sub, Mul, TrueDiv, FloorDiv, Mod, Min, Max,  // two operands
+  Neg, Abs, Int, Float, Sqrt, Ceil, Floor,                // one
+  Lt, Le, Gt, Ge, Eq, Ne,                                 // comparisons: a bool
+};
 
 // A check of what the program read into Python (record::isCheck).
-enum class Expect : uint8_t { None, Equal, Sizes };
+enum class Expect : uint8_t { None, Equal, Sizes, True };
 
 struct Step {
   std::optional<c10::OperatorHandle> op;  // none for a NumberOp or a check
@@ -52,7 +56,8 @@ struct Step {
   bool beforeEffects = true;  // no earlier step wrote an input or drew random numbers (replay::firstEffect)
   std::vector<int> release;  // slots dead after this step
   // Results whose sizes depend on the call's symbols, or on lifted numbers
-  // (then checked against the sizes seen at capture).
+  // (then checked against the sizes seen at capture). A SymDim's `node`
+  // here is the slot holding that node's int.
   std::vector<std::pair<int, std::vector<record::SymDim>>> sizeChecks;
 
   std::vector<int> operandSlots() const {
@@ -62,6 +67,9 @@ struct Step {
       for (int s : op.slots)
         if (s >= 0) out.push_back(s);
     }
+    for (auto& check : sizeChecks)
+      for (auto& d : check.second)
+        if (d.node >= 0) out.push_back(d.node);
     return out;
   }
 };

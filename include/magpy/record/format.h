@@ -1,8 +1,9 @@
-// The .mgp file format, version 8 (2 added the RefGraph view to records
+// The .mgp file format, version 9 (2 added the RefGraph view to records
 // and tuple dict keys, 3 when the state was taken, 4 the dict class of
 // mock expressions, 5 dynamic sizes in tensor metadata, 6 lifted numbers,
 // 7 the Distinct check, names without control characters, and mock Refs,
-// 8 an operator's grad mode region and forward-only records). This header is the only place that knows
+// 8 an operator's grad mode region and forward-only records, 9 sizes that
+// are graph values and number arithmetic's values at capture). This header is the only place that knows
 // the byte layout; everything else works on RecordFile.
 //
 // Grammar (all integers little-endian; "varint" is unsigned LEB128, "zigzag"
@@ -28,8 +29,8 @@
 //   node        := kind:u8 name:string target:string overload:string
 //                  count:varint arg* source:path blob:zigzag count:varint meta* where:string
 //                  number:string seen:atom grad:u8
-//                  (number: "int"/"float" for a lifted Python number, "" for a tensor;
-//                   seen: a number input's value at capture; grad: GradMode, 0..2)
+//                  (number: "int"/"float" for a Python number, "bool" for a comparison,
+//                   "" for a tensor; seen: a number's value at capture; grad: GradMode, 0..2)
 //   arg         := kind:u8 i:zigzag f:f64 s:string ints:zigzags floats:f64s
 //   mock        := result:expr count:varint effect*
 //   expr        := kind:u8 atom index:zigzag path count:varint expr* keys:atoms type:string
@@ -51,7 +52,8 @@
 //   atom        := kind:u8 i:zigzag f:f64 s:string count:varint atom*
 //   meta        := dtype:string shape:zigzags strides:zigzags device:string requires_grad:u8
 //                  count:varint symdim*          (none, or one per dimension)
-//   symdim      := symbol:zigzag scale:zigzag offset:zigzag   (size = scale * s<symbol> + offset)
+//   symdim      := symbol:zigzag scale:zigzag offset:zigzag node:zigzag
+//                  (size = scale * s<symbol> + offset, or the int graph node `node` computes)
 //
 // body_hash is magpy::hashBytes(body); blob hashes are checked on load.
 // A record may come from someone else: the reader bounds the body (8 GiB,
@@ -71,7 +73,7 @@
 
 namespace magpy::record {
 
-constexpr uint32_t kFormatVersion = 8;
+constexpr uint32_t kFormatVersion = 9;
 
 // Values, constants and mock expressions nest at most this deep, and access
 // paths have at most this many steps: the reader refuses deeper ones (so no

@@ -17,7 +17,9 @@
 // computes from the call's data: "magpy.expect_equal"(t, c) where Python
 // read t's contents (t.item(), int(t)) and c is a constant with the
 // contents it saw, "magpy.expect_sizes"(t, [sizes]) where Python read the
-// sizes of a result whose shape depends on tensor contents (nonzero). A
+// sizes of a result whose shape depends on tensor contents (nonzero),
+// "magpy.expect_true"(b) where Python decided on a comparison of numbers
+// the graph computes (b is that comparison, as it held). A
 // call where a check fails is not the captured one: replay stops there
 // and the call misses the record. Capture keeps a check only where it
 // runs before the graph's first in-place write of its inputs or random
@@ -94,11 +96,11 @@ struct Node {
   int64_t blob = -1;     // GetAttr of a constant tensor made during the run: its blob
   std::vector<TensorMeta> outputs;  // metadata of each tensor result seen at capture
   std::string where;     // user source location that issued the op: "mlp.py:14"
-  // A lifted Python number (MagPy 6.2.1): "int" or "float" for an input
-  // that reads one from the state and for number arithmetic
-  // (isNumberOp); empty for tensors and ATen operators.
+  // A Python number (MagPy 6.2.1): "int" or "float" for an input that
+  // reads one from the state and for number arithmetic (isNumberOp),
+  // "bool" for a comparison; empty for tensors and ATen operators.
   std::string number;
-  Atom seen;  // a number input: its value at capture (as `outputs` keep a tensor's sizes)
+  Atom seen;  // a number input or arithmetic: its value at capture (as `outputs` keep a tensor's sizes)
   GradMode grad = GradMode::Ambient;  // an ATen operator's region
 
   bool isOp() const;
@@ -106,14 +108,26 @@ struct Node {
   std::string opName() const { return overload.empty() ? target : target + "." + overload; }
 };
 
-// Python's arithmetic on lifted numbers: operator.add, sub, mul, truediv, floordiv.
+// Python's arithmetic on the numbers a graph computes (sizes it reads,
+// lifted numbers), with torch.fx's names where it has them:
+//   two operands: operator.add, sub, mul, truediv, floordiv, mod; builtins.min, max
+//   one operand:  operator.neg, builtins.abs, int, float; math.sqrt, ceil, floor
+//   comparisons:  operator.lt, le, gt, ge, eq, ne (a "bool": only checks take it)
 bool isNumberOp(const std::string& target);
-// The type ("int"/"float") of a number operator's result for its operands'
-// types, or "" where the operator does not take them.
-std::string numberOpResult(const std::string& target, const std::string& left, const std::string& right);
+// How many operands a number operator takes (1 or 2); 0 for other targets.
+int numberOpArity(const std::string& target);
+// The type ("int", "float" or "bool") of a number operator's result for
+// its operands' types ("int" or "float"; `right` empty for one operand),
+// or "" where the operator does not take them. min and max take two of a
+// type: which one they return would decide the type.
+std::string numberOpResult(const std::string& target, const std::string& left, const std::string& right = "");
 
 constexpr const char* kExpectEqual = "magpy.expect_equal";
 constexpr const char* kExpectSizes = "magpy.expect_sizes";
+// magpy.expect_true(%b): a decision the program made on numbers the graph
+// computes (`if t > 8`, `assert d % heads == 0`), written as the
+// comparison that held at capture (a predicate, MagPy's constraint guard).
+constexpr const char* kExpectTrue = "magpy.expect_true";
 bool isCheck(const std::string& target);
 
 struct Graph {

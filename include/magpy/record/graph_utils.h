@@ -17,8 +17,9 @@ namespace magpy::record {
 
 // Calls f(index) for each value `node` uses, in argument order: Node
 // arguments and the entries of NodeList arguments, skipping NodeList's
-// None entries (-1). On a mutable node f may take `int64_t&` and point a
-// use elsewhere.
+// None entries (-1); then the nodes whose values its results' sizes are
+// (SymDim::node). On a mutable node f may take `int64_t&` and point a use
+// elsewhere.
 template <class NodeT, class F>
 void forEachNodeArg(NodeT& node, F&& f) {
   static_assert(std::is_same_v<std::remove_const_t<NodeT>, Node>, "forEachNodeArg walks a record::Node");
@@ -33,6 +34,13 @@ void forEachNodeArg(NodeT& node, F&& f) {
         if (a.ints[k] == 1) f(a.ints[k + 1]);
     }
   }
+  for (auto& m : node.outputs)
+    for (auto& d : m.sym)
+      if (d.node >= 0) {
+        int64_t i = d.node;
+        f(i);
+        if constexpr (!std::is_const_v<NodeT>) d.node = int32_t(i);
+      }
 }
 
 // Per node: how many times later nodes use its value (a node that passes

@@ -58,20 +58,23 @@ std::string objectLabel(const std::string& type, const Atom& base);
 // bound by the record's tensor guards (the first guard that names one binds
 // it; later ones must agree) and every symbol is at least 2: sizes 0 and 1
 // change broadcasting and emptiness, so they keep records of their own.
+// A result's size may instead be the int an earlier graph node computes
+// (`node`): the program's own arithmetic gave it (x.view(b, t // 2, -1)).
 struct SymDim {
-  int32_t symbol = -1;  // -1: a fixed size, `offset`
+  int32_t symbol = -1;  // -1: a fixed size, `offset` (or the value of `node`)
   int64_t scale = 1;
   int64_t offset = 0;
+  int32_t node = -1;    // >= 0: the size is the value of this graph node (an int); symbol -1, offset 0
 
   bool operator==(const SymDim& o) const {
-    return symbol == o.symbol && scale == o.scale && offset == o.offset;
+    return symbol == o.symbol && scale == o.scale && offset == o.offset && node == o.node;
   }
   bool operator!=(const SymDim& o) const { return !(*this == o); }
 };
 constexpr int32_t kMaxSymbols = 8;  // symbols one record may have
 constexpr int64_t kMinSymbolValue = 2;
 
-std::string toString(const SymDim& d);  // "s0", "2*s0+1", "16"
+std::string toString(const SymDim& d);  // "s0", "2*s0+1", "16", "#12" (the value of node 12)
 
 struct TensorMeta {
   std::string dtype = "float32";

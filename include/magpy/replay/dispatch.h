@@ -21,6 +21,8 @@
 //   Result runAsPython(r)              kRunsPython only
 //   std::vector<c10::IValue> run(r)    the graph's outputs
 //   void sizesDiffer(r)                a run stopped on a size mismatch
+//                                      (not on a check: the record is
+//                                      right for the calls it describes)
 //   Result mock(r, outputs)            applies the mock; the call's result
 //   [[noreturn]] void fail(r, what)    throws the runtime's Error
 #pragma once
@@ -69,8 +71,9 @@ std::optional<typename Records::Result> dispatch(Records& records, Misses& misse
     } catch (const SizeMismatch& e) {
       if (!e.changedNothing) records.fail(r, e.what());
       times.graph += detail::secondsSince(t1);
-      records.sizesDiffer(r);
-      misses.push_back(GuardMiss{"(sizes)", "results of the sizes the record computes", e.what()});
+      if (!e.decidedOtherwise) records.sizesDiffer(r);
+      if (e.decidedOtherwise) misses.push_back(GuardMiss{"(check)", "what the program read and decided on", e.what()});
+      else misses.push_back(GuardMiss{"(sizes)", "results of the sizes the record computes", e.what()});
       continue;
     } catch (const Error& e) {
       // An operator refused this call's values (an index out of range).

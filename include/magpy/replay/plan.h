@@ -28,6 +28,10 @@ struct SizeMismatch : Error {
   // The plan stopped before any step that writes its inputs or draws
   // random numbers (replay::firstEffect): the call can run otherwise.
   bool changedNothing = false;
+  // A check stopped it: the program would decide otherwise on this call
+  // (another branch, another value read). The record stays right for the
+  // calls it describes; a record whose sizes disagree does not.
+  bool decidedOtherwise = false;
 };
 
 struct PlanOptions {

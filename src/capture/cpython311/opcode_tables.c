@@ -25,7 +25,8 @@ const char* magpy_py311_opcode_name(int opcode) {
 int magpy_py311_first_inplace_binary_op(void) { return NB_INPLACE_ADD; }
 
 /* BINARY_OP's Python arithmetic a graph can redo on numbers: 0 add, 1
-   subtract, 2 multiply, 3 true divide, 4 floor divide (in place or not); -1 other. */
+   subtract, 2 multiply, 3 true divide, 4 floor divide, 5 remainder (in place
+   or not); -1 other. */
 int magpy_py311_number_binary_op(int arg) {
   switch (arg) {
     case NB_ADD: case NB_INPLACE_ADD: return 0;
@@ -33,6 +34,7 @@ int magpy_py311_number_binary_op(int arg) {
     case NB_MULTIPLY: case NB_INPLACE_MULTIPLY: return 2;
     case NB_TRUE_DIVIDE: case NB_INPLACE_TRUE_DIVIDE: return 3;
     case NB_FLOOR_DIVIDE: case NB_INPLACE_FLOOR_DIVIDE: return 4;
+    case NB_REMAINDER: case NB_INPLACE_REMAINDER: return 5;
     default: return -1;
   }
 }

@@ -29,9 +29,18 @@ const char* opName(Op op) {
 bool binaryOpIsInPlace(int arg) { return arg >= magpy_py311_first_inplace_binary_op(); }
 
 const char* numberBinaryOp(int arg) {
-  static const char* kTargets[] = {"operator.add", "operator.sub", "operator.mul", "operator.truediv", "operator.floordiv"};
+  static const char* kTargets[] = {"operator.add",      "operator.sub",      "operator.mul",
+                                   "operator.truediv",  "operator.floordiv", "operator.mod"};
   int k = magpy_py311_number_binary_op(arg);
   return k < 0 ? nullptr : kTargets[k];
+}
+
+// COMPARE_OP's argument is the rich comparison (Py_LT .. Py_GE, object.h).
+const char* numberComparison(int arg, bool held) {
+  static const char* kHeld[] = {"operator.lt", "operator.le", "operator.eq", "operator.ne", "operator.gt", "operator.ge"};
+  static const char* kFailed[] = {"operator.ge", "operator.gt", "operator.ne", "operator.eq", "operator.le", "operator.lt"};
+  if (arg < Py_LT || arg > Py_GE) return nullptr;
+  return held ? kHeld[arg] : kFailed[arg];
 }
 
 bool mayCallPython(Op op) {

@@ -2,6 +2,8 @@
 // monitor's analyses follow (sizes.h, numbers.h): each analysis says what
 // an instruction does with them, and the monitor hints the operators the
 // instruction dispatches, so that they take them as graph values.
+#include <map>
+
 #include "capture/monitor/monitor.h"
 #include "capture/monitor/state.h"
 
@@ -22,7 +24,10 @@ void Monitor::followAnalyses(Pending& p) {
   };
   if (sizes_.active()) {
     Flow flow = sizes_.follow(p.ins, p.inputs, p.inputObjs, frames_.size() > 1);
-    if (flow.kind == Flow::Kind::Operators) hintOperators(hinted(flow));
+    // x / t: the operator takes t as a wrapped number, which only a graph
+    // value's hint reaches (and which reports it untaken).
+    bool asValues = p.ins.op == Op::BINARY_OP || p.ins.op == Op::COMPARE_OP;
+    if (flow.kind == Flow::Kind::Operators) hintOperators(hinted(flow), asValues);
     else if (flow.kind == Flow::Kind::Used) sizes_.use(std::string(opName(p.ins.op)) + " uses a size");
   }
   if (numbers_.active()) {
@@ -33,17 +38,18 @@ void Monitor::followAnalyses(Pending& p) {
   }
 }
 
-void Monitor::hintOperators(const std::vector<NodeId>& values) {
+void Monitor::hintOperators(const std::vector<NodeId>& values, bool sizesAsValues) {
   std::vector<OpRecorder::NumberHint> hints;
-  for (NodeId v : values) numberHints(v, hints, 0);
+  for (NodeId v : values) numberHints(v, hints, 0, sizesAsValues);
   ops_->setNumberHints(std::move(hints));
 }
 
-// The numbers a value holds, in order: each a size, a lifted number (runs
-// that lift numbers; floats only there), or a plain number. Numbers an
-// operator call passes where no hint reaches (nested deeper, in a dict)
-// are fixed.
-void Monitor::numberHints(NodeId n, std::vector<OpRecorder::NumberHint>& out, int depth) {
+// The numbers a value holds, in order: each a size, a number the graph
+// computes (a lifted number, arithmetic on sizes), or a plain number.
+// sizesAsValues: sizes as their aten::size.int nodes, as numbers the graph
+// computes are. Numbers an operator call passes where no hint reaches
+// (nested deeper, in a dict) are fixed.
+void Monitor::numberHints(NodeId n, std::vector<OpRecorder::NumberHint>& out, int depth, bool sizesAsValues) {
   if (n < 0) return;
   if (depth > kMaxDepth) {
     if (numbers_.active()) numbers_.fix(n, "an operator takes numbers nested too deeply", depth);
@@ -57,17 +63,12 @@ void Monitor::numberHints(NodeId n, std::vector<OpRecorder::NumberHint>& out, in
     h.number = isInt ? node.atom.i : 0;
     h.real = isFloat;
     h.f = node.atom.f;
-    if (const SizeTracker::Size* size = sizes_.find(n)) {
-      // The size of the tensor as read: if the tensor has since become
-      // another graph value (written in place), the number stays a number.
-      const at::Tensor& t = tensorOf(refs_.node(size->tensor).obj);
-      int now = ops_->valueOf(t);
-      if (now < 0 && size->value < 0) now = externalTensor(t);
-      bool same = size->value >= 0 ? now == size->value : now >= 0 && ops_->graph().nodes[size_t(now)].isInput();
-      if (same) {
-        h.value = now;
-        h.dim = size->dim;
-      }
+    if (const SizeTracker::Size* size = sizes_.find(n); size && sizesAsValues) {
+      h.node = numbers_.graphNode(n);
+      if (h.node < 0) sizes_.use("an operator takes a size of a tensor the graph has since written");
+    } else if (size) {
+      h.value = sizeSource(*size);
+      h.dim = size->dim;
     } else if (numbers_.active() && numbers_.liftable(n)) {
       h.node = numbers_.graphNode(n);
     }
@@ -75,7 +76,7 @@ void Monitor::numberHints(NodeId n, std::vector<OpRecorder::NumberHint>& out, in
     return;
   }
   if (node.kind == NodeKind::Tuple || node.kind == NodeKind::List) {
-    for (auto& e : node.last().refs) numberHints(e.target, out, depth + 1);
+    for (auto& e : node.last().refs) numberHints(e.target, out, depth + 1, sizesAsValues);
     return;
   }
   if (node.kind == NodeKind::Dict) {
@@ -84,7 +85,42 @@ void Monitor::numberHints(NodeId n, std::vector<OpRecorder::NumberHint>& out, in
   }
   auto it = slices_.find(n);
   if (it != slices_.end())
-    for (NodeId part : it->second) numberHints(part, out, depth + 1);
+    for (NodeId part : it->second) numberHints(part, out, depth + 1, sizesAsValues);
+}
+
+// The size of the tensor as read: if the tensor has since become another
+// graph value (written in place), the number stays a number.
+int Monitor::sizeSource(const SizeTracker::Size& size) {
+  const at::Tensor& t = tensorOf(refs_.node(size.tensor).obj);
+  int now = ops_->valueOf(t);
+  if (now < 0 && size.value < 0) now = externalTensor(t);
+  bool same = size.value >= 0 ? now == size.value : now >= 0 && ops_->graph().nodes[size_t(now)].isInput();
+  return same ? now : -1;
+}
+
+int Monitor::sizeNodeOf(NodeId n) {
+  const SizeTracker::Size* size = sizes_.find(n);
+  int value = size ? sizeSource(*size) : -1;
+  return value >= 0 ? ops_->sizeNode(value, size->dim, currentLocation()) : -1;
+}
+
+const char* Monitor::numberCall(const Pending& p) const {
+  static const std::map<std::string, const char*> kCalls = {
+      {"builtins.min", "builtins.min"}, {"builtins.max", "builtins.max"}, {"builtins.abs", "builtins.abs"},
+      {"builtins.int", "builtins.int"}, {"builtins.float", "builtins.float"}, {"math.sqrt", "math.sqrt"},
+      {"math.ceil", "math.ceil"}, {"math.floor", "math.floor"}};
+  auto it = kCalls.find(p.calleeName);
+  if (it == kCalls.end() || !p.keywords.empty() || p.positional.size() != size_t(record::numberOpArity(it->second)))
+    return nullptr;
+  bool any = false;
+  for (NodeId n : p.positional) {
+    const ShadowNode* node = n >= 0 ? &refs_.node(n) : nullptr;
+    bool number = node && node->kind == NodeKind::Atom &&
+                  (node->atom.kind == record::Atom::Kind::Int || node->atom.kind == record::Atom::Kind::Float);
+    if (!number) return nullptr;
+    any = any || numbers_.liftable(n);
+  }
+  return any ? it->second : nullptr;
 }
 
 bool Monitor::isSizeCall(const Pending& p) const {

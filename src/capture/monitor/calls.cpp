@@ -285,7 +285,8 @@ void Monitor::beginAnnotatedCall(Pending& p, PyObject* callable) {
   }
   for (auto& kw : p.keywords)
     if (kw.second >= 0) refs_.use(kw.second);
-  if (sizes_.active() || numbers_.active()) {
+  if (numbers_.active()) p.numberCall = numberCall(p);  // finishCall lifts it
+  if ((sizes_.active() || numbers_.active()) && !p.numberCall) {
     std::vector<NodeId> passed = p.positional;
     for (auto& kw : p.keywords) passed.push_back(kw.second);
     bool sizes = false, numbers = false;
@@ -447,6 +448,7 @@ bool Monitor::finishCall(Step& s) {
   }
   if (p.annotation && makesLeafRequiringGrad(result)) return false;
   s.out[0] = p.annotation ? applyAnnotation(p, result) : newNode(result);
+  if (p.numberCall && s.out[0] >= 0) numbers_.liftArithmetic(p.numberCall, p.positional, s.out[0]);
   if (s.out[0] >= 0 && isSizeCall(p)) {
     if (PyTuple_Check(result)) {
       sizes_.tagAll(s.out[0], p.positional[0]);

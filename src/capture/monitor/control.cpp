@@ -40,16 +40,22 @@ bool Monitor::finishBinaryOp(Step& s) {
     return true;
   }
   s.out[0] = operatorResult(s.p, v);
-  if (numbers_.active()) numbers_.liftArithmetic(s.ins().arg, s.in(0), s.in(1), s.out[0]);
+  if (numbers_.active()) numbers_.liftArithmetic(numberBinaryOp(s.ins().arg), {s.in(0), s.in(1)}, s.out[0]);
   if (sizes_.active() && s.out[0] >= 0 && PyTuple_Check(s.inObj(0)) && PyTuple_Check(s.inObj(1)) && PyTuple_Check(v))
     sizes_.concat(s.in(0), s.in(1), s.out[0]);  // x.size()[:-1] + (h, d)
   return s.out[0] != kNoNode;
 }
 
-// Unary operators, comparisons, `in`.
+// Unary operators, comparisons, `in`. A comparison of numbers the graph
+// computes is a decision the graph checks (a predicate).
 bool Monitor::finishOperator(Step& s) {
   s.out[0] = operatorResult(s.p, s.outObj(0));
-  return s.out[0] != kNoNode;
+  if (s.out[0] == kNoNode || !numbers_.active()) return s.out[0] != kNoNode;
+  if (s.ins().op == Op::UNARY_NEGATIVE) numbers_.liftArithmetic("operator.neg", {s.in(0)}, s.out[0]);
+  if (s.ins().op == Op::COMPARE_OP)
+    if (int comparison = numbers_.liftComparison(s.ins().arg, s.in(0), s.in(1), s.outObj(0)); comparison >= 0)
+      checksDecision(comparison);
+  return true;
 }
 
 bool Monitor::finishIsOp(Step& s) {

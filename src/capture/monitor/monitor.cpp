@@ -79,7 +79,8 @@ Monitor::Monitor(const record::AnnotationSet& annotations)
     : annotations_(annotations),
       ops_(std::make_unique<OpRecorder>(*this)),
       sizes_(refs_, *ops_, slices_, [this] { return currentLocation(); }),
-      numbers_(refs_, *ops_, sizes_, slices_, inputs_, [this] { return currentLocation(); }) {
+      numbers_(refs_, *ops_, sizes_, slices_, inputs_, [this] { return currentLocation(); },
+               [this](NodeId n) { return sizeNodeOf(n); }) {
   refs_.onTensor([this](NodeId id) { registerTensor(id); });
 }
 
@@ -100,7 +101,7 @@ const record::TensorMeta* Monitor::entryMeta(NodeId id) const {
 
 PyObject* Monitor::run(const CallSpec& call) {
   call_ = &call;
-  numbers_.enable(!call.varyingNumbers.empty());
+  numbers_.liftState(!call.varyingNumbers.empty());
   callerFrame_ = PyEval_GetFrame();
   readRuntimeState("default_dtype");
 
@@ -153,9 +154,9 @@ void Monitor::breakUnlessChecksStopCleanly() {
   for (size_t i = effect; i < planned.nodes.size(); ++i) {
     if (!record::isCheck(planned.nodes[i].target)) continue;
     graphBreakAt(checkLocations_.at(planned.nodes[i].name),
-                 "reads the contents or content-dependent sizes of a tensor into Python after the graph wrote its "
-                 "inputs in place or drew random numbers (" + record::nameAndSource(planned.nodes[effect]) +
-                 "): a record checks such reads while it runs, and could not stop there cleanly");
+                 "decides on tensor contents, content-dependent sizes or sizes the graph computes after the graph "
+                 "wrote its inputs in place or drew random numbers (" + record::nameAndSource(planned.nodes[effect]) +
+                 "): a record checks such decisions while it runs, and could not stop there cleanly");
     return;
   }
 }
@@ -173,6 +174,11 @@ bool Monitor::checksContents(const at::Tensor& t) {
   record::GraphBreak at = programLocation();
   checkLocations_[ops_->addContentsCheck(value, seen, at.where)] = at;
   return true;
+}
+
+void Monitor::checksDecision(int comparison) {
+  record::GraphBreak at = programLocation();
+  checkLocations_[ops_->addDecisionCheck(comparison, at.where)] = at;
 }
 
 bool Monitor::checksSizes(const at::Tensor& t) {

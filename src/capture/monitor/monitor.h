@@ -238,9 +238,17 @@ class Monitor : public OpRecorder::Delegate {
   // Sizes and lifted numbers (sizes_, numbers_), where instructions take
   // them (analyses.cpp).
   void followAnalyses(Pending& p);
-  void hintOperators(const std::vector<NodeId>& values);
-  void numberHints(NodeId n, std::vector<OpRecorder::NumberHint>& out, int depth);
+  void hintOperators(const std::vector<NodeId>& values, bool sizesAsValues = false);
+  void numberHints(NodeId n, std::vector<OpRecorder::NumberHint>& out, int depth, bool sizesAsValues);
   bool isSizeCall(const Pending& p) const;
+  // The graph value a size was read from, if the tensor still is it; -1 otherwise.
+  int sizeSource(const SizeTracker::Size& size);
+  int sizeNodeOf(NodeId n);  // its aten::size.int node (NumberLifter's sizeNode)
+  // min(a, b), math.sqrt(a) and kin on numbers the graph computes: the
+  // number operator it is (record::isNumberOp), or null.
+  const char* numberCall(const Pending& p) const;
+  // A comparison the graph computed held: the graph checks it (a predicate).
+  void checksDecision(int comparison);
 
   // Nodes, tensors, breaks (monitor.cpp).
   bool externalOpaque(NodeId id) const;

@@ -17,20 +17,23 @@ bool isContainer(const ShadowNode& n) {
 
 }  // namespace
 
-NumberLifter::NumberLifter(const RefGraph& refs, OpRecorder& ops, const SizeTracker& sizes, const SliceParts& slices,
-                           std::vector<std::pair<int, NodeId>>& inputs, std::function<std::string()> location)
-    : refs_(refs), ops_(ops), sizes_(sizes), slices_(slices), inputs_(inputs), location_(std::move(location)) {}
+NumberLifter::NumberLifter(const RefGraph& refs, OpRecorder& ops, SizeTracker& sizes, const SliceParts& slices,
+                           std::vector<std::pair<int, NodeId>>& inputs, std::function<std::string()> location,
+                           std::function<int(NodeId)> sizeNode)
+    : refs_(refs), ops_(ops), sizes_(sizes), slices_(slices), inputs_(inputs), location_(std::move(location)),
+      sizeNode_(std::move(sizeNode)) {}
 
 bool NumberLifter::liftable(NodeId n) const {
   if (n < 0) return false;
   const ShadowNode& s = refs_.node(n);
-  if (!isNumberAtom(s) || sizes_.find(n) || s.dataDependent) return false;
-  return s.external || (size_t(n) < graphNodes_.size() && graphNodes_[size_t(n)] >= 0);
+  if (!isNumberAtom(s) || s.dataDependent) return false;
+  if (size_t(n) < graphNodes_.size() && graphNodes_[size_t(n)] >= 0) return true;
+  return sizes_.find(n) || (liftState_ && s.external);
 }
 
 bool NumberLifter::holds(NodeId n, int depth) const {
   if (n < 0) return false;
-  if (liftable(n)) return true;
+  if (liftable(n)) return !sizes_.find(n);
   const ShadowNode& node = refs_.node(n);
   if (isContainer(node)) {
     if (depth >= kMaxDepth) return true;  // not searched: counted as holding numbers
@@ -46,12 +49,17 @@ bool NumberLifter::holds(NodeId n, int depth) const {
 }
 
 int NumberLifter::graphNode(NodeId n) {
+  if (n < 0 || !liftable(n)) return -1;
   if (graphNodes_.size() <= size_t(n)) graphNodes_.resize(refs_.size(), -1);
-  int32_t& node = graphNodes_[size_t(n)];
-  if (node < 0) {
+  if (graphNodes_[size_t(n)] >= 0) return graphNodes_[size_t(n)];
+  int node = -1;
+  if (sizes_.find(n)) {
+    node = sizeNode_(n);
+  } else {
     node = ops_.addNumberInput(refs_.node(n).atom);
     inputs_.push_back({node, n});
   }
+  graphNodes_[size_t(n)] = node;
   return node;
 }
 
@@ -65,17 +73,27 @@ void NumberLifter::noteUse(const std::string& how) {
 void NumberLifter::fix(NodeId n, const std::string& how, int depth) {
   if (n < 0) return;
   const ShadowNode& node = refs_.node(n);
+  if (sizes_.find(n)) {
+    sizes_.use(how);
+    return;
+  }
   if (liftable(n)) {
-    noteUse(how);
     int graph = size_t(n) < graphNodes_.size() ? graphNodes_[size_t(n)] : -1;
-    if (graph >= 0) fixGraphNumber(graph);
-    else fixed_.insert(n);
+    if (graph >= 0) {
+      fixGraphNumber(graph, how);
+    } else {
+      noteUse(how);
+      fixed_.insert(n);
+    }
     return;
   }
   auto parts = slices_.find(n);
   if (!isContainer(node) && parts == slices_.end()) return;
   if (depth >= kMaxDepth) {
-    allFixed_ = allFixed_ || holds(n, kMaxDepth);
+    if (holds(n, kMaxDepth)) {
+      allFixed_ = true;
+      sizes_.use(how);
+    }
     return;
   }
   std::vector<NodeId> inner;
@@ -86,24 +104,28 @@ void NumberLifter::fix(NodeId n, const std::string& how, int depth) {
   for (NodeId i : inner) fix(i, how, depth + 1);
 }
 
-// Back through the number operators to the inputs that read the state.
-void NumberLifter::fixGraphNumber(int node) {
+// Back through the number operators to the inputs that read the state and
+// the sizes read from tensors.
+void NumberLifter::fixGraphNumber(int node, const std::string& how) {
   const record::Node& n = ops_.graph().nodes[size_t(node)];
   if (n.isInput()) {
+    noteUse(how);
     for (auto& [value, shadow] : inputs_)
       if (value == node) fixed_.insert(shadow);
     return;
   }
+  if (n.number.empty()) {  // an aten::size.int node
+    sizes_.use(how);
+    return;
+  }
   for (auto& a : n.args)
-    if (a.kind == record::Arg::Kind::Node) fixGraphNumber(int(a.i));
+    if (a.kind == record::Arg::Kind::Node) fixGraphNumber(int(a.i), how);
 }
 
 void NumberLifter::fixUntaken() {
-  for (int node : ops_.takeUnliftedNumbers()) {
-    noteUse("no operator of the call took the number as an argument of its own (torch may have made it "
-            "tensor data, or passed its value twice)");
-    fixGraphNumber(node);
-  }
+  for (int node : ops_.takeUnliftedNumbers())
+    fixGraphNumber(node, "no operator of the call took the number as an argument of its own (torch may have made it "
+                         "tensor data, or passed its value twice)");
 }
 
 Flow NumberLifter::follow(const Instruction& ins, const std::vector<NodeId>& inputs,
@@ -118,6 +140,7 @@ Flow NumberLifter::follow(const Instruction& ins, const std::vector<NodeId>& inp
     case Op::LIST_TO_TUPLE: case Op::UNPACK_SEQUENCE: case Op::STORE_GLOBAL: case Op::STORE_ATTR:
     case Op::RETURN_VALUE:  // to a traced caller, or the mock's result
     case Op::PRECALL: case Op::CALL: case Op::CALL_FUNCTION_EX:  // the monitor decides at the call
+    case Op::UNARY_NEGATIVE:  // the graph negates it (liftArithmetic)
       return Flow::moves();
     case Op::STORE_SUBSCR:  // value, container, key
       // t[i] = n: the operators that write t take n (torch may make it a constant instead)
@@ -128,8 +151,8 @@ Flow NumberLifter::follow(const Instruction& ins, const std::vector<NodeId>& inp
     case Op::COMPARE_OP:
       // x * gain, x > threshold: the tensor's operators take the number
       if (isTensor(0) || isTensor(1)) return Flow::operators(1 << 0 | 1 << 1);
-      // liftArithmetic decides
-      return ins.op == Op::BINARY_OP && numberBinaryOp(ins.arg) ? Flow::moves() : Flow::used();
+      // liftArithmetic and liftComparison decide
+      return ins.op == Op::COMPARE_OP || numberBinaryOp(ins.arg) ? Flow::moves() : Flow::used();
     case Op::BINARY_SUBSCR: {
       if (isTensor(0)) return Flow::operators(1 << 1);  // x[:, :n]: the indexing operators take n
       NodeKind container = inputs[0] >= 0 ? refs_.node(inputs[0]).kind : NodeKind::Object;
@@ -144,41 +167,64 @@ Flow NumberLifter::follow(const Instruction& ins, const std::vector<NodeId>& inp
   }
 }
 
-void NumberLifter::liftArithmetic(int binaryArg, NodeId a, NodeId b, NodeId out) {
-  const char* target = numberBinaryOp(binaryArg);
-  if (!target || out < 0 || !(liftable(a) || liftable(b))) return;
-  if (a < 0 || b < 0) {  // an operand no shadow follows: the result is not the graph's
-    fix(a, std::string(target) + " of a number and a value magpy does not follow");
-    fix(b, std::string(target) + " of a number and a value magpy does not follow");
-    return;
+std::string NumberLifter::typeOf(NodeId id) const {
+  if (id < 0) return "";
+  const ShadowNode& n = refs_.node(id);
+  if (!isNumberAtom(n) || n.dataDependent) return "";
+  return n.atom.kind == record::Atom::Kind::Int ? "int" : "float";
+}
+
+bool NumberLifter::operandsOf(const std::vector<NodeId>& operands, std::vector<record::Arg>& args, std::string types[2]) {
+  for (size_t k = 0; k < operands.size() && k < 2; ++k) {
+    NodeId in = operands[k];
+    types[k] = typeOf(in);
+    if (types[k].empty()) return false;
+    if (liftable(in)) {
+      int node = graphNode(in);
+      if (node < 0) return false;
+      args.push_back(record::Arg::node(node));
+    } else {
+      const record::Atom& a = refs_.node(in).atom;
+      args.push_back(types[k] == "int" ? record::Arg::integer(a.i) : record::Arg::floating(a.f));
+    }
   }
-  for (NodeId in : {a, b})
+  return true;
+}
+
+void NumberLifter::fixAll(const std::vector<NodeId>& operands, const std::string& how) {
+  for (NodeId in : operands) fix(in, how);
+}
+
+void NumberLifter::liftArithmetic(const char* target, const std::vector<NodeId>& operands, NodeId out) {
+  bool any = false;
+  for (NodeId in : operands) any = any || liftable(in);
+  if (!target || out < 0 || !any) return;
+  for (NodeId in : operands)
     if (in >= 0 && refs_.node(in).kind == NodeKind::Tensor) return;  // the tensor's operator took it
-  auto typeOf = [&](NodeId id) -> std::string {
-    const ShadowNode& n = refs_.node(id);
-    if (!isNumberAtom(n) || sizes_.find(id) || n.dataDependent) return "";
-    return n.atom.kind == record::Atom::Kind::Int ? "int" : "float";
-  };
   std::vector<record::Arg> args;
   std::string types[2];
-  NodeId operands[2] = {a, b};
-  for (size_t k = 0; k < 2; ++k) {
-    NodeId in = operands[k];
-    const ShadowNode& n = refs_.node(in);
-    types[k] = typeOf(in);
-    if (liftable(in)) args.push_back(record::Arg::node(graphNode(in)));
-    else args.push_back(types[k] == "int" ? record::Arg::integer(n.atom.i) : record::Arg::floating(n.atom.f));
-  }
   // A size, a bool, a result beyond 64 bits: the run used the values.
   std::string type = typeOf(out);
-  if (type.empty() || record::numberOpResult(target, types[0], types[1]) != type) {
-    fix(a, std::string(target) + " of a number and something else");
-    fix(b, std::string(target) + " of a number and something else");
+  if (!operandsOf(operands, args, types) || type.empty() ||
+      record::numberOpResult(target, types[0], operands.size() > 1 ? types[1] : "") != type) {
+    fixAll(operands, std::string(target) + " of a number and something else");
     return;
   }
-  int node = ops_.addNumberOp(target, std::move(args), type);
+  int node = ops_.addNumberOp(target, std::move(args), type, refs_.node(out).atom);
   if (graphNodes_.size() <= size_t(out)) graphNodes_.resize(refs_.size(), -1);
   graphNodes_[size_t(out)] = node;
+}
+
+int NumberLifter::liftComparison(int compareArg, NodeId a, NodeId b, PyObject* result) {
+  if (!liftable(a) && !liftable(b)) return -1;
+  const char* target = result == Py_True || result == Py_False ? numberComparison(compareArg, result == Py_True) : nullptr;
+  std::vector<record::Arg> args;
+  std::string types[2];
+  if (!target || !operandsOf({a, b}, args, types)) {
+    fixAll({a, b}, "a comparison of a number and something else");
+    return -1;
+  }
+  return ops_.addNumberOp(target, std::move(args), "bool", record::Atom::boolean(true));
 }
 
 }  // namespace magpy::capture

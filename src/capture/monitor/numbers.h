@@ -1,17 +1,25 @@
-// Python numbers the program keeps in its state (a step counter, a
-// learning rate, a width), lifted into the graph (MagPy 6.2.1). Only runs
-// of functions whose calls were seen to differ in such numbers lift them
-// (CallSpec::varyingNumbers): an int or float the run reads from its state
-// becomes a graph input where the run uses it, and everything it computes
-// from it stays in the graph: Python's + - * / // become number operators,
-// operators take the numbers as arguments (x * gain, x[:, :width]), and a
-// number stored into state or returned becomes a graph output for the mock.
+// Python numbers the graph computes (MagPy 6.2.1): the numbers the program
+// keeps in its state (a step counter, a learning rate, a width) and the
+// sizes it reads from tensors (SizeTracker), followed through Python's
+// arithmetic. Numbers of the state are lifted only in runs of functions
+// whose calls were seen to differ in such numbers (CallSpec::varyingNumbers);
+// an int or float the run reads from its state then becomes a graph input
+// where the run uses it. Sizes are followed in every run that reads them.
+// Everything computed from these stays in the graph: Python's + - * / // %,
+// unary -, min, max, abs, int(), float(), math.sqrt/ceil/floor become
+// number operators, operators take the numbers as arguments (x * gain,
+// x[:, :width], x.view(b, t // 2, -1)), and a number stored into state or
+// returned becomes a graph output for the mock. A comparison the program
+// decides on (`if t > 8`, `assert d % h == 0`) becomes a predicate: the
+// comparison that held, which the graph checks (magpy.expect_true), so a
+// call where it goes the other way misses the record.
 //
-// Any other use (a comparison, a branch, a builtin, a container index, a
-// Python function summarized by its annotation, a torch layer reading its
-// own attributes, a native call that keeps it, torch making it tensor data)
-// means the run depends on the value: the number is fixed, and its guard
-// keeps its value.
+// Any other use (a branch on the number itself, a builtin, a container
+// index, a Python function summarized by its annotation, a torch layer
+// reading its own attributes, a native call that keeps it, torch making it
+// tensor data) means the run depends on the value: a number of the state
+// is fixed (its guard keeps its value); a size is used (SizeTracker: the
+// record keeps its sizes).
 //
 // The lifter keeps its facts in a side table by shadow node; the monitor
 // tells it what each instruction reads and computes.
@@ -20,6 +28,7 @@
 #include <set>
 
 #include "capture/monitor/sizes.h"
+#include "magpy/record/graph.h"
 
 namespace magpy::capture {
 
@@ -27,28 +36,41 @@ class NumberLifter {
  public:
   // inputs: the graph's inputs and the shadow nodes they were made for
   // (the monitor's list, which lifted numbers of the state join).
-  NumberLifter(const RefGraph& refs, OpRecorder& ops, const SizeTracker& sizes, const SliceParts& slices,
-               std::vector<std::pair<int, NodeId>>& inputs, std::function<std::string()> location);
+  // sizeNode: the graph's aten::size.int node for a size the run read, or
+  // -1 where its tensor has since become another graph value.
+  NumberLifter(const RefGraph& refs, OpRecorder& ops, SizeTracker& sizes, const SliceParts& slices,
+               std::vector<std::pair<int, NodeId>>& inputs, std::function<std::string()> location,
+               std::function<int(NodeId)> sizeNode);
 
-  // Runs lift numbers only when the JIT saw them change between calls.
-  void enable(bool on) { active_ = on; }
-  bool active() const { return active_; }
+  // Runs lift numbers of the state only when the JIT saw them change
+  // between calls.
+  void liftState(bool on) { liftState_ = on; }
+  bool active() const { return liftState_ || sizes_.active(); }
 
-  // An int or float of the state, or computed from one, that is not a
-  // size nor tensor data: the graph can hold it.
+  // An int or float the graph can compute: a number of the state (runs
+  // that lift them), a size the run read, or one computed from these.
   bool liftable(NodeId n) const;
-  // Whether n is liftable or a container or slice holding one.
+  // Whether n is liftable but no size as read (SizeTracker follows those),
+  // or a container or slice holding such a number.
   bool holds(NodeId n, int depth = 0) const;
-  // The graph node of a liftable number; one of the state gets an input.
+  // The graph node of a liftable number (one of the state gets an input,
+  // a size its aten::size.int node); -1 where the graph cannot have it.
   int graphNode(NodeId n);
-  // Whether the run used the number at n only in ways the graph repeats.
-  bool free(NodeId n) const { return active_ && !allFixed_ && liftable(n) && !fixed_.count(n); }
+  // Whether the run used the number of the state at n only in ways the
+  // graph repeats.
+  bool free(NodeId n) const {
+    return liftState_ && !allFixed_ && liftable(n) && !sizes_.find(n) && !fixed_.count(n);
+  }
 
   // What an instruction does with the numbers among its inputs.
   Flow follow(const Instruction& ins, const std::vector<NodeId>& inputs, const std::vector<PyRef>& inputObjs) const;
-  // a + b on numbers, one of them lifted: a number operator of the graph
-  // for `out`. binaryArg: BINARY_OP's argument.
-  void liftArithmetic(int binaryArg, NodeId a, NodeId b, NodeId out);
+  // a + b, -a, min(a, b), math.sqrt(a) on numbers, one of them liftable:
+  // a number operator of the graph for `out` (target: record::isNumberOp).
+  void liftArithmetic(const char* target, const std::vector<NodeId>& operands, NodeId out);
+  // a < b on numbers, one of them liftable: the graph node of the
+  // comparison that held (`result` is what Python gave), for a predicate;
+  // -1 where the graph cannot decide it (the operands are then fixed).
+  int liftComparison(int compareArg, NodeId a, NodeId b, PyObject* result);
 
   // The run used the numbers n holds, and those they were computed from.
   void fix(NodeId n, const std::string& how, int depth = 0);
@@ -58,16 +80,23 @@ class NumberLifter {
   const std::string& firstUse() const { return firstUse_; }
 
  private:
-  void fixGraphNumber(int node);
+  // "int" or "float" for a number the graph may take as an operand (a
+  // plain or liftable one), "" for anything else.
+  std::string typeOf(NodeId n) const;
+  // Operands as graph arguments, with their types; false where one cannot be.
+  bool operandsOf(const std::vector<NodeId>& operands, std::vector<record::Arg>& args, std::string types[2]);
+  void fixAll(const std::vector<NodeId>& operands, const std::string& how);
+  void fixGraphNumber(int node, const std::string& how);
   void noteUse(const std::string& how);
 
   const RefGraph& refs_;
   OpRecorder& ops_;
-  const SizeTracker& sizes_;
+  SizeTracker& sizes_;
   const SliceParts& slices_;
   std::vector<std::pair<int, NodeId>>& inputs_;
   std::function<std::string()> location_;
-  bool active_ = false;
+  std::function<int(NodeId)> sizeNode_;
+  bool liftState_ = false;
   std::vector<int32_t> graphNodes_;  // by shadow node: the graph node reading or computing it, -1: none (yet)
   std::set<NodeId> fixed_;           // numbers of the state whose value the run depends on
   bool allFixed_ = false;            // a use too deep to follow: all of them

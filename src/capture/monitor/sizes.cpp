@@ -10,6 +10,14 @@ namespace {
 constexpr int kMaxDepth = 2;       // a tuple of tuples of sizes, no deeper
 constexpr size_t kMaxItems = 16;
 
+// Every input a Python int or float (not a bool): numbers the graph can
+// compute with.
+bool numbers(const std::vector<PyRef>& objs) {
+  for (auto& o : objs)
+    if (!o || !(PyLong_CheckExact(o.get()) || PyFloat_CheckExact(o.get()))) return false;
+  return !objs.empty();
+}
+
 }  // namespace
 
 SizeTracker::SizeTracker(const RefGraph& refs, OpRecorder& ops, const SliceParts& slices,
@@ -96,11 +104,21 @@ Flow SizeTracker::follow(const Instruction& ins, const std::vector<NodeId>& inpu
       return Flow::moves();
     case Op::RETURN_VALUE:
       return returnsToTracedCaller ? Flow::moves() : Flow::used();
-    case Op::BINARY_OP: {  // tuple + tuple: the sizes move into the new tuple
+    case Op::BINARY_OP: case Op::COMPARE_OP: {
+      // x / t, x > n: the tensor's operators take the size (as graph values,
+      // Monitor::followAnalyses)
+      bool tensor = false;
+      for (NodeId n : inputs) tensor = tensor || (n >= 0 && refs_.node(n).kind == NodeKind::Tensor);
+      if (tensor) return Flow::operators(1 << 0 | 1 << 1);
+      // n // 2, n > 8: number arithmetic and predicates (NumberLifter decides)
+      if (numbers(inputObjs) && (ins.op == Op::COMPARE_OP || numberBinaryOp(ins.arg))) return Flow::moves();
+      // tuple + tuple: the sizes move into the new tuple
       bool tuples = PyTuple_Check(inputObjs[0].get()) && PyTuple_Check(inputObjs[1].get());
       bool add = ins.arg == 0 || ins.arg == 13;  // NB_ADD, NB_INPLACE_ADD
-      return tuples && add ? Flow::moves() : Flow::used();
+      return ins.op == Op::BINARY_OP && tuples && add ? Flow::moves() : Flow::used();
     }
+    case Op::UNARY_NEGATIVE:
+      return numbers(inputObjs) ? Flow::moves() : Flow::used();
     case Op::BINARY_SUBSCR: {
       NodeKind container = refs_.node(inputs[0]).kind;
       if (container == NodeKind::Tensor) return Flow::operators(1 << 1);  // x[:, :n]: indexing operators take n

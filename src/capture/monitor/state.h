@@ -36,6 +36,7 @@ struct Monitor::Pending {
   const record::FunctionAnnotation* annotation = nullptr;
   bool inlined = false;
   bool autogradForward = false;  // F.apply(*args): its frame is calleeFunction, F.forward(ctx, *args)
+  const char* numberCall = nullptr;  // min(n, 512), math.sqrt(d): the graph's number operator for it
 
   // The traced callee's result when it is `value` (a special method, a
   // property or a generator produced it), else kNoNode.
