@@ -27,6 +27,22 @@
 namespace magpy::interop {
 namespace {
 
+// A predicate on sizes only (no lifted number): random inputs of the
+// record's sizes decide it as the capture did.
+bool decidesOnSizesOnly(const record::Graph& g, const record::Node& check) {
+  if (check.target != record::kExpectTrue) return false;
+  std::vector<int64_t> stack{check.args.at(0).i};
+  while (!stack.empty()) {
+    const record::Node& n = g.nodes[size_t(stack.back())];
+    stack.pop_back();
+    if (n.target == "aten::size" && n.overload == "int") continue;
+    if (n.isInput() || !record::isNumberOp(n.target)) return false;
+    for (auto& a : n.args)
+      if (a.kind == record::Arg::Kind::Node) stack.push_back(a.i);
+  }
+  return true;
+}
+
 using record::Arg;
 using record::isIdentifier;
 using record::Node;
@@ -157,10 +173,16 @@ class SourceWriter {
         throw Error("node %" + n.name + " is a " + toString(n.kind) + ", which capture does not make");
       case NodeKind::CallFunction: break;
     }
-    if (record::isNumberOp(n.target))  // Python's arithmetic, as torch.fx records it on symbolic sizes
-      return v + " = call(" + quote(n.name) + ", " + n.target + ", (" + arg(n.args.at(0)) + ", " + arg(n.args.at(1)) + "))";
+    if (record::isNumberOp(n.target)) {  // Python's arithmetic, as torch.fx records it on symbolic sizes
+      std::vector<std::string> operands;
+      for (auto& a : n.args) operands.push_back(arg(a));
+      return v + " = call(" + quote(n.name) + ", " + n.target + ", (" + join(operands, ", ") +
+             (operands.size() == 1 ? ",))" : "))");
+    }
     if (n.target == "getitem")
       return v + " = call(" + quote(n.name) + ", operator.getitem, (" + arg(n.args.at(0)) + ", " + arg(n.args.at(1)) + "))";
+    if (n.target == record::kExpectTrue)
+      return v + " = call(" + quote(n.name) + ", _expect_true, (" + arg(n.args.at(0)) + ",))";
     if (record::isCheck(n.target))  // the helpers the export defines, which TorchScript compiles too
       return v + " = call(" + quote(n.name) + ", " + (n.target == record::kExpectEqual ? "_expect_equal" : "_expect_sizes") +
              ", (" + arg(n.args.at(0)) + ", " + arg(n.args.at(1)) + "))";
@@ -227,7 +249,8 @@ Example makeExample(const record::RecordFile& file, size_t fi, size_t ri) {
   } catch (const Error& e) {
     stateLost = e.what();
   }
-  bool checks = std::any_of(graph.nodes.begin(), graph.nodes.end(), [](const Node& n) { return record::isCheck(n.target); });
+  bool checks = std::any_of(graph.nodes.begin(), graph.nodes.end(),
+                            [&](const Node& n) { return record::isCheck(n.target) && !decidesOnSizesOnly(graph, n); });
   if ((call < 0 || !stateLost.empty()) && checks)
     throw Error(fn.name + " record " + std::to_string(ri) + " checks values its program read into Python, and " +
                 (stateLost.empty() ? "no logged call ran it" : stateLost) + ": random inputs would fail the checks, so "
@@ -408,7 +431,7 @@ FxExportSummary writeFxExport(const record::RecordFile& file, const FxExportOpti
      << "#\n"
      << dynamicSizesComment(rec)
      << "# Running this file checks build() and torch.jit.script(build()) against example().\n"
-     << "import operator\nimport os\nfrom typing import List\n\nimport torch\nimport torch.fx\n\n"
+     << "import builtins\nimport math\nimport operator\nimport os\nfrom typing import List\n\nimport torch\nimport torch.fx\n\n"
      << "DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), " << quote(data.filename().string()) << ")\n\n\n"
      << "def _owner(root, target):\n"
      << "    \"\"\"The module that holds `target` (\"blocks.0.weight\"), made on the way, and the last name.\"\"\"\n"
@@ -421,6 +444,9 @@ FxExportSummary writeFxExport(const record::RecordFile& file, const FxExportOpti
      << "def _expect_equal(value: torch.Tensor, seen: torch.Tensor):\n"
      << "    \"\"\"A check of the record: the program read `value` into Python and decided with it.\"\"\"\n"
      << "    torch._assert(torch.equal(value, seen), \"not the captured call: a value the program read differs\")\n\n\n"
+     << "def _expect_true(holds: bool):\n"
+     << "    \"\"\"A check of the record: a comparison of sizes or numbers the program decided on.\"\"\"\n"
+     << "    torch._assert(holds, \"not the captured call: a decision the program made goes the other way\")\n\n\n"
      << "def _expect_sizes(value: torch.Tensor, sizes: List[int]):\n"
      << "    \"\"\"A check of the record: the program read the sizes of `value`, which depend on tensor contents.\"\"\"\n"
      << "    torch._assert(list(value.shape) == sizes, \"not the captured call: sizes the program read differ\")\n\n\n"

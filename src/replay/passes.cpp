@@ -11,6 +11,8 @@
 
 #include "magpy/record/graph_utils.h"
 #include "magpy/support/error.h"
+#include "magpy/replay/plan.h"
+#include "replay/numbers.h"
 
 namespace magpy::replay {
 namespace {
@@ -213,6 +215,104 @@ size_t commonSubexpressions(record::Graph& g) {
 }
 
 }  // namespace
+
+namespace {
+
+// The int dimension an aten::size.int node reads from an input whose
+// guards fix its sizes (no symbols): a constant of every call.
+std::optional<int64_t> staticSize(const record::Graph& g, const Node& n) {
+  if (n.target != "aten::size" || n.overload != "int" || n.args.size() != 2 || n.args[0].kind != Arg::Kind::Node ||
+      n.args[1].kind != Arg::Kind::Int)
+    return std::nullopt;
+  const Node& t = g.nodes[size_t(n.args[0].i)];
+  if (!t.isInput() || t.outputs.size() != 1 || t.outputs[0].dynamic()) return std::nullopt;
+  int64_t rank = int64_t(t.outputs[0].shape.size()), d = n.args[1].i < 0 ? n.args[1].i + rank : n.args[1].i;
+  if (d < 0 || d >= rank) return std::nullopt;
+  return t.outputs[0].shape[size_t(d)];
+}
+
+Arg constantArg(const c10::IValue& v, bool wrapped) {
+  if (v.isBool()) return Arg::boolean(v.toBool());
+  Arg a = v.isInt() ? Arg::integer(v.toInt()) : Arg::floating(v.toDouble());
+  if (wrapped) {  // where the operator takes a Tensor: Python's wrapped number
+    a.kind = Arg::Kind::WrappedScalar;
+    a.s = v.isInt() ? "int64" : "float64";
+  }
+  return a;
+}
+
+// A node's uses of folded numbers become constants.
+void useConstants(Node& n, const std::vector<std::optional<c10::IValue>>& value) {
+  const c10::FunctionSchema* schema = n.isOp() ? schemaOf(n) : nullptr;
+  for (size_t k = 0; k < n.args.size(); ++k) {
+    Arg& a = n.args[k];
+    if (a.kind == Arg::Kind::Node && value[size_t(a.i)]) {
+      bool tensor = schema && k < schema->arguments().size() &&
+                    schema->arguments()[k].type()->kind() == c10::TypeKind::TensorType;
+      a = constantArg(*value[size_t(a.i)], tensor);
+    } else if (a.kind == Arg::Kind::SizeList) {
+      bool constant = true;
+      for (size_t e = 0; e + 1 < a.ints.size(); e += 2) {
+        if (a.ints[e] == 1 && value[size_t(a.ints[e + 1])]) {
+          a.ints[e] = 0;
+          a.ints[e + 1] = value[size_t(a.ints[e + 1])]->toInt();
+        }
+        constant = constant && a.ints[e] == 0;
+      }
+      if (!constant) continue;
+      std::vector<int64_t> sizes;
+      for (size_t e = 1; e < a.ints.size(); e += 2) sizes.push_back(a.ints[e]);
+      a.kind = Arg::Kind::IntList;
+      a.ints = std::move(sizes);
+    }
+  }
+  for (auto& m : n.outputs)
+    for (auto& d : m.sym)
+      if (d.node >= 0 && value[size_t(d.node)]) d = record::SymDim{-1, 1, value[size_t(d.node)]->toInt(), -1};
+}
+
+// The number a number operator computes from constants, if Python would.
+std::optional<c10::IValue> computedNumber(const Node& n) {
+  if (!record::isNumberOp(n.target) || n.number.empty() || n.args.empty()) return std::nullopt;
+  c10::IValue operands[2];
+  for (size_t k = 0; k < n.args.size() && k < 2; ++k) {
+    if (n.args[k].kind == Arg::Kind::Int) operands[k] = c10::IValue(n.args[k].i);
+    else if (n.args[k].kind == Arg::Kind::Float) operands[k] = c10::IValue(n.args[k].f);
+    else return std::nullopt;
+  }
+  try {
+    return numberOp(numberOpOf(n.target), operands[0], operands[1]);
+  } catch (const SizeMismatch&) {  // Python would raise: every call stops there, as it should
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
+size_t foldStaticSizes(record::Graph& g) {
+  std::vector<std::optional<c10::IValue>> value(g.nodes.size());
+  std::vector<bool> keep(g.nodes.size(), true), returned(g.nodes.size(), false);
+  if (const Node* out = g.output())
+    for (auto& a : out->args)
+      if (a.kind == Arg::Kind::Node) returned[size_t(a.i)] = true;  // outputs stay graph values
+  size_t folded = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& n = g.nodes[i];
+    if (n.kind != NodeKind::Output) useConstants(n, value);
+    if (n.target == record::kExpectTrue && n.args.size() == 1 && n.args[0].kind == Arg::Kind::Bool && n.args[0].i) {
+      keep[i] = false;  // a decision every call the guards admit makes alike
+      ++folded;
+      continue;
+    }
+    if (returned[i]) continue;
+    value[i] = staticSize(g, n) ? std::optional<c10::IValue>(c10::IValue(*staticSize(g, n))) : computedNumber(n);
+    if (!value[i]) continue;
+    keep[i] = false;
+    ++folded;
+  }
+  if (folded) g = record::removeNodes(g, keep);
+  return folded;
+}
 
 size_t eliminateDeadCode(record::Graph& g) {
   std::vector<bool> live = record::liveNodes(g, hasSideEffects);
@@ -575,6 +675,7 @@ OptimizedGraph optimize(const record::Graph& graph, const PassOptions& o, bool i
   if (inference && o.dropoutEval) note("dropout", dropoutEval(out.graph), "eval-mode dropouts removed");
   if (inference && o.foldConvBatchNorm) note("conv-bn", foldConvBatchNorm(out.graph), "batch norms folded into convolutions");
   if (o.commonSubexpr) note("cse", commonSubexpressions(out.graph), "duplicate operators merged");
+  if (o.foldConstants) note("sizes", foldStaticSizes(out.graph), "sizes, number operators and decisions fixed by the guards folded");
   if (o.deadCode) note("dce", eliminateDeadCode(out.graph), "unused nodes removed");
   out.folded.assign(out.graph.nodes.size(), false);
   if (inference && o.foldConstants) {

@@ -1,6 +1,7 @@
 # Sizes the program reads and passes straight to operators become graph
-# nodes (aten::size.int), so one dynamic record serves every size; sizes
-# it computes with, compares, returns or stores keep records per size.
+# nodes (aten::size.int), and arithmetic on them number operators, so one
+# dynamic record serves every size; a comparison is a predicate (a record
+# per side); sizes it returns or stores keep records per size.
 # Every call is compared with eager, and the records replay natively.
 import torch
 import torch.nn.functional as F
@@ -36,7 +37,9 @@ def computed(x):
     return x.view(n // 2, -1) * n  # arithmetic on a size, and a size as a scalar operand
 
 
-compare(lambda: computed, [(torch.randn(k, 3),) for k in [2, 4, 6, 4]], records=3, hits=1, breaks=0)
+# n // 2 and n are graph values: (2, 3) and (4, 3) make one dynamic record
+# whose view has n // 2 rows, which serves 6 and 4.
+compare(lambda: computed, [(torch.randn(k, 3),) for k in [2, 4, 6, 4]], records=1, monitored=2, hits=2, breaks=0)
 
 
 def compared(x):
@@ -46,7 +49,8 @@ def compared(x):
     return x[:n] * 2
 
 
-compare(lambda: compared, [(torch.randn(k, 3),) for k in [2, 3, 6, 7, 3]], records=4, hits=1, breaks=0)
+# n > 4 is a predicate: one dynamic record per side.
+compare(lambda: compared, [(torch.randn(k, 3),) for k in [2, 3, 6, 7, 3, 9]], records=2, monitored=4, hits=2, breaks=0)
 
 
 def returned(x):

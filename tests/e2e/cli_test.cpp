@@ -115,7 +115,7 @@ TEST(Run, BadRecordFiles) {
   s.write("corrupted.mgp", flipped);
   s.write("text.mgp", "hello\n");
   std::string newer = good;
-  newer[8] = 9;
+  newer[8] = 10;
   s.write("newer.mgp", newer);
 
   std::string all;

@@ -58,6 +58,11 @@ OptimizedGraph optimize(const record::Graph& graph, const PassOptions& options, 
 // operator that writes a tensor, and every random draw (it moves the
 // generator even when unused). Returns how many nodes went.
 size_t eliminateDeadCode(record::Graph& graph);
+// Sizes read from inputs whose guards fix them (no symbols), the number
+// operators computed from them and constants, and the decisions
+// (magpy.expect_true) these settle become constants: every call the
+// guards admit computes them alike. Returns how many nodes it removed.
+size_t foldStaticSizes(record::Graph& graph);
 
 // Facts about an ATen operator that passes need, from its schema.
 bool writesArguments(const record::Node& node);  // in-place, out=, running statistics
