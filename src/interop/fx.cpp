@@ -27,21 +27,6 @@
 namespace magpy::interop {
 namespace {
 
-// A predicate on sizes only (no lifted number): random inputs of the
-// record's sizes decide it as the capture did.
-bool decidesOnSizesOnly(const record::Graph& g, const record::Node& check) {
-  if (check.target != record::kExpectTrue) return false;
-  std::vector<int64_t> stack{check.args.at(0).i};
-  while (!stack.empty()) {
-    const record::Node& n = g.nodes[size_t(stack.back())];
-    stack.pop_back();
-    if (n.target == "aten::size" && n.overload == "int") continue;
-    if (n.isInput() || !record::isNumberOp(n.target)) return false;
-    for (auto& a : n.args)
-      if (a.kind == record::Arg::Kind::Node) stack.push_back(a.i);
-  }
-  return true;
-}
 
 using record::Arg;
 using record::isIdentifier;
@@ -250,7 +235,7 @@ Example makeExample(const record::RecordFile& file, size_t fi, size_t ri) {
     stateLost = e.what();
   }
   bool checks = std::any_of(graph.nodes.begin(), graph.nodes.end(),
-                            [&](const Node& n) { return record::isCheck(n.target) && !decidesOnSizesOnly(graph, n); });
+                            [&](const Node& n) { return record::isCheck(n.target) && !record::decidesOnSizesOnly(graph, n); });
   if ((call < 0 || !stateLost.empty()) && checks)
     throw Error(fn.name + " record " + std::to_string(ri) + " checks values its program read into Python, and " +
                 (stateLost.empty() ? "no logged call ran it" : stateLost) + ": random inputs would fail the checks, so "

@@ -58,6 +58,20 @@ std::vector<bool> liveNodes(const Graph& graph, const std::function<bool(const N
   return live;
 }
 
+bool decidesOnSizesOnly(const Graph& g, const Node& check) {
+  if (check.target != kExpectTrue || check.args.size() != 1 || check.args[0].kind != Arg::Kind::Node) return false;
+  std::vector<int64_t> stack{check.args[0].i};
+  while (!stack.empty()) {
+    const Node& n = g.nodes[size_t(stack.back())];
+    stack.pop_back();
+    if (n.target == "aten::size" && n.overload == "int") continue;
+    if (n.isInput() || !isNumberOp(n.target)) return false;
+    for (auto& a : n.args)
+      if (a.kind == Arg::Kind::Node) stack.push_back(a.i);
+  }
+  return true;
+}
+
 namespace {
 
 bool isKeyword(const std::string& s) {

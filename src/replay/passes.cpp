@@ -253,9 +253,10 @@ void useConstants(Node& n, const std::vector<std::optional<c10::IValue>>& value)
     } else if (a.kind == Arg::Kind::SizeList) {
       bool constant = true;
       for (size_t e = 0; e + 1 < a.ints.size(); e += 2) {
-        if (a.ints[e] == 1 && value[size_t(a.ints[e + 1])]) {
+        const auto& entry = a.ints[e] == 1 ? value[size_t(a.ints[e + 1])] : std::nullopt;
+        if (entry && entry->isInt()) {  // an entry of another type stays, for the plan to refuse
           a.ints[e] = 0;
-          a.ints[e + 1] = value[size_t(a.ints[e + 1])]->toInt();
+          a.ints[e + 1] = entry->toInt();
         }
         constant = constant && a.ints[e] == 0;
       }
@@ -268,7 +269,8 @@ void useConstants(Node& n, const std::vector<std::optional<c10::IValue>>& value)
   }
   for (auto& m : n.outputs)
     for (auto& d : m.sym)
-      if (d.node >= 0 && value[size_t(d.node)]) d = record::SymDim{-1, 1, value[size_t(d.node)]->toInt(), -1};
+      if (d.node >= 0 && value[size_t(d.node)] && value[size_t(d.node)]->isInt())
+        d = record::SymDim{-1, 1, value[size_t(d.node)]->toInt(), -1};
 }
 
 // The number a number operator computes from constants, if Python would.
@@ -306,10 +308,12 @@ size_t foldStaticSizes(record::Graph& g) {
     }
     if (returned[i]) continue;
     value[i] = staticSize(g, n) ? std::optional<c10::IValue>(c10::IValue(*staticSize(g, n))) : computedNumber(n);
-    if (!value[i]) continue;
-    keep[i] = false;
-    ++folded;
   }
+  // Folded numbers no use is left of go (one of another type than its use
+  // takes stays, for the plan to refuse).
+  std::vector<size_t> uses = record::useCounts(g);
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (value[i] && keep[i] && uses[i] == 0) keep[i] = false, ++folded;
   if (folded) g = record::removeNodes(g, keep);
   return folded;
 }

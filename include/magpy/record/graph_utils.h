@@ -76,6 +76,11 @@ Graph removeNodes(const Graph& graph, const std::vector<bool>& keep);
 // the caller decides), and every node these use, directly or not.
 std::vector<bool> liveNodes(const Graph& graph, const std::function<bool(const Node&)>& hasSideEffects);
 
+// Whether `check` is a predicate (magpy.expect_true) computed from sizes
+// read from tensors and constants only: no lifted number, no contents.
+// Every call with the record's sizes decides it as the capture did.
+bool decidesOnSizesOnly(const Graph& graph, const Node& check);
+
 // A Python identifier that is no Python keyword: a name generated code can
 // bind.
 bool isIdentifier(const std::string& s);

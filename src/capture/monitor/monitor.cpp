@@ -13,6 +13,7 @@
 
 #include <algorithm>
 
+#include "magpy/record/graph_utils.h"
 #include "magpy/replay/passes.h"
 #include "magpy/replay/state.h"
 #include "magpy/replay/tensors.h"
@@ -152,7 +153,10 @@ void Monitor::breakUnlessChecksStopCleanly() {
   record::Graph planned = replay::planOrder(ops_->graph());
   size_t effect = replay::firstEffect(planned);
   for (size_t i = effect; i < planned.nodes.size(); ++i) {
-    if (!record::isCheck(planned.nodes[i].target)) continue;
+    // A record with effects keeps the sizes of its capture (it never
+    // becomes dynamic): a decision on sizes alone goes the same way on
+    // every call its guards admit.
+    if (!record::isCheck(planned.nodes[i].target) || record::decidesOnSizesOnly(planned, planned.nodes[i])) continue;
     graphBreakAt(checkLocations_.at(planned.nodes[i].name),
                  "decides on tensor contents, content-dependent sizes or sizes the graph computes after the graph "
                  "wrote its inputs in place or drew random numbers (" + record::nameAndSource(planned.nodes[effect]) +
