@@ -497,7 +497,7 @@ OpRecorder::NumberHint* OpRecorder::hintFor(bool real, int64_t i, double f) {
 
 int OpRecorder::hintNode(NumberHint& h, const std::string& where) {
   if (h.node >= 0) {
-    h.lifted = true;
+    h.lifted = h.liftedHere = true;
     return h.node;
   }
   return sizeNode(h.value, h.dim, where);
@@ -521,14 +521,20 @@ int OpRecorder::sizeNode(int value, int64_t dim, const std::string& where) {
 // lifted. A lifted number's value in two arguments of one operator
 // (slice(x, 1, 0, 1, 1) for x[:, :n] with n = 1) cannot be told apart: it
 // conflicts, and the run then depends on its value.
-void OpRecorder::liftHints(std::vector<record::Arg>& args, const std::string& where) {
+void OpRecorder::liftHints(std::vector<record::Arg>& args, const std::vector<bool>& candidate, const std::string& where) {
   for (auto& h : hints_) {
     if (h.node < 0) continue;
     size_t seen = 0;
-    for (auto& a : args) seen += matchesByPosition(a) ? 1 : occurrences(a, h);  // by position: its own entry
+    for (size_t i = 0; i < args.size(); ++i)
+      if (candidate[i]) seen += matchesByPosition(args[i]) ? 1 : occurrences(args[i], h);  // by position: its own entry
     if (seen > 1) h.conflict = true;
   }
-  for (auto& a : args) liftHint(a, where);
+  for (size_t i = 0; i < args.size(); ++i)
+    if (candidate[i]) liftHint(args[i], where);
+  for (auto& h : hints_) {
+    if (h.liftedHere && ++h.takenBy > 1) h.conflict = true;
+    h.liftedHere = false;
+  }
 }
 
 // x.view(b, t // 2, 4): an int list of as many entries as the call passed
@@ -614,7 +620,14 @@ void OpRecorder::onOperator(const std::string& name, const std::string& overload
     if (inputs[i].isTensor() && hasDataDependentShape(inputs[i].toTensor())) dataShape = true;
     n.args.push_back(std::move(a));
   }
-  if (!hints_.empty()) liftHints(n.args, n.where);
+  if (!hints_.empty()) {
+    // x + n passes alpha=1 itself: an alpha of 1 is not the program's number
+    // (torch.add(x, y, alpha=n) with n == 1 then leaves n untaken).
+    std::vector<bool> candidate(n.args.size(), true);
+    for (size_t i = 0; i < n.args.size(); ++i)
+      candidate[i] = !(params[i].name() == "alpha" && n.args[i].kind == record::Arg::Kind::Int && n.args[i].i == 1);
+    liftHints(n.args, candidate, n.where);
+  }
 
   // Flatten the results, each with its index among the operator's returns
   // (in a tensor list, among the list's elements): one tensor, several, or

@@ -100,8 +100,10 @@ class OpRecorder {
   // call dispatches take sizes as aten::size.int nodes and lifted numbers
   // as their nodes; a number that more than one hint could be stays a
   // number. A lifted number an operator takes in no argument, or also
-  // takes as a plain number where it cannot tell which is which, is
-  // reported by takeUnliftedNumbers(): the run depends on its value.
+  // takes as a plain number where it cannot tell which is which, or that
+  // two operators take (x[:, :k] runs slice(x, 0, 0, end, 1) first, whose
+  // step may have k's value), is reported by takeUnliftedNumbers(): the
+  // run depends on its value.
   struct NumberHint {
     int64_t number = 0;
     int value = -1;
@@ -110,6 +112,8 @@ class OpRecorder {
     bool real = false;  // a float: its value is `f`
     double f = 0;
     bool lifted = false;    // some operator took it as its node
+    bool liftedHere = false;  // the operator being recorded did
+    int takenBy = 0;          // how many operators took it: more than one conflicts
     bool conflict = false;  // some operator took its value as a plain number
   };
   void setNumberHints(std::vector<NumberHint> hints) { hints_ = std::move(hints); }
@@ -134,7 +138,8 @@ class OpRecorder {
   bool writtenAfter(int value, size_t position) const;
   bool checksInputs(const std::vector<c10::IValue>& inputs);
   int addNode(const std::string& target, const std::string& name, std::vector<record::Arg> args, const std::string& where);
-  void liftHints(std::vector<record::Arg>& args, const std::string& where);
+  // candidate: per argument, whether it may be one of the hinted numbers.
+  void liftHints(std::vector<record::Arg>& args, const std::vector<bool>& candidate, const std::string& where);
   void liftHint(record::Arg& a, const std::string& where);
   bool matchesByPosition(const record::Arg& a) const;
   NumberHint* hintFor(bool real, int64_t i, double f);

@@ -146,7 +146,8 @@ class Generalizer {
   // What the operator's arguments say of result dimension d that changed
   // from y1 to y2: the d-th entry of a size list as long as the result's
   // rank (x.view(b, t // 2, -1)), else the same dimension of a tensor
-  // argument that changed alike (propagated), else any dimension of one.
+  // argument that changed alike (propagated), else an int argument with
+  // both values (x[:, :n - n // 2]), else any dimension of a tensor one.
   std::optional<SymDim> fromArguments(const Graph& a, const Graph& b, const Node& y, size_t d, size_t rank,
                                       int64_t y1, int64_t y2) const {
     for (auto& arg : y.args)
@@ -158,7 +159,7 @@ class Generalizer {
           return dim;
         }
       }
-    for (bool samePosition : {true, false})
+    auto tensorDim = [&](bool samePosition) -> std::optional<SymDim> {
       for (auto& arg : y.args) {
         if (arg.kind != Arg::Kind::Node) continue;
         const TensorMeta* e = metaOf(a, arg.i);
@@ -169,7 +170,16 @@ class Generalizer {
           if ((!samePosition || p == d) && changed && e->shape[p] == y1 && m->shape[p] == y2) return m->sym[p];
         }
       }
-    return std::nullopt;
+      return std::nullopt;
+    };
+    if (auto same = tensorDim(true)) return same;
+    for (auto& arg : y.args)  // an int the operator takes: x[:, :n - n // 2] slices up to it
+      if (arg.kind == Arg::Kind::Node && intValue(a, size_t(arg.i)) == y1 && intValue(b, size_t(arg.i)) == y2) {
+        SymDim dim;
+        dim.node = int32_t(arg.i);
+        return dim;
+      }
+    return tensorDim(false);
   }
 
   // The int node `k` computed at capture: number arithmetic keeps it, a

@@ -232,7 +232,6 @@ std::optional<int64_t> staticSize(const record::Graph& g, const Node& n) {
 }
 
 Arg constantArg(const c10::IValue& v, bool wrapped) {
-  if (v.isBool()) return Arg::boolean(v.toBool());
   Arg a = v.isInt() ? Arg::integer(v.toInt()) : Arg::floating(v.toDouble());
   if (wrapped) {  // where the operator takes a Tensor: Python's wrapped number
     a.kind = Arg::Kind::WrappedScalar;
@@ -246,10 +245,11 @@ void useConstants(Node& n, const std::vector<std::optional<c10::IValue>>& value)
   const c10::FunctionSchema* schema = n.isOp() ? schemaOf(n) : nullptr;
   for (size_t k = 0; k < n.args.size(); ++k) {
     Arg& a = n.args[k];
-    if (a.kind == Arg::Kind::Node && value[size_t(a.i)]) {
+    const auto& v = a.kind == Arg::Kind::Node ? value[size_t(a.i)] : std::nullopt;
+    if (v && (v->isInt() || v->isDouble())) {  // a comparison's bool stays, for the plan to refuse
       bool tensor = schema && k < schema->arguments().size() &&
                     schema->arguments()[k].type()->kind() == c10::TypeKind::TensorType;
-      a = constantArg(*value[size_t(a.i)], tensor);
+      a = constantArg(*v, tensor);
     } else if (a.kind == Arg::Kind::SizeList) {
       bool constant = true;
       for (size_t e = 0; e + 1 < a.ints.size(); e += 2) {
@@ -300,12 +300,15 @@ size_t foldStaticSizes(record::Graph& g) {
   size_t folded = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     Node& n = g.nodes[i];
-    if (n.kind != NodeKind::Output) useConstants(n, value);
-    if (n.target == record::kExpectTrue && n.args.size() == 1 && n.args[0].kind == Arg::Kind::Bool && n.args[0].i) {
-      keep[i] = false;  // a decision every call the guards admit makes alike
-      ++folded;
-      continue;
+    if (record::isCheck(n.target)) {
+      const auto& decided = n.args.size() == 1 && n.args[0].kind == Arg::Kind::Node ? value[size_t(n.args[0].i)] : std::nullopt;
+      if (n.target == record::kExpectTrue && decided && decided->isBool() && decided->toBool()) {
+        keep[i] = false;  // a decision every call the guards admit makes alike
+        ++folded;
+      }
+      continue;  // any other stays as it is, for the plan to run or refuse
     }
+    if (n.kind != NodeKind::Output) useConstants(n, value);
     if (returned[i]) continue;
     value[i] = staticSize(g, n) ? std::optional<c10::IValue>(c10::IValue(*staticSize(g, n))) : computedNumber(n);
   }

@@ -719,7 +719,9 @@ void checkSizes(const Step& step, const std::vector<c10::IValue>& slots, const S
     std::string want;
     for (auto& d : dims) {
       auto size = evaluate(d);
-      want += (want.empty() ? "" : ", ") + record::toString(d) + (size && d.symbol >= 0 ? "=" + std::to_string(*size) : "");
+      std::string dim = d.node >= 0 ? std::to_string(*size) + " (computed by the graph)"
+                                    : record::toString(d) + (size && d.symbol >= 0 ? "=" + std::to_string(*size) : "");
+      want += (want.empty() ? "" : ", ") + dim;
     }
     std::string got;
     for (auto x : sizes) got += (got.empty() ? "" : ", ") + std::to_string(x);

@@ -427,6 +427,33 @@ void replayCases(std::vector<Case>& out) {
     out.push_back({"number_overflow", encode(withTensorArg(mul)), 1, "grows beyond 64 bits", true});
   }
   {
+    // if x.size(0) > 5 on a call with 2 rows: the record does not serve it;
+    // a predicate of an int, and a comparison passed to an operator, are
+    // refused; a result size naming a later node is corruption.
+    auto decided = [&](Arg checked, bool intoOperator, int32_t sizeNode) {
+      TensorMeta m = meta({2});
+      Node size = op("size", "aten::size", "int", {Arg::node(0), Arg::integer(0)});
+      Node gt = op("gt", "operator.gt", "", {Arg::node(1), Arg::integer(5)});
+      gt.number = "bool";
+      Node check = op("expect_true", record::kExpectTrue, "", {std::move(checked)});
+      Node mul = op("mul", "aten::mul", "Tensor", {Arg::node(0), Arg::node(intoOperator ? 2 : 0)});
+      mul.outputs = {m};
+      if (sizeNode >= 0) {
+        mul.outputs[0].sym = {record::SymDim{}};
+        mul.outputs[0].sym[0].node = sizeNode;
+      }
+      RecordFile f = oneCall({placeholder(0, m), size, gt, check, mul}, container(Value::Kind::Tuple, {tensorValue(0, m)}));
+      f.blobs.push_back(floatBlob({2}, 2));
+      return encode(f);
+    };
+    out.push_back({"predicate_fails", decided(Arg::node(2), false, -1), 1, "does not hold for this call", true});
+    out.push_back({"predicate_of_int", decided(Arg::node(1), false, -1), 2, "checks something other than a comparison", true});
+    out.push_back({"comparison_into_operator", decided(Arg::node(2), true, -1), 2,
+                   "a comparison's result goes to magpy.expect_true only", true});
+    out.push_back({"size_of_later_node", decided(Arg::node(2), false, 4), 2,
+                   "which names no int the graph computes before it"});
+  }
+  {
     Node div = op("div", "operator.truediv", "", {Arg::integer(1), Arg::integer(2)});
     div.number = "int";  // Python's / gives a float
     out.push_back({"number_op_type", encode(withTensorArg(div)), 2, "operator.truediv of int and int does not give int", true});

@@ -19,12 +19,14 @@ tensor contents, torch process settings read by getters (threads, anomaly
 mode, grad mode, default dtype), buffers sharing storage with .data
 replaced or written, one list passed as two arguments (extra
 parameters of f, built per call by the program's extra_args(i)), writes
-through super().__setattr__, and a module built on every call.
+through super().__setattr__, a module built on every call, and sizes
+through arithmetic, min/max, math functions and comparisons.
 The program also defines perturb(i, rng), the changes made after call i:
 class dict entries replaced (dunders and properties included), instance
 attributes set and deleted, globals and module aliases rebound, __code__,
 __defaults__ and closure cells replaced, containers reordered and changed,
-descriptor state changed. Each change carries a comment naming its kind.
+descriptor state changed. Sizes of extra arguments vary by call where a
+feature computes with them or decides on them. Each change carries a comment naming its kind.
 
 The driver (run under magpy-capture) executes each program's source twice,
 into two modules of their own, so each world has its own classes, globals
@@ -583,6 +585,26 @@ def content_reads(r, k):
     return F([f"sc{k} = 2.0"], use,
              [("global rebound", [f"sc{k} = rng.choice([0.5, 3.0])"])],
              rebinds=[f"sc{k}"], params=[f"s{k}"], args=[f"out.append(torch.ones({sizes}[i]))"])
+
+
+@feature
+def size_arithmetic(r, k):
+    # Arithmetic on a size the graph computes (// % min max abs int() math.*), a factory or a slice of a
+    # computed size, and a branch on a comparison of sizes with a global the perturbations rebind. The
+    # size varies by call: a record must take another branch, or compute other sizes, where eager does.
+    sizes = [r.randint(1, 6) for _ in range(CALLS)]
+    n = f"s{k}.shape[0]"
+    use = r.choice([[f"y = y * ({n} // 2 + 1) - {n} % 3"],
+                    [f"if {n} > lim{k}:", f"    y = y - 1"],
+                    [f"if -{n} <= -lim{k} or {n} == 2:", f"    y = y * 2"],
+                    [f"y = y * min({n}, lim{k}) / math.sqrt({n})"],
+                    [f"y = y + torch.ones({n} * 2 - 1).sum() * abs({n} - 3)"],
+                    [f"y = y[:, :max(1, {n} % 3)] + int({n} / 2) + math.ceil({n} / 4)"],
+                    [f"y = y + torch.arange(float({n})).view(1, -1)[:, :1] * max(math.floor({n} / 2), 1)"]])
+    return F([f"lim{k} = 3"], use,
+             [("global rebound", [f"lim{k} = rng.choice([2, 4])"])],
+             state=[f"lim{k}"], rebinds=[f"lim{k}"], imports=["math"], params=[f"s{k}"],
+             args=[f"out.append(torch.ones({sizes}[i]))"])
 
 
 def program(seed, keep=lambda i, j: True):

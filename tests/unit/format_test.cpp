@@ -220,3 +220,44 @@ TEST(Format, MissingFileIsAClearError) {
     EXPECT_TRUE(contains(e.what(), "no such file")) << e.what();
   }
 }
+
+// A result size that is the value of a graph node (x.view(n // 2, -1)),
+// and a predicate on sizes: both round trip; the validator holds node
+// sizes to earlier int nodes and predicates to one operand.
+TEST(Format, SizesOfGraphValuesAndPredicatesRoundTripAndAreValidated) {
+  RecordFile f = sample::sampleFile();
+  Graph& g = f.functions[0].records[0].graph;
+  Node size = sample::opNode("size", "aten::size", "int", {Arg::node(0), Arg::integer(0)});
+  Node half = sample::opNode("floordiv", "operator.floordiv", "", {Arg::node(2), Arg::integer(2)});
+  half.number = "int";
+  half.seen = Atom::integer(1);
+  Node gt = sample::opNode("gt", "operator.gt", "", {Arg::node(2), Arg::integer(1)});
+  gt.number = "bool";
+  gt.seen = Atom::boolean(true);
+  Node check = sample::opNode("expect_true", kExpectTrue, "", {Arg::node(4)});
+  g.nodes.insert(g.nodes.begin() + 2, {size, half, gt, check});
+  for (size_t i = 6; i < g.nodes.size(); ++i) record::forEachNodeArg(g.nodes[i], [](int64_t& j) { j += j >= 2 ? 4 : 0; });
+  TensorMeta& m = g.nodes[6].outputs[0];  // %mul
+  m.sym = {SymDim{}};
+  m.sym[0].node = 3;
+  m.sym[0].offset = 0;
+  RecordFile back = decode(encode(f));
+  const Graph& h = back.functions[0].records[0].graph;
+  EXPECT_EQ(h.nodes[6].outputs[0].sym[0].node, 3);
+  EXPECT_TRUE(contains(printGraph(h), "magpy.expect_true(%gt)")) << printGraph(h);
+  EXPECT_TRUE(contains(printGraph(h), "float32[#3]")) << printGraph(h);
+
+  m.sym[0].node = 7;  // a later node
+  EXPECT_TRUE(contains(errorOf(encode(f)), "which names no int the graph computes before it")) << errorOf(encode(f));
+  m.sym[0].node = 4;  // a bool
+  EXPECT_TRUE(contains(errorOf(encode(f)), "which names no int the graph computes before it")) << errorOf(encode(f));
+  m.sym[0].node = 3;
+  m.sym[0].offset = 5;
+  EXPECT_TRUE(contains(errorOf(encode(f)), "neither a node's value nor a symbol's")) << errorOf(encode(f));
+  m.sym[0].offset = 0;
+  g.nodes[5].args.push_back(Arg::node(3));
+  EXPECT_TRUE(contains(errorOf(encode(f)), "does not take (comparison)")) << errorOf(encode(f));
+  g.nodes[5].args.pop_back();
+  g.nodes[3].args.pop_back();  // floordiv of one operand
+  EXPECT_TRUE(contains(errorOf(encode(f)), "neither a number input nor number arithmetic")) << errorOf(encode(f));
+}

@@ -163,3 +163,50 @@ TEST(Generalize, DynamicRecordsRoundTripAndHostileSizesAreRefused) {
   refused([](Record& r) { r.graph.nodes[3].args[1] = Arg{Arg::Kind::SizeList, 0, 0, "", {1, 5}, {}}; }, "not defined before");
   refused([](Record& r) { r.graph.nodes[3].args[1] = Arg{Arg::Kind::SizeList, 0, 0, "", {2, 0}, {}}; }, "size list");
 }
+
+namespace {
+
+// x.view(x.size(0) // 2, -1) for x of shape [n, 3].
+Record halves(int64_t n) {
+  Record r;
+  r.guards.push_back({AccessPath::arg(0), tensorCheck({n, 3}, {3, 1})});
+  Node x;
+  x.kind = NodeKind::Placeholder;
+  x.name = "x";
+  x.source = AccessPath::arg(0);
+  x.outputs = {sample::meta({n, 3}, {3, 1})};
+  Node size = sample::opNode("size", "aten::size", "int", {Arg::node(0), Arg::integer(0)});
+  Node half = sample::opNode("floordiv", "operator.floordiv", "", {Arg::node(1), Arg::integer(2)});
+  half.number = "int";
+  half.seen = Atom::integer(n / 2);
+  Arg shape;
+  shape.kind = Arg::Kind::SizeList;
+  shape.ints = {1, 2, 0, -1};
+  Node view = op("view", "aten::view", {Arg::node(0), shape}, sample::meta({n / 2, 6}, {6, 1}));
+  Node sum = op("sum", "aten::sum", {Arg::node(3)}, sample::meta({n / 2}, {1}));
+  Node out;
+  out.kind = NodeKind::Output;
+  out.name = "output";
+  out.args = {Arg::node(4)};
+  r.graph.nodes = {x, size, half, view, sum, out};
+  r.mock.result = ValueExpr::output(0);
+  return r;
+}
+
+}  // namespace
+
+// A result size the program's arithmetic gave is that node's value, in
+// the size list's place and in the results computed from it; a later
+// capture that follows no rule stays apart.
+TEST(Generalize, SizesTheProgramComputedAreTheValuesOfTheirNodes) {
+  Generalized g = generalize(halves(4), halves(8));
+  ASSERT_TRUE(g.record) << g.why;
+  const Graph& graph = g.record->graph;
+  EXPECT_EQ(graph.nodes[3].outputs[0].sym[0].node, 2);
+  EXPECT_EQ(graph.nodes[3].outputs[0].sym[1].symbol, -1);
+  EXPECT_EQ(graph.nodes[4].outputs[0].sym[0].node, 2);  // propagated from the view's
+  Record wrong = halves(8);
+  wrong.graph.nodes[4].outputs[0].shape = {5};  // 2 -> 5: neither the view's rows nor any rule of 4 -> 8
+  EXPECT_NE(generalize(halves(4), wrong).why.find("no argument size or number the graph computes explains"),
+            std::string::npos);
+}

@@ -265,3 +265,45 @@ TEST(Passes, ResizeThatGrowsLeavesUnwrittenMemory) {
     EXPECT_EQ(replay::readsUninitialized(b.g), "");
   }
 }
+
+// In a record without symbols, sizes read from inputs, the arithmetic on
+// them and the decisions they settle are constants: folded, so the graph
+// lowers to TorchScript; a dynamic input keeps them.
+TEST(Passes, SizesTheGuardsFixAreFolded) {
+  for (bool dynamic : {false, true}) {
+    Builder b;
+    int64_t x = b.input(NodeKind::Placeholder, "x");
+    b.g.nodes[size_t(x)].outputs = {TensorMeta{}};
+    TensorMeta& m = b.g.nodes[size_t(x)].outputs[0];
+    m.shape = {4, 3};
+    m.strides = {3, 1};
+    if (dynamic) m.sym = {SymDim{0, 1, 0, -1}, SymDim{-1, 1, 3, -1}};
+    int64_t size = b.op("aten::size", "int", {Arg::node(x), Arg::integer(0)});
+    int64_t half = b.op("operator.floordiv", "", {Arg::node(size), Arg::integer(2)});
+    b.g.nodes[size_t(half)].number = "int";
+    int64_t gt = b.op("operator.gt", "", {Arg::node(size), Arg::integer(2)});
+    b.g.nodes[size_t(gt)].number = "bool";
+    b.op("magpy.expect_true", "", {Arg::node(gt)});
+    Arg shape;
+    shape.kind = Arg::Kind::SizeList;
+    shape.ints = {1, half, 0, -1};
+    int64_t view = b.op("aten::view", "", {Arg::node(x), shape});
+    int64_t scaled = b.op("aten::mul", "Tensor", {Arg::node(view), Arg::node(size)});
+    b.output({scaled});
+    auto out = replay::optimize(b.g, PassOptions(), true);
+    size_t numbers = 0;
+    for (auto& n : out.graph.nodes) numbers += !n.number.empty() || n.target == "aten::size" || isCheck(n.target);
+    if (dynamic) {
+      EXPECT_EQ(numbers, 4u);
+      continue;
+    }
+    EXPECT_EQ(numbers, 0u);
+    ASSERT_EQ(out.graph.nodes.size(), 4u);
+    EXPECT_EQ(out.graph.nodes[1].args[1].kind, Arg::Kind::IntList);
+    EXPECT_EQ(out.graph.nodes[1].args[1].ints, (std::vector<int64_t>{2, -1}));
+    EXPECT_EQ(out.graph.nodes[2].args[1].kind, Arg::Kind::WrappedScalar);  // where mul takes a Tensor
+    EXPECT_EQ(out.graph.nodes[2].args[1].i, 4);
+    replay::Plan plan(b.g, {}, replay::PlanOptions{PassOptions(), true});
+    EXPECT_EQ(plan.runWith({at::ones({4, 3})})[0].toTensor().sum().item<float>(), 48.0f);
+  }
+}

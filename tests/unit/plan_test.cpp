@@ -407,3 +407,100 @@ TEST(Plan, PackedBatchSizesAreCheckedBeforeThePadding) {
   for (auto bad : {longs({1, 2}), longs({2, 2}), longs({3, 0}), longs({})})
     EXPECT_THROW(plan.runWith({data, bad}), Error) << bad;
 }
+
+namespace {
+
+// target(a[, b]) on constants, as a plan computes it.
+c10::IValue computed(const std::string& target, std::vector<Arg> args, const std::string& type) {
+  Graph g;
+  Node n = opNode("n", target, "", std::move(args));
+  n.number = type;
+  g.nodes = {n, output({Arg::node(0)})};
+  return replay::Plan(g, {}).runWith({})[0];
+}
+
+}  // namespace
+
+// Each number operator as Python computes it (the values are Python's).
+TEST(Plan, NumberOperatorsAndComparisonsAreThoseOfPython) {
+  EXPECT_EQ(computed("operator.mod", {Arg::integer(-7), Arg::integer(3)}, "int").toInt(), 2);
+  EXPECT_EQ(computed("operator.mod", {Arg::integer(7), Arg::integer(-3)}, "int").toInt(), -2);
+  EXPECT_EQ(computed("operator.mod", {Arg::floating(-7.5), Arg::floating(2)}, "float").toDouble(), 0.5);
+  EXPECT_EQ(computed("builtins.min", {Arg::integer(3), Arg::integer(2)}, "int").toInt(), 2);
+  EXPECT_EQ(computed("builtins.max", {Arg::floating(2.5), Arg::floating(-1)}, "float").toDouble(), 2.5);
+  EXPECT_EQ(computed("operator.neg", {Arg::integer(5)}, "int").toInt(), -5);
+  EXPECT_EQ(computed("builtins.abs", {Arg::integer(-3)}, "int").toInt(), 3);
+  EXPECT_EQ(computed("builtins.int", {Arg::floating(-2.7)}, "int").toInt(), -2);
+  EXPECT_EQ(computed("builtins.float", {Arg::integer(3)}, "float").toDouble(), 3.0);
+  EXPECT_EQ(computed("math.sqrt", {Arg::integer(16)}, "float").toDouble(), 4.0);
+  EXPECT_EQ(computed("math.ceil", {Arg::floating(2.1)}, "int").toInt(), 3);
+  EXPECT_EQ(computed("math.floor", {Arg::floating(-2.1)}, "int").toInt(), -3);
+  EXPECT_TRUE(computed("operator.lt", {Arg::integer(2), Arg::integer(3)}, "bool").toBool());
+  EXPECT_FALSE(computed("operator.ge", {Arg::integer(2), Arg::integer(3)}, "bool").toBool());
+  EXPECT_TRUE(computed("operator.eq", {Arg::integer(2), Arg::floating(2.0)}, "bool").toBool());
+  // Where Python raises, the call is not the record's: a miss.
+  EXPECT_THROW(computed("operator.mod", {Arg::integer(1), Arg::integer(0)}, "int"), replay::SizeMismatch);
+  EXPECT_THROW(computed("math.sqrt", {Arg::integer(-1)}, "float"), replay::SizeMismatch);
+  EXPECT_THROW(computed("operator.neg", {Arg::integer(INT64_MIN)}, "int"), replay::SizeMismatch);
+  // Types Python's arithmetic would not give are refused when the plan is built.
+  EXPECT_THROW(computed("builtins.min", {Arg::integer(3), Arg::floating(2)}, "int"), Error);
+  EXPECT_THROW(computed("math.sqrt", {Arg::integer(4)}, "int"), Error);
+  EXPECT_THROW(computed("operator.neg", {Arg::integer(4), Arg::integer(1)}, "int"), Error);
+}
+
+// if x.size(0) > 3: a call whose rows go the other way stops before any
+// operator, and says the program decided otherwise (not that the record
+// computes wrong sizes).
+TEST(Plan, DecisionsStopCallsThatGoTheOtherWay) {
+  Graph g;
+  g.nodes = {argument({sample::meta({4, 2}, {2, 1})}), opNode("size", "aten::size", "int", {Arg::node(0), Arg::integer(0)}),
+             numberOp("operator.gt", {Arg::node(1), Arg::integer(3)}, "bool"),
+             opNode("expect_true", kExpectTrue, "", {Arg::node(2)}),
+             opNode("mul", "aten::mul", "Scalar", {Arg::node(0), Arg::floating(2)}), output({Arg::node(4)})};
+  replay::Plan plan(g, {});
+  EXPECT_NO_THROW(plan.runWith({at::randn({5, 2})}));
+  try {
+    plan.runWith({at::randn({3, 2})});
+    ADD_FAILURE() << "3 rows ran the record of more than 3";
+  } catch (const replay::SizeMismatch& e) {
+    EXPECT_TRUE(e.decidedOtherwise);
+    EXPECT_TRUE(e.changedNothing);
+  }
+  // A predicate takes a comparison; an int is refused when the plan is built.
+  g.nodes[3].args = {Arg::node(1)};
+  EXPECT_THROW(replay::Plan(g, {}), Error);
+}
+
+// x.view(x.size(0) // 2, -1): the result's rows are the value of the
+// floordiv node, checked on every call.
+TEST(Plan, ResultSizesMayBeTheValueOfANode) {
+  Graph g;
+  Node view = opNode("view", "aten::view", "", {Arg::node(0), Arg::none()});
+  view.args[1].kind = Arg::Kind::SizeList;
+  view.args[1].ints = {1, 2, 0, -1};
+  view.outputs = {sample::meta({2, 6}, {6, 1})};
+  view.outputs[0].sym = {SymDim{}, SymDim{-1, 1, 6, -1}};
+  view.outputs[0].sym[0].node = 2;
+  Node sum = opNode("sum", "aten::sum", "dim_IntList", {Arg::node(0), Arg::none(), Arg::boolean(false), Arg::none()});
+  sum.args[1].kind = Arg::Kind::IntList;
+  sum.args[1].ints = {1};
+  sum.outputs = {sample::meta({4}, {1})};
+  sum.outputs[0].sym = {SymDim{}};
+  sum.outputs[0].sym[0].node = 2;  // wrong: x.sum(1) has x's rows, not half of them
+  g.nodes = {argument({sample::meta({4, 3}, {3, 1})}), opNode("size", "aten::size", "int", {Arg::node(0), Arg::integer(0)}),
+             numberOp("operator.floordiv", {Arg::node(1), Arg::integer(2)}, "int"), view, sum,
+             output({Arg::node(3), Arg::node(4)})};
+  g.nodes[3].args[0] = Arg::node(0);
+  replay::Plan plan(g, {});
+  replay::SymbolValues none;
+  try {
+    plan.runWith({at::randn({8, 3})}, &none);
+    ADD_FAILURE() << "the sum's rule should fail";
+  } catch (const replay::SizeMismatch& e) {
+    EXPECT_FALSE(e.decidedOtherwise);
+    EXPECT_NE(std::string(e.what()).find("[4 (computed by the graph)]"), std::string::npos) << e.what();
+  }
+  g.nodes[4].outputs[0].sym.clear();
+  replay::Plan right(g, {});
+  EXPECT_EQ(right.runWith({at::randn({8, 3})}, &none)[0].toTensor().sizes(), (std::vector<int64_t>{4, 6}));
+}
