@@ -639,8 +639,14 @@ record::Graph hoistChecks(const record::Graph& g) {
   StorageUse use = storageUse(g, roots);
   size_t effect = firstEffectWith(g, use);
   if (effect == g.nodes.size()) return g;
+  // Two inputs may share memory the graph cannot see (a buffer that is a
+  // view of another): where the graph writes an input, no read of an
+  // input moves.
+  bool inputsWritten = use.firstInputWrite != SIZE_MAX;
   auto unwritten = [&](int64_t j) {
-    return std::none_of(roots[size_t(j)].begin(), roots[size_t(j)].end(), [&](size_t r) { return use.written[r]; });
+    return std::none_of(roots[size_t(j)].begin(), roots[size_t(j)].end(), [&](size_t r) {
+      return use.written[r] || (inputsWritten && g.nodes[r].isInput() && g.nodes[r].number.empty());
+    });
   };
   std::vector<bool> movable(g.nodes.size(), false), moved(g.nodes.size(), false);
   for (size_t i = effect; i < g.nodes.size(); ++i) {
