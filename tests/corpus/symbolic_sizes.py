@@ -92,3 +92,27 @@ def equal_sizes(x, y):
 
 pairs = [(torch.randn(a, 3), torch.randn(b, 3)) for a, b in [(2, 2), (3, 3), (2, 4), (3, 5), (4, 4), (6, 2)]]
 compare(lambda: equal_sizes, pairs, records=2, monitored=4, hits=2, breaks=0)
+
+
+class Warmup(torch.nn.Module):
+    """A lifted number of the state decided on: a predicate, not its value."""
+
+    def __init__(self):
+        super().__init__()
+        self.step = 1
+
+    def forward(self, x):
+        if self.step > 3:
+            return x * self.step
+        return x - self.step
+
+
+def next_step(i, compiled, eager):
+    compiled.step = eager.step = i + 1
+
+
+# Step 1 makes a record; step 2 differs in the number, which later runs
+# lift: its record (step <= 3) replaces the first; step 4 goes the other
+# way and makes the second; steps 5 to 8 replay it.
+compare(lambda: Warmup(), [(torch.randn(3),) for _ in range(8)], between=next_step, records=2, monitored=3, hits=5,
+        breaks=0)

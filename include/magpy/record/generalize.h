@@ -8,13 +8,18 @@
 //     one, so their equality stays checked; such tensors must be
 //     contiguous in both records (their strides then follow from sizes);
 //   - graph: the two graphs must be the same operators with the same
-//     arguments; a result size that changes must be scale * s + offset of
-//     one symbol (checked again on every replayed call: a size that
-//     follows another rule makes the call miss, never a stale result);
+//     arguments (sizes the program computed with are number nodes, so
+//     their arguments agree); a result size that changes is taken from
+//     the operator's size list, a tensor argument's dimension or an int it
+//     takes, else from an int the graph computed with both values, else it
+//     must be scale * s + offset of one symbol (each checked again on every
+//     replayed call: a size that follows another rule makes the call miss,
+//     never a stale result);
 //   - everything else (other guards, the mock) must be equal.
 //
-// Whether the program's Python code read a size (and so may decide on it)
-// is not visible in a record: the caller refuses runs that did. Sizes 0
+// Whether the program's Python code used a size in a way the graph does not
+// repeat (an index, range(n)) is not visible in a record: the caller
+// refuses runs that did. Sizes 0
 // and 1 stay specialized (every symbol is at least 2).
 #pragma once
 
