@@ -61,9 +61,13 @@ std::vector<bool> liveNodes(const Graph& graph, const std::function<bool(const N
 bool decidesOnSizesOnly(const Graph& g, const Node& check) {
   if (check.target != kExpectTrue || check.args.size() != 1 || check.args[0].kind != Arg::Kind::Node) return false;
   std::vector<int64_t> stack{check.args[0].i};
+  std::vector<bool> seen(g.nodes.size(), false);  // a value used twice is walked once
   while (!stack.empty()) {
-    const Node& n = g.nodes[size_t(stack.back())];
+    size_t i = size_t(stack.back());
     stack.pop_back();
+    if (seen[i]) continue;
+    seen[i] = true;
+    const Node& n = g.nodes[i];
     if (n.target == "aten::size" && n.overload == "int") continue;
     if (n.isInput() || !isNumberOp(n.target)) return false;
     for (auto& a : n.args)

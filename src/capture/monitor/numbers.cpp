@@ -105,21 +105,29 @@ void NumberLifter::fix(NodeId n, const std::string& how, int depth) {
 }
 
 // Back through the number operators to the inputs that read the state and
-// the sizes read from tensors.
+// the sizes read from tensors (each node once: `n = n + n` in a loop
+// shares operands).
 void NumberLifter::fixGraphNumber(int node, const std::string& how) {
-  const record::Node& n = ops_.graph().nodes[size_t(node)];
-  if (n.isInput()) {
-    noteUse(how);
-    for (auto& [value, shadow] : inputs_)
-      if (value == node) fixed_.insert(shadow);
-    return;
+  const record::Graph& g = ops_.graph();
+  std::vector<bool> seen(g.nodes.size(), false);
+  std::vector<int> stack{node};
+  while (!stack.empty()) {
+    int i = stack.back();
+    stack.pop_back();
+    if (seen[size_t(i)]) continue;
+    seen[size_t(i)] = true;
+    const record::Node& n = g.nodes[size_t(i)];
+    if (n.isInput()) {
+      noteUse(how);
+      for (auto& [value, shadow] : inputs_)
+        if (value == i) fixed_.insert(shadow);
+    } else if (n.number.empty()) {  // an aten::size.int node
+      sizes_.use(how);
+    } else {
+      for (auto& a : n.args)
+        if (a.kind == record::Arg::Kind::Node) stack.push_back(int(a.i));
+    }
   }
-  if (n.number.empty()) {  // an aten::size.int node
-    sizes_.use(how);
-    return;
-  }
-  for (auto& a : n.args)
-    if (a.kind == record::Arg::Kind::Node) fixGraphNumber(int(a.i), how);
 }
 
 void NumberLifter::fixUntaken() {
