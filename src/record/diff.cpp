@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "magpy/record/format.h"
+#include "magpy/record/graph_utils.h"
 #include "magpy/record/text.h"
 #include "magpy/support/error.h"
 #include "magpy/support/hash.h"
@@ -107,7 +108,7 @@ std::string nodeText(const Node& n, const Graph& g) {
     for (auto& a : n.args) args.push_back(argText(a, g));
     s = (n.kind == NodeKind::Output ? "output" : n.opName()) + "(" + join(args, ", ") + ")";
   }
-  for (auto& m : n.outputs) s += " : " + typeText(m);
+  for (auto& m : n.outputs) s += " : " + typeText(m, g);
   return s;
 }
 

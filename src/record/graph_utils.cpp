@@ -58,6 +58,15 @@ std::vector<bool> liveNodes(const Graph& graph, const std::function<bool(const N
   return live;
 }
 
+std::string typeText(const TensorMeta& m, const Graph& g) {
+  bool named = std::any_of(m.sym.begin(), m.sym.end(), [&](const SymDim& d) { return d.node >= 0 && size_t(d.node) < g.nodes.size(); });
+  if (!named) return typeText(m);
+  std::string dims;
+  for (auto& d : m.sym)
+    dims += (dims.empty() ? "" : ", ") + (d.node >= 0 && size_t(d.node) < g.nodes.size() ? "%" + g.nodes[size_t(d.node)].name : toString(d));
+  return m.dtype + "[" + dims + "]";
+}
+
 bool decidesOnSizesOnly(const Graph& g, const Node& check) {
   if (check.target != kExpectTrue || check.args.size() != 1 || check.args[0].kind != Arg::Kind::Node) return false;
   std::vector<int64_t> stack{check.args[0].i};

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "magpy/record/format.h"
+#include "magpy/record/graph_utils.h"
 #include "magpy/record/op_policy.h"
 #include "magpy/support/error.h"
 #include "magpy/support/hash.h"
@@ -130,12 +131,12 @@ std::vector<std::string> roleNames(uint8_t roles) {
 namespace {
 
 // What a node's value is: "  : float32[2, 3]", "  : int" (a lifted number).
-std::string metaText(const Node& n) {
+std::string metaText(const Node& n, const Graph& g) {
   if (!n.number.empty() && n.isInput()) return "  : " + n.number + " (" + toString(n.seen) + " at capture)";
   if (!n.number.empty()) return "  : " + n.number;
   if (n.outputs.empty()) return "";
   std::vector<std::string> parts;
-  for (auto& m : n.outputs) parts.push_back(typeText(m));
+  for (auto& m : n.outputs) parts.push_back(typeText(m, g));
   return "  : " + join(parts, ", ");
 }
 
@@ -464,7 +465,7 @@ std::string printGraph(const Graph& g) {
       case NodeKind::Placeholder:
       case NodeKind::GetAttr:
         out << "%" << n.name << " = " << toString(n.kind) << " "
-            << (n.blob >= 0 ? "constant blob " + std::to_string(n.blob) : toString(n.source)) << metaText(n);
+            << (n.blob >= 0 ? "constant blob " + std::to_string(n.blob) : toString(n.source)) << metaText(n, g);
         break;
       case NodeKind::Output: {
         std::vector<std::string> parts;
@@ -475,7 +476,7 @@ std::string printGraph(const Graph& g) {
       default: {
         std::vector<std::string> parts;
         for (auto& a : n.args) parts.push_back(argText(a, g));
-        out << "%" << n.name << " = " << n.opName() << "(" << join(parts, ", ") << ")" << metaText(n);
+        out << "%" << n.name << " = " << n.opName() << "(" << join(parts, ", ") << ")" << metaText(n, g);
         if (n.grad != GradMode::Ambient) out << "  [" << toString(n.grad) << "]";
         if (!n.where.empty()) out << "  # " << n.where;
         if (std::string why = policyConcern(n); !why.empty())

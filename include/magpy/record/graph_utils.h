@@ -76,6 +76,10 @@ Graph removeNodes(const Graph& graph, const std::vector<bool>& keep);
 // the caller decides), and every node these use, directly or not.
 std::vector<bool> liveNodes(const Graph& graph, const std::function<bool(const Node&)>& hasSideEffects);
 
+// A value's type as the graph's views show it: typeText(), with a size
+// that is a node's value named as the node ("float32[s0, %floordiv, 32]").
+std::string typeText(const TensorMeta& meta, const Graph& graph);
+
 // Whether `check` is a predicate (magpy.expect_true) computed from sizes
 // read from tensors and constants only: no lifted number, no contents.
 // Every call with the record's sizes decides it as the capture did.
