@@ -2,7 +2,7 @@
 // monitor's analyses follow (sizes.h, numbers.h): each analysis says what
 // an instruction does with them, and the monitor hints the operators the
 // instruction dispatches, so that they take them as graph values.
-#include <map>
+#include <set>
 
 #include "capture/monitor/monitor.h"
 #include "capture/monitor/state.h"
@@ -105,12 +105,11 @@ int Monitor::sizeNodeOf(NodeId n) {
 }
 
 const char* Monitor::numberCall(const Pending& p) const {
-  static const std::map<std::string, const char*> kCalls = {
-      {"builtins.min", "builtins.min"}, {"builtins.max", "builtins.max"}, {"builtins.abs", "builtins.abs"},
-      {"builtins.int", "builtins.int"}, {"builtins.float", "builtins.float"}, {"math.sqrt", "math.sqrt"},
-      {"math.ceil", "math.ceil"}, {"math.floor", "math.floor"}};
+  // The graph's number operators named as the callees are (record::isNumberOp).
+  static const std::set<std::string> kCalls = {"builtins.min", "builtins.max", "builtins.abs", "builtins.int",
+                                               "builtins.float", "math.sqrt", "math.ceil", "math.floor"};
   auto it = kCalls.find(p.calleeName);
-  if (it == kCalls.end() || !p.keywords.empty() || p.positional.size() != size_t(record::numberOpArity(it->second)))
+  if (it == kCalls.end() || !p.keywords.empty() || p.positional.size() != size_t(record::numberOpArity(*it)))
     return nullptr;
   bool any = false;
   for (NodeId n : p.positional) {
@@ -120,7 +119,7 @@ const char* Monitor::numberCall(const Pending& p) const {
     if (!number) return nullptr;
     any = any || numbers_.liftable(n);
   }
-  return any ? it->second : nullptr;
+  return any ? it->c_str() : nullptr;
 }
 
 bool Monitor::isSizeCall(const Pending& p) const {
