@@ -105,17 +105,3 @@ class ReadThenCount(nn.Module):
 calls = [(torch.tensor([1.0, 2.0]),), (torch.tensor([-1.0, -2.0]),), (torch.tensor([3.0, 1.0]),), (torch.tensor([-3.0, 1.0]),)]
 compare(ReadThenCount, calls, records=2, graphs=2, breaks=0, hits=2)
 
-
-class CountThenRead(nn.Module):
-    # The write comes first, but the value read does not depend on it: the
-    # check runs before the write, so a failed one still stops cleanly.
-    def __init__(self):
-        super().__init__()
-        self.register_buffer("calls", torch.zeros((), dtype=torch.long))
-
-    def forward(self, x):
-        self.calls.add_(1)
-        return x * 2 if bool(x.sum() > 0) else -x
-
-
-compare(CountThenRead, calls, records=2, graphs=2, breaks=0, hits=2)

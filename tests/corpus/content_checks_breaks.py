@@ -43,3 +43,21 @@ class NoisyThreshold(nn.Module):
 
 
 compare(NoisyThreshold, [(torch.randn(3),) for _ in range(3)], reseed=True, records=1, graphs=0, breaks=1)
+
+
+class CountThenRead(nn.Module):
+    # The write of a buffer comes first, and the value read is computed from
+    # the argument, which may share the buffer's memory (the caller may pass
+    # a view of it): the read cannot move before the write, so it stays a
+    # break.
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("calls", torch.zeros((), dtype=torch.long))
+
+    def forward(self, x):
+        self.calls.add_(1)
+        return x * 2 if bool(x.sum() > 0) else -x
+
+
+signs = [(torch.tensor([1.0, 2.0]),), (torch.tensor([-1.0, -2.0]),), (torch.tensor([3.0, 1.0]),)]
+compare(CountThenRead, signs, records=1, graphs=0, breaks=1)
