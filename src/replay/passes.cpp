@@ -310,13 +310,17 @@ size_t foldStaticSizes(record::Graph& g) {
     }
     if (n.kind != NodeKind::Output) useConstants(n, value);
     if (returned[i]) continue;
-    value[i] = staticSize(g, n) ? std::optional<c10::IValue>(c10::IValue(*staticSize(g, n))) : computedNumber(n);
+    if (auto size = staticSize(g, n)) value[i] = c10::IValue(*size);
+    else value[i] = computedNumber(n);
   }
-  // Folded numbers no use is left of go (one of another type than its use
-  // takes stays, for the plan to refuse).
-  std::vector<size_t> uses = record::useCounts(g);
-  for (size_t i = 0; i < g.nodes.size(); ++i)
+  // Folded numbers no kept node uses any more go (one of another type than
+  // its use takes stays, for the plan to refuse). Users come after what
+  // they use: one backward sweep counts the uses of kept nodes only.
+  std::vector<size_t> uses(g.nodes.size(), 0);
+  for (size_t i = g.nodes.size(); i-- > 0;) {
     if (value[i] && keep[i] && uses[i] == 0) keep[i] = false, ++folded;
+    if (keep[i]) forEachNodeArg(g.nodes[i], [&](int64_t j) { ++uses[size_t(j)]; });
+  }
   if (folded) g = record::removeNodes(g, keep);
   return folded;
 }

@@ -290,7 +290,7 @@ TEST(Passes, SizesTheGuardsFixAreFolded) {
     int64_t view = b.op("aten::view", "", {Arg::node(x), shape});
     int64_t scaled = b.op("aten::mul", "Tensor", {Arg::node(view), Arg::node(size)});
     b.output({scaled});
-    auto out = replay::optimize(b.g, PassOptions(), true);
+    auto out = replay::optimize(b.g, only("fold"), true);  // no dead-code pass: the fold removes what it folded
     size_t numbers = 0;
     for (auto& n : out.graph.nodes) numbers += !n.number.empty() || n.target == "aten::size" || isCheck(n.target);
     if (dynamic) {
