@@ -39,7 +39,7 @@ c10::IValue intOp(NumberOp op, int64_t x, int64_t y) {
       if (y == 0) notThisCall("integer division by zero raises in Python");
       if (y == -1) {  // INT64_MIN / -1 overflows in C++
         overflow = op == NumberOp::FloorDiv && x == INT64_MIN;
-        r = op == NumberOp::FloorDiv ? -x : 0;
+        r = op == NumberOp::FloorDiv && !overflow ? -x : 0;
         break;
       }
       r = op == NumberOp::FloorDiv ? x / y - ((x % y != 0) && ((x < 0) != (y < 0)))
@@ -48,8 +48,8 @@ c10::IValue intOp(NumberOp op, int64_t x, int64_t y) {
     case NumberOp::Min: r = y < x ? y : x; break;
     case NumberOp::Max: r = y > x ? y : x; break;
     case NumberOp::Neg: case NumberOp::Abs:
-      overflow = x == INT64_MIN && (op == NumberOp::Neg || x < 0);
-      r = op == NumberOp::Neg || x < 0 ? -x : x;
+      overflow = x == INT64_MIN;  // -x and abs(x) leave 64 bits
+      r = overflow ? 0 : op == NumberOp::Neg || x < 0 ? -x : x;
       break;
     case NumberOp::Int: case NumberOp::Ceil: case NumberOp::Floor: r = x; break;
     default: throw Error("internal: no int form of this number operator");
