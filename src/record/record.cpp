@@ -44,8 +44,11 @@ const Node* Graph::output() const {
 }
 
 bool Node::isOp() const {
-  return kind == NodeKind::CallFunction && target != "getitem" && number.empty() && !isCheck(target);
+  return kind == NodeKind::CallFunction && target != "getitem" && number.empty() && !isCheck(target) &&
+         !isLoopMarker(target);
 }
+
+bool isLoopMarker(const std::string& target) { return target == kLoop || target == kCarried || target == kLoopEnd; }
 
 bool isCheck(const std::string& target) {
   return target == kExpectEqual || target == kExpectSizes || target == kExpectTrue;

@@ -459,8 +459,11 @@ std::string viewJson(const RecordFile& f, const ViewOptions& o) {
 
 std::string printGraph(const Graph& g) {
   std::ostringstream out;
+  size_t depth = 0;  // loop regions open: their bodies are indented
   for (auto& n : g.nodes) {
-    out << "  ";
+    if (n.target == kLoopEnd && depth) --depth;
+    out << std::string(2 + 2 * depth, ' ');
+    if (n.target == kLoop) ++depth;
     switch (n.kind) {
       case NodeKind::Placeholder:
       case NodeKind::GetAttr:

@@ -186,8 +186,81 @@ class Validator {
     for (auto& e : r.mock.effects) expr(e.value, outputs, at + ": the mock's write to " + toString(e.target), built);
   }
 
+  // Loop regions (graph.h) are well formed and nested; each node uses only
+  // values of the regions open around it (or outside all of them); trip
+  // counts are bounded.
+  void loops(const Graph& g, const std::string& at) const {
+    struct Open {
+      size_t loop, carried, declared;
+    };
+    std::vector<Open> open;
+    std::vector<bool> closed(g.nodes.size(), false);  // per loop node: its region ended
+    std::vector<int64_t> scope = loopScopes(g);
+    auto visible = [&](int64_t j) { return scope[size_t(j)] < 0 || !closed[size_t(scope[size_t(j)])]; };
+    for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
+      const Node& n = g.nodes[ni];
+      std::string node = at + ": node " + n.name;
+      bool declaring = !open.empty() && open.back().declared < open.back().carried;
+      if (declaring != (n.target == kCarried))
+        bad(node + (declaring ? " comes before the loop's carried values are all declared" : " declares a carried value outside a loop's start"));
+      if (n.target == kLoop) loopStart(n, g, ni, open.size(), node);
+      if (n.target == kCarried) {
+        Open& o = open.back();
+        if (n.kind != NodeKind::CallFunction || n.args.size() != 2 || n.args[0].kind != Arg::Kind::Node ||
+            size_t(n.args[0].i) != o.loop || n.args[1].kind != Arg::Kind::Int || size_t(n.args[1].i) != o.declared ||
+            n.outputs.size() != 1 || !n.number.empty())
+          bad(node + " is not carried value " + std::to_string(o.declared) + " of the loop it follows");
+        ++o.declared;
+      }
+      if (n.target == kLoopEnd) {
+        if (open.empty()) bad(node + " ends a loop, but none is open");
+        const Open& o = open.back();
+        bool shaped = n.kind == NodeKind::CallFunction && n.args.size() == 3 && n.args[0].kind == Arg::Kind::Node &&
+                      size_t(n.args[0].i) == o.loop && n.args[1].kind == Arg::Kind::NodeList &&
+                      n.args[1].ints.size() == o.carried && n.args[2].kind == Arg::Kind::NodeList &&
+                      n.outputs.empty() && n.number.empty();
+        if (!shaped) bad(node + " does not end the innermost loop with one next value per carried value and its scans");
+      }
+      if ((n.isInput() || n.kind == NodeKind::Output) && !open.empty())
+        bad(node + (n.isInput() ? " reads an input inside a loop's body" : ": the output is inside a loop"));
+      forEachNodeArg(n, [&](int64_t j) {
+        if (j >= 0 && size_t(j) < ni && !visible(j)) bad(node + " uses %" + g.nodes[size_t(j)].name + " of a loop that has ended");
+        if (j >= 0 && size_t(j) < ni && g.nodes[size_t(j)].target == kLoopEnd && n.target != "getitem")
+          bad(node + " uses a loop's end, which only getitem takes apart");
+      });
+      if (n.target == "getitem" && n.args.size() == 2 && n.args[0].kind == Arg::Kind::Node && n.args[0].i >= 0 &&
+          size_t(n.args[0].i) < ni && g.nodes[size_t(n.args[0].i)].target == kLoopEnd) {
+        const Node& end = g.nodes[size_t(n.args[0].i)];
+        size_t values = end.args.size() == 3 ? end.args[1].ints.size() + end.args[2].ints.size() : 0;
+        if (n.args[1].kind != Arg::Kind::Int || n.args[1].i < 0 || uint64_t(n.args[1].i) >= values)
+          bad(node + " takes a value the loop does not give");
+      }
+      if (n.target == kLoopEnd) {
+        closed[open.back().loop] = true;
+        open.pop_back();
+      }
+      if (n.target == kLoop) open.push_back({ni, n.args[1].ints.size(), 0});
+    }
+    if (!open.empty()) bad(at + ": the loop %" + g.nodes[open.back().loop].name + " never ends");
+  }
+
+  void loopStart(const Node& n, const Graph& g, size_t ni, size_t depth, const std::string& node) const {
+    bool shaped = n.kind == NodeKind::CallFunction && n.args.size() == 2 && n.args[1].kind == Arg::Kind::NodeList &&
+                  n.number == "int" && n.outputs.empty() && n.seen.kind == Atom::Kind::None &&
+                  std::none_of(n.args[1].ints.begin(), n.args[1].ints.end(), [](int64_t j) { return j < 0; });
+    if (!shaped) bad(node + " does not start a loop as (trip count, [initial values]) giving the index");
+    if (depth >= size_t(kMaxLoopNesting))
+      bad(node + " nests loops deeper than " + std::to_string(kMaxLoopNesting));
+    const Arg& trip = n.args[0];
+    if (trip.kind == Arg::Kind::Int && (trip.i < 0 || trip.i > kMaxTripCount))
+      bad(node + " runs " + std::to_string(trip.i) + " times (at most " + std::to_string(kMaxTripCount) + ")");
+    bool countNode = trip.kind == Arg::Kind::Node && trip.i >= 0 && size_t(trip.i) < ni && intSizeNode(g.nodes[size_t(trip.i)]);
+    if (trip.kind != Arg::Kind::Int && !countNode) bad(node + " has a trip count that is neither an int nor an int node before it");
+  }
+
   // Returns the number of values the graph outputs.
   size_t graph(const Graph& g, const std::string& at) const {
+    loops(g, at);
     size_t outputs = 0;
     for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
       const Node& n = g.nodes[ni];
@@ -261,10 +334,12 @@ class Validator {
       bad(node + " has number type '" + n.number + "' (int, float or bool)");
     Atom::Kind kind = n.number == "int" ? Atom::Kind::Int : n.number == "float" ? Atom::Kind::Float : Atom::Kind::Bool;
     bool input = n.isInput() && n.number != "bool" && n.blob < 0 && n.outputs.empty() && n.seen.kind == kind;
+    bool index = n.target == kLoop && n.number == "int";  // loops() checks the rest
     bool arithmetic = n.kind == NodeKind::CallFunction && isNumberOp(n.target) &&
                       n.args.size() == size_t(numberOpArity(n.target)) && n.outputs.empty() &&
                       (n.seen.kind == kind || n.seen.kind == Atom::Kind::None);
-    if (!input && !arithmetic) bad(node + " has a number type but is neither a number input nor number arithmetic");
+    if (!input && !arithmetic && !index)
+      bad(node + " has a number type but is neither a number input nor number arithmetic (nor a loop's index)");
   }
 
   // A Ref names a container built before it, whole: one that contains

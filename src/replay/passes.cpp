@@ -35,7 +35,11 @@ const c10::FunctionSchema* schemaOf(const Node& n) {
 // later readers, and a random draw moves the generator even when unused.
 // A check has no result, but stops a call that is not the captured one:
 // never dead code, never folded.
-bool hasSideEffects(const Node& n) { return writesArguments(n) || isRandom(n) || record::isCheck(n.target); }
+// Loop markers count: their regions stay whole (dce), nothing merges
+// across their bounds (cse) or moves out of them (hoistChecks).
+bool hasSideEffects(const Node& n) {
+  return writesArguments(n) || isRandom(n) || record::isCheck(n.target) || record::isLoopMarker(n.target);
+}
 
 // The graph's nodes in another order, each after the values it uses.
 record::Graph reordered(const record::Graph& g, const std::vector<size_t>& order) {
@@ -334,34 +338,54 @@ size_t eliminateDeadCode(record::Graph& g) {
 
 namespace {
 
+std::set<size_t> directRoots(const record::Graph& g, size_t i, const std::vector<std::set<size_t>>& roots) {
+  const Node& n = g.nodes[i];
+  if (n.target == "getitem" && n.args.size() == 2 && n.args[0].kind == Arg::Kind::Node) return roots[size_t(n.args[0].i)];
+  std::set<size_t> out;
+  const c10::FunctionSchema* s = n.isOp() ? schemaOf(n) : nullptr;
+  if (!s) return {i};
+  for (auto& ret : s->returns()) {
+    if (!ret.alias_info()) continue;
+    for (size_t a = 0; a < s->arguments().size() && a < n.args.size(); ++a) {
+      const auto* info = s->arguments()[a].alias_info();
+      if (!info || n.args[a].kind != Arg::Kind::Node) continue;
+      for (auto& set : info->beforeSets())
+        if (ret.alias_info()->beforeSets().count(set))
+          out.insert(roots[size_t(n.args[a].i)].begin(), roots[size_t(n.args[a].i)].end());
+    }
+  }
+  if (out.empty()) out = {i};
+  return out;
+}
+
 // The nodes whose storage a node's result may share: views and in-place
 // results share their input's (per the schema's alias annotations); other
-// results are new storage.
+// results are new storage. In a loop, a carried value is its initial value
+// in the first iteration and its next value after; the loop's results are
+// its last next values and its scans: each shares theirs (a may-alias
+// answer is a safe one), found by repeating the walk until nothing grows.
 std::vector<std::set<size_t>> storageRoots(const record::Graph& g) {
   std::vector<std::set<size_t>> roots(g.nodes.size());
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    const Node& n = g.nodes[i];
-    if (n.target == "getitem" && n.args.size() == 2 && n.args[0].kind == Arg::Kind::Node) {
-      roots[i] = roots[size_t(n.args[0].i)];
-      continue;
-    }
-    const c10::FunctionSchema* s = n.isOp() ? schemaOf(n) : nullptr;
-    bool aliases = false;
-    if (s) {
-      for (auto& ret : s->returns()) {
-        if (!ret.alias_info()) continue;
-        for (size_t a = 0; a < s->arguments().size() && a < n.args.size(); ++a) {
-          const auto* info = s->arguments()[a].alias_info();
-          if (!info || n.args[a].kind != Arg::Kind::Node) continue;
-          for (auto& set : info->beforeSets())
-            if (ret.alias_info()->beforeSets().count(set)) {
-              roots[i].insert(roots[size_t(n.args[a].i)].begin(), roots[size_t(n.args[a].i)].end());
-              aliases = true;
-            }
-        }
+  std::map<int64_t, size_t> endOf;  // loop node -> its loop_end
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (g.nodes[i].target == record::kLoopEnd) endOf[g.nodes[i].args[0].i] = i;
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      const Node& n = g.nodes[i];
+      std::set<size_t> r = {i};
+      if (n.target == record::kCarried || n.target == record::kLoopEnd) {
+        auto add = [&](int64_t j) { r.insert(roots[size_t(j)].begin(), roots[size_t(j)].end()); };
+        forEachNodeArg(n.target == record::kLoopEnd ? n : g.nodes[size_t(n.args[0].i)], add);
+        if (auto end = endOf.find(n.args[0].i); n.target == record::kCarried && end != endOf.end())
+          forEachNodeArg(g.nodes[end->second], add);
+      } else {
+        r = directRoots(g, i, roots);
       }
+      if (r.size() != roots[i].size()) grew = true;
+      roots[i] = std::move(r);
     }
-    if (!aliases) roots[i] = {i};
+    grew = grew && !endOf.empty();
   }
   return roots;
 }
@@ -619,10 +643,16 @@ bool writesItsInputs(const record::Graph& g) {
 
 namespace {
 
+// An effect in a loop's body happens before the body's next iteration:
+// the loop (the outermost around it) is where effects begin.
 size_t firstEffectWith(const record::Graph& g, const StorageUse& use) {
-  for (size_t i = 0; i < g.nodes.size() && i < use.firstInputWrite; ++i)
-    if (isRandom(g.nodes[i]) && !isEvalDropout(g.nodes[i])) return i;
-  return std::min(use.firstInputWrite, g.nodes.size());
+  size_t effect = std::min(use.firstInputWrite, g.nodes.size());
+  for (size_t i = 0; i < effect; ++i)
+    if (isRandom(g.nodes[i]) && !isEvalDropout(g.nodes[i])) effect = i;
+  if (effect == g.nodes.size()) return effect;
+  std::vector<int64_t> scope = record::loopScopes(g);
+  while (scope[effect] >= 0) effect = size_t(scope[effect]);
+  return effect;
 }
 
 }  // namespace
@@ -653,9 +683,10 @@ record::Graph hoistChecks(const record::Graph& g) {
     });
   };
   std::vector<bool> movable(g.nodes.size(), false), moved(g.nodes.size(), false);
+  std::vector<int64_t> scope = record::loopScopes(g);  // a loop's body stays in it
   for (size_t i = effect; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
-    bool ok = n.kind == NodeKind::CallFunction && (record::isCheck(n.target) || !hasSideEffects(n));
+    bool ok = n.kind == NodeKind::CallFunction && (record::isCheck(n.target) || !hasSideEffects(n)) && scope[i] < 0;
     forEachNodeArg(n, [&](int64_t j) { ok = ok && (size_t(j) < effect || movable[size_t(j)]) && unwritten(j); });
     movable[i] = ok;
   }

@@ -305,6 +305,7 @@ struct Plan::Impl {
   std::vector<Step> steps;
   std::vector<int> outputSlots;
   size_t numSlots = 0;
+  size_t numLoops = 0;
   bool changesGeometry = false;
   bool dynamic = false;
   bool stopsCleanly = true;
@@ -360,6 +361,7 @@ struct Plan::Impl::Builder {
   std::vector<char> slotNumber;
   std::vector<bool> slotLifted;
   size_t firstEffect;  // steps of nodes before it stop cleanly
+  std::vector<size_t> openLoops;  // their LoopBegin steps
 
   Builder(Impl& p, const OptimizedGraph& g, const std::vector<record::TensorBlob>& b, const PlanOptions& o)
       : plan(p), optimized(g), blobs(b), options(o), device(o.device), ownedPerRun(writtenOrEscaping(g.graph)),
@@ -400,6 +402,8 @@ struct Plan::Impl::Builder {
         for (auto& a : n.args) {
           if (a.kind != record::Arg::Kind::Node) throw Error(where + ": outputs must be graph values");
           plan.outputSlots.push_back(slotOf(a.i, where));
+          if (slotNumber[size_t(plan.outputSlots.back())] == 'l')
+            throw Error(where + ": a loop's scan list goes to an operator's Tensor[] only");
         }
         break;
       case record::NodeKind::CallMethod:
@@ -407,6 +411,9 @@ struct Plan::Impl::Builder {
         throw Error(where + ": " + record::toString(n.kind) + " nodes cannot be replayed natively");
       case record::NodeKind::CallFunction:
         if (n.target == "getitem") getitem(ni, where);
+        else if (n.target == record::kLoop) loopBegin(ni, where);
+        else if (n.target == record::kCarried) carried(ni);
+        else if (n.target == record::kLoopEnd) loopEnd(ni, where);
         else if (record::isCheck(n.target)) checkStep(ni, where);
         else if (!n.number.empty() || record::isNumberOp(n.target)) numberStep(ni, where);
         else opStep(ni, where);
@@ -448,6 +455,76 @@ struct Plan::Impl::Builder {
       if (s >= 0) lastUse[size_t(s)] = int(plan.steps.size());
     nodeSlots[ni] = step.outputs;
     plan.steps.push_back(std::move(step));
+  }
+
+  // A loop region (record::kLoop), as the validator shaped it: a LoopBegin
+  // step, the body's steps, a LoopEnd step; carried values are slots the
+  // two steps set.
+  int tensorSlot(int64_t node, const std::string& where) const {
+    int s = slotOf(node, where);
+    if (slotNumber[size_t(s)] != 0) throw Error(where + ": a loop carries and scans tensors only");
+    return s;
+  }
+
+  void loopBegin(size_t ni, const std::string& where) {
+    const record::Node& n = optimized.graph.nodes[ni];
+    Step step;
+    step.control = Control::LoopBegin;
+    step.loop = plan.numLoops++;
+    step.name = n.target;
+    step.node = record::nameAndSource(n);
+    Operand trip;
+    if (n.args[0].kind == record::Arg::Kind::Int) {
+      trip.constant = c10::IValue(n.args[0].i);
+    } else {
+      trip.kind = Operand::Kind::Slot;
+      trip.slot = slotOf(n.args[0].i, where);
+      if (slotNumber[size_t(trip.slot)] != 'i') throw Error(where + ": a loop's trip count is not an int");
+    }
+    step.operands.push_back(std::move(trip));
+    for (int64_t init : n.args[1].ints) {
+      Operand op;
+      op.kind = Operand::Kind::Slot;
+      op.slot = tensorSlot(init, where);
+      step.operands.push_back(std::move(op));
+    }
+    // The index is not the state's, but results that take it are checked
+    // against the sizes capture saw (as for lifted numbers).
+    step.outputs.push_back(newSlot('i', true));
+    openLoops.push_back(plan.steps.size());
+    addStep(ni, std::move(step));
+  }
+
+  void carried(size_t ni) {
+    int s = newSlot();
+    plan.steps[openLoops.back()].outputs.push_back(s);
+    nodeSlots[ni] = {s};
+  }
+
+  void loopEnd(size_t ni, const std::string& where) {
+    const record::Node& n = optimized.graph.nodes[ni];
+    size_t begin = openLoops.back();
+    openLoops.pop_back();
+    Step step;
+    step.control = Control::LoopEnd;
+    step.loop = plan.steps[begin].loop;
+    step.jump = begin;
+    step.name = n.target;
+    step.node = record::nameAndSource(n);
+    for (size_t k = 1; k <= 2; ++k)
+      for (int64_t v : n.args[k].ints) {
+        Operand op;
+        op.kind = Operand::Kind::Slot;
+        op.slot = tensorSlot(v, where);
+        step.operands.push_back(std::move(op));
+      }
+    for (size_t k = 0; k < n.args[2].ints.size(); ++k) step.outputs.push_back(newSlot('l'));
+    plan.steps[begin].jump = plan.steps.size();
+    const auto& loopOutputs = plan.steps[begin].outputs;
+    std::vector<int> values(loopOutputs.begin() + 1, loopOutputs.end());  // carried slots hold the last values
+    values.insert(values.end(), step.outputs.begin(), step.outputs.end());
+    addStep(ni, std::move(step));
+    nodeSlots[ni] = std::move(values);
   }
 
   // magpy.expect_equal(t, constant) or magpy.expect_sizes(t, sizes), as
@@ -537,7 +614,7 @@ struct Plan::Impl::Builder {
     step.name = n.opName();
     step.node = record::nameAndSource(n);
     step.check = record::checksArguments(n.target);
-    step.folded = optimized.folded[ni];
+    step.folded = optimized.folded[ni] && openLoops.empty();  // a loop's body runs its steps each iteration
     if (!options.inference) step.grad = n.grad;  // without autograd, grad mode changes nothing
     plan.changesGeometry = plan.changesGeometry || record::changesGeometry(n.target);
     bool lifted = false;  // takes a number the call's state supplies
@@ -588,7 +665,11 @@ struct Plan::Impl::Builder {
     if (a.kind == record::Arg::Kind::Node) {
       op.kind = Operand::Kind::Slot;
       op.slot = slotOf(a.i, where);
-      if (char number = slotNumber[size_t(op.slot)]) {
+      if (char number = slotNumber[size_t(op.slot)]; number == 'l') {
+        auto list = param.type()->cast<c10::ListType>();
+        if (!list || list->getElementType()->kind() != c10::TypeKind::TensorType)
+          throw Error(where + ": a loop's scan list goes to an operator's Tensor[] only");
+      } else if (number) {
         if (number == 'b') throw Error(where + ": a comparison's result goes to magpy.expect_true only");
         op.kind = numberOperand(param, number, where);
         lifted = lifted || slotLifted[size_t(op.slot)];
@@ -607,6 +688,7 @@ struct Plan::Impl::Builder {
       for (auto i : a.ints) {
         if (i < 0 && op.kind == Operand::Kind::TensorList) throw Error(where + ": None in a Tensor[] argument");
         op.slots.push_back(i < 0 ? -1 : slotOf(i, where));
+        if (i >= 0 && slotNumber[size_t(op.slots.back())] != 0) throw Error(where + ": a Tensor[] argument holds a non-tensor");
       }
     } else {
       op.constant = constantFor(a, param, where);
@@ -635,6 +717,25 @@ struct Plan::Impl::Builder {
     if (!number) throw Error(where + ": argument '" + param.name() + "' takes a number, the record passes something else");
   }
 
+  // A slot a loop's body reads that was set before the loop (or by its
+  // LoopBegin: the index, carried values) is read again by the next
+  // iteration: it lives until the outermost such loop ends.
+  void keepThroughLoops() {
+    std::vector<int> defined(plan.numSlots, -1);  // the step that first sets it; -1: inputs, constants
+    for (size_t si = plan.steps.size(); si-- > 0;)
+      for (int s : plan.steps[si].outputs) defined[size_t(s)] = int(si);
+    std::vector<size_t> open;  // LoopBegin steps
+    for (size_t si = 0; si < plan.steps.size(); ++si) {
+      const Step& step = plan.steps[si];
+      for (int s : step.operandSlots()) {
+        auto outer = std::find_if(open.begin(), open.end(), [&](size_t b) { return int(b) >= defined[size_t(s)]; });
+        if (outer != open.end()) lastUse[size_t(s)] = std::max(lastUse[size_t(s)], int(plan.steps[*outer].jump));
+      }
+      if (step.control == Control::LoopBegin) open.push_back(si);
+      if (step.control == Control::LoopEnd) open.pop_back();
+    }
+  }
+
   // Folded steps: the inputs they read and the results they keep. Then
   // every slot is released after its last use, except graph outputs;
   // slots never read again (unused results) right after the step that made
@@ -660,6 +761,7 @@ struct Plan::Impl::Builder {
     for (size_t si = 0; si < plan.steps.size(); ++si)
       for (int s : plan.steps[si].outputs)
         if (lastUse[size_t(s)] < 0) lastUse[size_t(s)] = int(si);
+    keepThroughLoops();
     for (size_t s = 0; s < plan.numSlots; ++s)
       if (!isOutput[s] && lastUse[s] >= 0) plan.steps[size_t(lastUse[s])].release.push_back(int(s));
   }
@@ -728,6 +830,63 @@ void checkSizes(const Step& step, const std::vector<c10::IValue>& slots, const S
     throw SizeMismatch(step.node + " gave a result of sizes [" + got + "] where the record expects [" + want +
                        "]: the record does not describe calls of these sizes");
   }
+}
+
+}  // namespace
+
+namespace {
+
+struct LoopCounter {
+  int64_t index = 0, trip = 0;
+};
+
+// The loops of a run: a counter each, and the iterations all of them ran.
+struct LoopCounters {
+  std::vector<LoopCounter> loops;
+  int64_t iterations = 0;
+};
+
+// Runs a loop's bound at steps[pc]; returns the step run last, so that the
+// next is the one after it. `exited`: a LoopBegin, or the LoopEnd of the
+// last iteration (its slots may be released).
+size_t loopControl(const std::vector<Step>& steps, size_t pc, std::vector<c10::IValue>& slots,
+                   LoopCounters& loops, std::vector<c10::IValue>& values, bool& exited) {
+  const Step& step = steps[pc];
+  LoopCounter& counter = loops.loops[step.loop];
+  if (step.control == Control::LoopBegin) {
+    const Operand& trip = step.operands[0];
+    int64_t n = (trip.kind == Operand::Kind::Const ? trip.constant : slots[size_t(trip.slot)]).toInt();
+    if (n < 1) {
+      SizeMismatch miss(step.node + " runs " + std::to_string(n) + " times at this call; the record's loop runs at least once");
+      miss.decidedOtherwise = true;  // another path through the program, not sizes the record got wrong
+      throw miss;
+    }
+    if (n > record::kMaxTripCount)
+      throw Error(step.node + " would run " + std::to_string(n) + " times, more than a record's loop may (" +
+                  std::to_string(record::kMaxTripCount) + ")");
+    counter = {0, n};
+    slots[size_t(step.outputs[0])] = c10::IValue(int64_t(0));
+    for (size_t j = 1; j < step.outputs.size(); ++j) slots[size_t(step.outputs[j])] = slots[size_t(step.operands[j].slot)];
+    for (int list : steps[step.jump].outputs) slots[size_t(list)] = c10::List<at::Tensor>();
+    exited = true;
+    return pc;
+  }
+  const Step& begin = steps[step.jump];
+  size_t carried = begin.outputs.size() - 1;
+  for (size_t s = carried; s < step.operands.size(); ++s)
+    slots[size_t(step.outputs[s - carried])].toTensorList().push_back(slots[size_t(step.operands[s].slot)].toTensor());
+  values.clear();  // next values first: one may be another carried value
+  for (size_t j = 0; j < carried; ++j) values.push_back(slots[size_t(step.operands[j].slot)]);
+  for (size_t j = 0; j < carried; ++j) slots[size_t(begin.outputs[j + 1])] = std::move(values[j]);
+  if (++loops.iterations > record::kMaxTripCount)
+    throw Error(step.node + ": the call's loops ran " + std::to_string(record::kMaxTripCount) +
+                " iterations, as many as a record's call may");
+  if (++counter.index < counter.trip) {
+    slots[size_t(begin.outputs[0])] = c10::IValue(counter.index);
+    return step.jump;
+  }
+  exited = true;
+  return pc;
 }
 
 }  // namespace
@@ -820,9 +979,23 @@ std::vector<c10::IValue> Plan::Impl::runSteps(std::vector<c10::IValue> inputs, c
 
   std::vector<c10::IValue> stack;
   Deadline deadline(p.timeBudget);
-  for (const Step& step : p.steps) {
+  LoopCounters loops{std::vector<LoopCounter>(p.numLoops)};
+  for (size_t pc = 0; pc < p.steps.size(); ++pc) {
+    const Step& step = p.steps[pc];
     if (step.folded && reuseFolded) continue;
     deadline.check(step.node);
+    if (step.control != Control::None) {
+      bool exited = false;
+      try {
+        pc = loopControl(p.steps, pc, slots, loops, stack, exited);
+      } catch (SizeMismatch& e) {
+        e.changedNothing = step.beforeEffects;
+        throw;
+      }
+      if (exited)
+        for (int s : step.release) slots[size_t(s)] = c10::IValue();
+      continue;
+    }
     try {
       runStep(step, slots, stack);
     } catch (const c10::Error& e) {

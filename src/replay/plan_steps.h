@@ -38,11 +38,21 @@ enum class NumberOp : uint8_t {
 // A check of what the program read into Python (record::isCheck).
 enum class Expect : uint8_t { None, Equal, Sizes, True };
 
+// A loop region's bounds (record::kLoop). LoopBegin: operands the trip
+// count and the initial values; outputs the index slot, then the carried
+// slots. LoopEnd: operands the next values, then the scans; outputs the
+// scan lists. Each names the other in `jump`; `loop` numbers the plan's
+// loops (their counters while a run is in one).
+enum class Control : uint8_t { None, LoopBegin, LoopEnd };
+
 struct Step {
   std::optional<c10::OperatorHandle> op;  // none for a NumberOp or a check
   NumberOp number = NumberOp::None;
   Expect expect = Expect::None;
   std::vector<int64_t> expectedSizes;  // Expect::Sizes
+  Control control = Control::None;
+  size_t jump = 0;
+  size_t loop = 0;
   std::string name;          // "aten::add.Tensor"
   std::string node;          // "%add_1 (model.py:14)", for errors
   // Arguments replay checks before the kernel, which trusts them
@@ -54,7 +64,7 @@ struct Step {
   bool folded = false;       // depends only on parameters: computed once while they are unchanged
   record::GradMode grad = record::GradMode::Ambient;  // the region's mode, switched around the operator
   bool beforeEffects = true;  // no earlier step wrote an input or drew random numbers (replay::firstEffect)
-  std::vector<int> release;  // slots dead after this step
+  std::vector<int> release;  // slots dead after this step (a LoopEnd: after its last iteration)
   // Results whose sizes depend on the call's symbols, or on lifted numbers
   // (then checked against the sizes seen at capture). A SymDim's `node`
   // here is the slot holding that node's int.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "magpy/record/format.h"
 #include "support.h"
 
 using namespace magpy::e2e;
@@ -115,7 +116,7 @@ TEST(Run, BadRecordFiles) {
   s.write("corrupted.mgp", flipped);
   s.write("text.mgp", "hello\n");
   std::string newer = good;
-  newer[8] = 10;
+  newer[8] = char(magpy::record::kFormatVersion + 1);
   s.write("newer.mgp", newer);
 
   std::string all;

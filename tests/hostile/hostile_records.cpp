@@ -558,12 +558,84 @@ void replayCases(std::vector<Case>& out) {
   }
 }
 
+// A loop over a 2-element argument: loop(trip, inits), its carried
+// values, the body, loop_end(nexts, scans); the output is `output` (a node
+// index), by default the last node.
+Node loopStart(Arg trip, std::vector<int64_t> inits) {
+  Node loop = op("loop", record::kLoop, "", {std::move(trip), Arg::none()});
+  loop.args[1].kind = Arg::Kind::NodeList;
+  loop.args[1].ints = std::move(inits);
+  loop.number = "int";
+  return loop;
+}
+
+Node loopEnd(int64_t loop, std::vector<int64_t> nexts, std::vector<int64_t> scans) {
+  Node end = op("loop_end", record::kLoopEnd, "", {Arg::node(loop), Arg::none(), Arg::none()});
+  end.args[1].kind = end.args[2].kind = Arg::Kind::NodeList;
+  end.args[1].ints = std::move(nexts);
+  end.args[2].ints = std::move(scans);
+  return end;
+}
+
+std::string loopRecord(std::vector<Node> nodes, int64_t output = -1) {
+  TensorMeta m = meta({2});
+  nodes.insert(nodes.begin(), placeholder(0, m));
+  RecordFile f = oneCall(std::move(nodes), container(Value::Kind::Tuple, {tensorValue(0, m)}));
+  f.blobs.push_back(floatBlob({2}, 2));
+  if (output >= 0) f.functions[0].records[0].graph.nodes.back().args = {Arg::node(output)};
+  return encode(f);
+}
+
+// Loops (MagPy 6.2.2) from others: runaway trip counts, nesting and
+// memory are bounded; a body's values stay in it.
+void loopCases(std::vector<Case>& out) {
+  Node carried = op("h", record::kCarried, "", {Arg::node(1), Arg::integer(0)});
+  carried.outputs = {meta({2})};
+  Node add = op("add", "aten::add", "Tensor", {Arg::node(2), Arg::node(2), Arg::integer(1)});
+  add.outputs = {meta({2})};
+  Node last = op("last", "getitem", "", {Arg::node(4), Arg::integer(0)});
+  out.push_back({"loop_trip_unbounded", loopRecord({loopStart(Arg::integer(int64_t(1) << 40), {0}), carried, add,
+                                                    loopEnd(1, {3}, {}), last}),
+                 2, "runs 1099511627776 times (at most"});
+  out.push_back({"loop_body_escapes",
+                 loopRecord({loopStart(Arg::integer(2), {0}), carried, add, loopEnd(1, {3}, {}), last}, 3), 2,
+                 "uses %add of a loop that has ended"});
+  out.push_back({"loop_scan_as_output",
+                 loopRecord({loopStart(Arg::integer(2), {0}), carried, add, loopEnd(1, {3}, {3}),
+                             op("scans", "getitem", "", {Arg::node(4), Arg::integer(1)})}),
+                 2, "a loop's scan list goes to an operator's Tensor[] only", true});
+  {
+    std::vector<Node> nested;
+    for (int64_t k = 0; k <= record::kMaxLoopNesting; ++k) nested.push_back(loopStart(Arg::integer(2), {}));
+    for (int64_t k = record::kMaxLoopNesting; k >= 0; --k) nested.push_back(loopEnd(k + 1, {}, {}));
+    out.push_back({"loop_nesting_deep", loopRecord(std::move(nested), 0), 2, "nests loops deeper than"});
+  }
+  // Two loops at the limit, one in the other, with nothing in them: no
+  // memory grows, and the call still stops.
+  out.push_back({"loop_iterations_unbounded",
+                 loopRecord({loopStart(Arg::integer(record::kMaxTripCount), {}), loopStart(Arg::integer(record::kMaxTripCount), {}),
+                             loopEnd(2, {}, {}), loopEnd(1, {}, {})},
+                            0),
+                 2, "iterations, as many as a record's call may", true});
+  {
+    // Each iteration keeps 4 MiB for the stack after the loop.
+    Node ones = op("ones", "aten::ones", "", {ints({int64_t(1) << 20})});
+    ones.outputs = {meta({int64_t(1) << 20})};
+    Node stack = op("stack", "aten::stack", "", {Arg::node(4), Arg::integer(0)});
+    out.push_back({"loop_grows_memory",
+                   loopRecord({loopStart(Arg::integer(record::kMaxTripCount), {}), ones, loopEnd(1, {}, {2}),
+                               op("scans", "getitem", "", {Arg::node(3), Arg::integer(0)}), stack}),
+                   2, "more than its memory budget", true});
+  }
+}
+
 }  // namespace
 
 std::vector<Case> cases() {
   std::vector<Case> out;
   loadCases(out);
   replayCases(out);
+  loopCases(out);
   return out;
 }
 

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "magpy/record/format.h"
 #include "magpy/record/graph_utils.h"
@@ -260,4 +261,40 @@ TEST(Format, SizesOfGraphValuesAndPredicatesRoundTripAndAreValidated) {
   g.nodes[5].args.pop_back();
   g.nodes[3].args.pop_back();  // floordiv of one operand
   EXPECT_TRUE(contains(errorOf(encode(f)), "neither a number input nor number arithmetic")) << errorOf(encode(f));
+}
+
+// A loop region round trips and prints indented; the validator holds
+// regions to their shape: carried values right after the loop, nothing
+// after it reads its body but through its end, bounded trip counts and
+// nesting, and no region left open.
+TEST(Format, LoopRegionsRoundTripAndAreValidated) {
+  RecordFile f = sample::sampleFile();
+  Graph& g = f.functions[0].records[0].graph;
+  g = sample::loopGraph();
+  RecordFile back = decode(encode(f));
+  std::string text = printGraph(back.functions[0].records[0].graph);
+  EXPECT_TRUE(contains(text, "  %loop = magpy.loop(%size, [%h0])  : int\n    %h = magpy.carried(%loop, 0)")) << text;
+  EXPECT_TRUE(contains(text, "\n  %loop_end = magpy.loop_end(%loop, [%add], [%mul])")) << text;
+
+  auto rejects = [&](const std::function<void(Graph&)>& change, const std::string& why) {
+    RecordFile bad = f;
+    change(bad.functions[0].records[0].graph);
+    std::string e = errorOf(encode(bad));
+    EXPECT_TRUE(contains(e, why)) << e;
+  };
+  rejects([](Graph& g) { g.nodes.back().args[0] = Arg::node(6); }, "uses %add of a loop that has ended");
+  rejects([](Graph& g) { g.nodes[11].args[0] = Arg::node(8); }, "only getitem takes apart");
+  rejects([](Graph& g) { g.nodes[10].args[1] = Arg::integer(2); }, "takes a value the loop does not give");
+  rejects([](Graph& g) { std::swap(g.nodes[4], g.nodes[5]); }, "carried values are all declared");
+  rejects([](Graph& g) { g.nodes[3].args[0] = Arg::integer(kMaxTripCount + 1); }, "runs " + std::to_string(kMaxTripCount + 1) + " times");
+  rejects([](Graph& g) { g.nodes[3].args[0] = Arg::node(1); }, "neither an int nor an int node");
+  rejects([](Graph& g) { g.nodes[8].args[1].ints = {}; }, "one next value per carried value");
+  rejects([](Graph& g) { g.nodes.erase(g.nodes.begin() + 8, g.nodes.end() - 1); g.nodes.back().args = {}; },
+          "the output is inside a loop");
+  rejects([](Graph& g) {
+    Node inner = g.nodes[3];
+    inner.args[0] = Arg::integer(2);
+    inner.args[1].ints = {};
+    for (int k = 0; k < kMaxLoopNesting; ++k) g.nodes.insert(g.nodes.begin() + 3, inner);
+  }, "nests loops deeper than 4");
 }

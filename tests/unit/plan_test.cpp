@@ -7,6 +7,7 @@
 #include <ATen/ops/split.h>
 #include <ATen/ops/tensor.h>
 
+#include "magpy/record/graph_utils.h"
 #include "magpy/replay/guards.h"
 #include "magpy/replay/plan.h"
 #include "magpy/support/error.h"
@@ -503,4 +504,69 @@ TEST(Plan, ResultSizesMayBeTheValueOfANode) {
   g.nodes[4].outputs[0].sym.clear();
   replay::Plan right(g, {});
   EXPECT_EQ(right.runWith({at::randn({8, 3})}, &none)[0].toTensor().sizes(), (std::vector<int64_t>{4, 6}));
+}
+
+// A loop region runs its body once per row of x, whatever their number:
+// carried values start from their initial ones, scans collect a value per
+// iteration for the operator after the loop. A call that would not enter
+// the loop misses the record; one that would run it past the limit is an
+// error; a scan list is no output.
+TEST(Plan, LoopsRunTheirBodyOncePerIteration) {
+  Graph g = sample::loopGraph();
+  for (auto& n : g.nodes) n.outputs.clear();  // sizes unchecked: rows vary
+  replay::Plan plan(g, {});
+  for (int64_t rows : {5, 2, 1, 40}) {
+    at::Tensor x = at::randn({rows, 3}), h0 = at::randn({3});
+    auto out = plan.runWith({x, h0});
+    at::Tensor sums = x.cumsum(0).add(h0);
+    EXPECT_TRUE(at::allclose(out[0].toTensor(), sums[rows - 1])) << rows << " rows";
+    EXPECT_TRUE(at::allclose(out[1].toTensor(), sums.mul(2))) << rows << " rows";
+  }
+  try {
+    plan.runWith({at::randn({0, 3}), at::randn({3})});
+    ADD_FAILURE() << "no iteration ran the record of at least one";
+  } catch (const replay::SizeMismatch& e) {
+    EXPECT_TRUE(e.decidedOtherwise);
+    EXPECT_TRUE(e.changedNothing);
+  }
+  Graph fixed = g;
+  fixed.nodes[3].args[0] = Arg::integer(kMaxTripCount + 1);
+  EXPECT_THROW(replay::Plan(fixed, {}).runWith({at::randn({5, 3}), at::randn({3})}), Error);
+  Graph escaping = g;
+  escaping.nodes.back().args[1] = Arg::node(10);
+  EXPECT_THROW(replay::Plan(escaping, {}), Error);
+}
+
+// Loops nest; values from outside are read by every iteration, and the
+// inner loop starts again in each outer one: acc + 3 * x.sum(0).
+TEST(Plan, NestedLoopsKeepOuterValuesForEveryIteration) {
+  Graph g = sample::loopGraph();
+  // outer: for _ in range(3): (h = inner loop over x's rows from h)
+  std::vector<Node> nodes(g.nodes.begin(), g.nodes.begin() + 3);
+  Node outer = sample::opNode("outer", kLoop, "", {Arg::integer(3), Arg::none()});
+  outer.args[1].kind = Arg::Kind::NodeList;
+  outer.args[1].ints = {1};
+  outer.number = "int";
+  nodes.push_back(outer);                                                                // 3
+  nodes.push_back(sample::opNode("acc", kCarried, "", {Arg::node(3), Arg::integer(0)}));  // 4
+  nodes.back().outputs = {sample::meta({3}, {1})};
+  for (size_t i = 3; i <= 8; ++i) {  // the inner loop, shifted by 2
+    Node n = g.nodes[i];
+    record::forEachNodeArg(n, [](int64_t& j) { j = j >= 3 ? j + 2 : j; });
+    nodes.push_back(n);
+  }
+  nodes[5].args[1].ints = {4};  // the inner loop starts from the outer's carried value
+  nodes[10].args[2].ints = {};  // no scan
+  nodes.push_back(sample::opNode("inner_last", "getitem", "", {Arg::node(10), Arg::integer(0)}));  // 11
+  Node end = sample::opNode("outer_end", kLoopEnd, "", {Arg::node(3), Arg::none(), Arg::none()});
+  end.args[1].kind = end.args[2].kind = Arg::Kind::NodeList;
+  end.args[1].ints = {11};
+  nodes.push_back(end);                                                                   // 12
+  nodes.push_back(sample::opNode("last", "getitem", "", {Arg::node(12), Arg::integer(0)}));  // 13
+  nodes.push_back(sample::output({Arg::node(13)}));
+  g.nodes = nodes;
+  for (auto& n : g.nodes) n.outputs.clear();
+  replay::Plan plan(g, {});
+  at::Tensor x = at::randn({4, 3}), h0 = at::randn({3});
+  EXPECT_TRUE(at::allclose(plan.runWith({x, h0})[0].toTensor(), x.sum(0).mul(3).add(h0)));
 }

@@ -49,6 +49,47 @@ inline record::Value tensorValue(uint32_t blob, record::TensorMeta m) {
   return v;
 }
 
+// A Python loop over the rows of x (args[0], 5x3) from h (args[1], 3):
+//   for t in range(x.size(0)): h = h + x[t]; ys.append(h * 2)
+//   return h, torch.stack(ys)
+inline record::Graph loopGraph() {
+  using namespace record;
+  Node x;
+  x.kind = NodeKind::Placeholder;
+  x.name = x.target = "x";
+  x.source = AccessPath::arg(0);
+  x.outputs = {meta({5, 3}, {3, 1})};
+  Node h0 = x;
+  h0.name = h0.target = "h0";
+  h0.source = AccessPath::arg(1);
+  h0.outputs = {meta({3}, {1})};
+  Node loop = opNode("loop", kLoop, "", {Arg::node(2), Arg::none()});
+  loop.args[1].kind = Arg::Kind::NodeList;
+  loop.args[1].ints = {1};
+  loop.number = "int";
+  Node h = opNode("h", kCarried, "", {Arg::node(3), Arg::integer(0)});
+  h.outputs = {meta({3}, {1})};
+  Node row = opNode("select", "aten::select", "int", {Arg::node(0), Arg::integer(0), Arg::node(3)});
+  row.outputs = {meta({3}, {1})};
+  Node add = opNode("add", "aten::add", "Tensor", {Arg::node(4), Arg::node(5), Arg::integer(1)});
+  add.outputs = {meta({3}, {1})};
+  Node twice = opNode("mul", "aten::mul", "Scalar", {Arg::node(6), Arg::floating(2)});
+  twice.outputs = {meta({3}, {1})};
+  Node end = opNode("loop_end", kLoopEnd, "", {Arg::node(3), Arg::none(), Arg::none()});
+  end.args[1].kind = end.args[2].kind = Arg::Kind::NodeList;
+  end.args[1].ints = {6};
+  end.args[2].ints = {7};
+  Node last = opNode("getitem", "getitem", "", {Arg::node(8), Arg::integer(0)});
+  last.outputs = {meta({3}, {1})};
+  Node ys = opNode("getitem_1", "getitem", "", {Arg::node(8), Arg::integer(1)});
+  Node stack = opNode("stack", "aten::stack", "", {Arg::node(10), Arg::integer(0)});
+  stack.outputs = {meta({5, 3}, {3, 1})};
+  Graph g;
+  g.nodes = {x, h0, opNode("size", "aten::size", "int", {Arg::node(0), Arg::integer(0)}), loop, h, row, add, twice,
+             end, last, ys, stack, output({Arg::node(9), Arg::node(11)})};
+  return g;
+}
+
 // y = relu(x * w) * scale, with `self.calls` counted up by the mock.
 inline record::RecordFile sampleFile() {
   using namespace record;

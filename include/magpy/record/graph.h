@@ -130,6 +130,34 @@ constexpr const char* kExpectSizes = "magpy.expect_sizes";
 constexpr const char* kExpectTrue = "magpy.expect_true";
 bool isCheck(const std::string& target);
 
+// Loops (MagPy 6.2.2): a Python loop whose iterations run the same
+// operators is a region of the node list, as a body that runs `trip` times:
+//
+//   %i = magpy.loop(trip, [%init_0, ..., %init_C-1])  : int  the iteration's index
+//   %h = magpy.carried(%i, j)           carried value j in this iteration, j = 0..C-1,
+//                                       right after the loop node (init_j in the first)
+//   ...                                 the body: uses values defined before it, outside
+//                                       or in the region
+//   %e = magpy.loop_end(%i, [%next_0, ..., %next_C-1], [%scan_0, ...])
+//   getitem(%e, j)                      carried value j after the last iteration (j < C)
+//   getitem(%e, C + s)                  the list of scan_s over the iterations (what the
+//                                       program appended), for an operator's Tensor[]
+//
+// trip is an Int or an int node (a size the program ranged over); a call
+// whose trip count is below 1 misses the record (capture saw at least two
+// iterations: with none the program's Python would differ). Nothing after
+// the loop uses the body's values but through its end. Regions nest at
+// most kMaxLoopNesting deep; body nodes never read inputs (those come
+// before the loop).
+constexpr const char* kLoop = "magpy.loop";
+constexpr const char* kCarried = "magpy.carried";
+constexpr const char* kLoopEnd = "magpy.loop_end";
+constexpr int kMaxLoopNesting = 4;
+// Iterations of one loop, and of all loops together in one call: replay
+// stops a call past it (time beyond memory: a body may allocate nothing).
+constexpr int64_t kMaxTripCount = int64_t(1) << 22;
+bool isLoopMarker(const std::string& target);
+
 struct Graph {
   std::vector<Node> nodes;
 

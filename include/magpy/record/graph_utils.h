@@ -43,6 +43,12 @@ void forEachNodeArg(NodeT& node, F&& f) {
       }
 }
 
+// Per node: the magpy.loop node of the innermost loop region it is in, -1
+// outside every loop. A loop node and its loop_end are in the region
+// around theirs; its carried nodes in its own. For a validated graph.
+std::vector<int64_t> loopScopes(const Graph& graph);
+bool hasLoops(const Graph& graph);
+
 // Per node: how many times later nodes use its value (a node that passes
 // the same value twice uses it twice).
 std::vector<size_t> useCounts(const Graph& graph);
