@@ -10,6 +10,7 @@
 #include "magpy/record/graph_utils.h"
 #include "magpy/replay/guards.h"
 #include "magpy/replay/plan.h"
+#include "replay/memory_budget.h"
 #include "magpy/support/error.h"
 #include "sample.h"
 
@@ -569,4 +570,24 @@ TEST(Plan, NestedLoopsKeepOuterValuesForEveryIteration) {
   replay::Plan plan(g, {});
   at::Tensor x = at::randn({4, 3}), h0 = at::randn({3});
   EXPECT_TRUE(at::allclose(plan.runWith({x, h0})[0].toTensor(), x.sum(0).mul(3).add(h0)));
+}
+
+// A body whose scan keeps 4 MiB per iteration, for as many iterations as
+// a loop may run: the call's memory budget stops it.
+TEST(Plan, LoopsThatKeepMemoryMeetTheBudget) {
+  Graph g = sample::loopGraph();
+  g.nodes[3].args[0] = Arg::integer(kMaxTripCount);
+  g.nodes[5].args[2] = Arg::integer(0);  // x[0], whatever the index
+  g.nodes[7] = sample::opNode("ones", "aten::ones", "", {Arg::none()});
+  g.nodes[7].args[0].kind = Arg::Kind::IntList;
+  g.nodes[7].args[0].ints = {int64_t(1) << 20};
+  for (auto& n : g.nodes) n.outputs.clear();
+  replay::Plan plan(g, {});
+  replay::MemoryBudgetScope budget(64 << 20);
+  try {
+    plan.runWith({at::randn({5, 3}), at::randn({3})});
+    ADD_FAILURE() << "the loop kept more than its budget";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("memory budget"), std::string::npos) << e.what();
+  }
 }
