@@ -51,6 +51,7 @@ std::string graphDot(const Graph& g, const std::string& title) {
   header(out, title);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
+    if (n.target == kLoopEnd) out << "  }\n";  // a loop's body is a cluster
     std::string label, attrs;
     switch (n.kind) {
       case NodeKind::Placeholder:
@@ -71,6 +72,7 @@ std::string graphDot(const Graph& g, const std::string& title) {
     }
     if (!n.outputs.empty()) label += "\n" + shapes(n.outputs);
     out << "  n" << i << " [label=" << dotString(label) << ", " << attrs << "];\n";
+    if (n.target == kLoop) out << "  subgraph cluster_n" << i << " {\n  label=" << dotString("loop %" + n.name) << ";\n";
   }
   for (size_t i = 0; i < g.nodes.size(); ++i)
     forEachNodeArg(g.nodes[i], [&](int64_t j) { out << "  n" << j << " -> n" << i << ";\n"; });

@@ -16,6 +16,16 @@ TEST(Dot, OperatorGraphFollowsData) {
   EXPECT_NE(d.find("n4 -> n5;"), std::string::npos) << d;
 }
 
+// A loop's body is a cluster, from its carried values to its end.
+TEST(Dot, LoopBodiesAreClusters) {
+  std::string d = graphDot(magpy::sample::loopGraph(), "loop");
+  size_t open = d.find("subgraph cluster_n3 {"), carried = d.find("  n4 ["), close = d.find("  }\n  n8 [");
+  EXPECT_LT(d.find("  n3 ["), open) << d;
+  EXPECT_LT(open, carried) << d;
+  EXPECT_NE(close, std::string::npos) << d;
+  EXPECT_LT(d.find("  n7 ["), close) << d;
+}
+
 TEST(Dot, RefGraphMarksGuardsMockAndVersions) {
   const RecordFile f = magpy::sample::sampleFile();
   const Record& r = f.functions[0].records[0];
