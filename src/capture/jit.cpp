@@ -595,6 +595,7 @@ record::RecordFile Session::recordFile(bool stateAtExit) {
     f.calls = s.log.calls;
   }
   f.blobs = s.blobs.blobs();
+  dropUnusedBlobs(f);  // the state at exit replaced what the log and the first reads kept
   return f;
 }
 

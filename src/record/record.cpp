@@ -1,5 +1,7 @@
-// Equality and one-line renderings of the record model's parts.
+// Equality and one-line renderings of the record model's parts, and the
+// file's blob bookkeeping.
 #include <cstring>
+#include <functional>
 #include <map>
 
 #include "magpy/record/graph.h"
@@ -185,6 +187,55 @@ std::string toString(const GraphBreak& b) {
   // Breaks found while building the record (not at an instruction) have no place.
   if (b.where.empty()) return "in " + b.function + ": " + b.reason;
   return b.where + " in " + b.function + (b.opcode.empty() ? "" : " (" + b.opcode + ")") + ": " + b.reason;
+}
+
+namespace {
+
+// Calls f(index) for every blob reference: tensor values (state, globals,
+// logged calls) and graph constants. f may change the index.
+template <class F>
+void forEachBlobReference(RecordFile& file, F&& f) {
+  std::function<void(Value&)> value = [&](Value& v) {
+    if (v.kind == Value::Kind::Tensor) {
+      int64_t b = v.blob;
+      f(b);
+      v.blob = uint32_t(b);
+    }
+    for (auto& item : v.items) value(item);
+  };
+  for (auto& fn : file.functions) {
+    value(fn.self);
+    for (auto& r : fn.records)
+      for (auto& n : r.graph.nodes)
+        if (n.blob >= 0) f(n.blob);
+  }
+  for (auto& g : file.globals) value(g.globals);
+  for (auto& c : file.calls) {
+    value(c.args);
+    value(c.kwargs);
+    value(c.result);
+    value(c.rng);
+    for (auto& u : c.updates) value(u.value);
+  }
+}
+
+}  // namespace
+
+void dropUnusedBlobs(RecordFile& f) {
+  std::vector<int64_t> renumbered(f.blobs.size(), -1);
+  forEachBlobReference(f, [&](int64_t& b) {
+    if (b >= 0 && size_t(b) < renumbered.size()) renumbered[size_t(b)] = 0;
+  });
+  std::vector<TensorBlob> kept;
+  for (size_t b = 0; b < f.blobs.size(); ++b) {
+    if (renumbered[b] < 0) continue;
+    renumbered[b] = int64_t(kept.size());
+    kept.push_back(std::move(f.blobs[b]));
+  }
+  forEachBlobReference(f, [&](int64_t& b) {
+    if (b >= 0 && size_t(b) < renumbered.size()) b = renumbered[size_t(b)];
+  });
+  f.blobs = std::move(kept);
 }
 
 }  // namespace magpy::record

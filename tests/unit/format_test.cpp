@@ -298,3 +298,17 @@ TEST(Format, LoopRegionsRoundTripAndAreValidated) {
     for (int k = 0; k < kMaxLoopNesting; ++k) g.nodes.insert(g.nodes.begin() + 3, inner);
   }, "nests loops deeper than 4");
 }
+
+// Without the call log, its tensors go; references to the others follow
+// them to their new places.
+TEST(Format, UnusedBlobsAreDropped) {
+  RecordFile f = sample::sampleFile();
+  f.functions[0].self.items[0].blob = 2;
+  std::swap(f.blobs[0], f.blobs[2]);  // the state's tensor last
+  f.calls.clear();
+  dropUnusedBlobs(f);
+  ASSERT_EQ(f.blobs.size(), 1u);
+  EXPECT_EQ(f.functions[0].self.items[0].blob, 0u);
+  EXPECT_EQ(f.blobs[0].bytes, sample::sampleFile().blobs[0].bytes);
+  EXPECT_NO_THROW(decode(encode(f)));
+}

@@ -128,4 +128,9 @@ struct RecordFile {
   std::vector<TensorBlob> blobs;
 };
 
+// Drops the blobs nothing in the file refers to any more (a call log left
+// out, state taken anew) and renumbers the references to those kept,
+// which keep their order.
+void dropUnusedBlobs(RecordFile& f);
+
 }  // namespace magpy::record
