@@ -26,6 +26,10 @@ int main(int argc, char** argv) {
   app.add_option("--log-calls", opt.logCalls, "Calls whose inputs and results the record keeps for replay")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--log-budget", opt.logBudget,
+                 "Bytes the logged calls' state changes may take (512M, 2G, none); auto: half the state's bytes, at "
+                 "least 16M. The log ends before a call that would pass it")
+      ->capture_default_str();
   app.add_option("--report", opt.report,
                  "Write a coverage report: records and why each was made, graph breaks, suggested annotations");
   std::string format = "text";

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <iostream>
 #include <map>
+#include <optional>
 
 #include "capture/call_log.h"
 #include "capture/compiled_function.h"
@@ -19,6 +20,7 @@
 #include "magpy/replay/plan.h"
 #include "magpy/replay/tensors.h"
 #include "magpy/support/error.h"
+#include "magpy/support/strings.h"
 
 namespace magpy::capture {
 namespace {
@@ -40,6 +42,25 @@ struct Session::Impl {
   std::map<std::string, record::Value> globals;
   BlobPool blobs;
   CallLog log{blobs};
+  // The call log's budget (Options::logBudget): its bytes so far, those of
+  // its state changes, and why it ended early (for the summary).
+  uint64_t logBytes = 0, logChangeBytes = 0;
+  std::optional<uint64_t> logBudget;  // none: auto
+  std::string logEnd;
+
+  // Whether a call whose state changes take `changes` bytes (just added
+  // to the pool) may join the log.
+  bool logTakes(uint64_t changes) {
+    constexpr uint64_t kLeast = uint64_t(16) << 20;
+    uint64_t state = blobs.bytes() - changes - logBytes;  // what the records read
+    uint64_t budget = logBudget ? *logBudget : std::max(kLeast, state / 2);
+    if (budget == 0 || logChangeBytes + changes <= budget) return true;
+    size_t calls = log.calls.size();
+    logEnd = "the call log ends after " + std::to_string(calls) + (calls == 1 ? " call" : " calls") +
+             ": the next one's state changes (" + formatByteSize(changes) + ") would take the log's past its budget of " +
+             formatByteSize(budget) + " (--log-budget)";
+    return false;
+  }
   Segments segments{units, annotations, [this](size_t unit, Invocation& inv) { return callUnit(unit, inv, nullptr); }};
 
   // ---- the state records read, as first read ----
@@ -394,6 +415,7 @@ PyObject* Session::Impl::callUnit(size_t index, Invocation& inv, record::LoggedC
 
 Session::Session(const Options& options) : impl_(std::make_unique<Impl>()) {
   impl_->options = options;
+  if (options.logBudget != "auto") impl_->logBudget = parseByteSize(options.logBudget);
   impl_->annotations.load(builtinAnnotations());
   for (auto& path : options.annotations) impl_->annotations.load(path);
 }
@@ -475,9 +497,22 @@ PyObject* Session::call(size_t index, PyObject* args, PyObject* kwargs) {
   bool logging = int(s.log.calls.size()) < s.options.logCalls;
   record::LoggedCall entry;
   entry.function = uint32_t(index);
+  uint64_t logged = s.blobs.bytes();
   try {
     if (logging) {
+      size_t before = s.blobs.blobs().size();
       entry.updates = s.log.changesBefore(s.units, s.compiled, index);
+      if (!s.logTakes(s.blobs.bytes() - logged)) {
+        if (s.options.explain) std::cerr << "magpy: " << s.logEnd << "\n";
+        s.blobs.truncate(before);
+        s.options.logCalls = int(s.log.calls.size());
+        logging = false;
+        entry = record::LoggedCall{};
+      } else {
+        s.logChangeBytes += s.blobs.bytes() - logged;
+      }
+    }
+    if (logging) {
       entry.args = s.log.snapshotArgs(fn, args, kwargs, &entry.kwargs);
       // Random operators replay as random operators: replay starts each
       // call from the generator state Python had.
@@ -518,6 +553,7 @@ PyObject* Session::call(size_t index, PyObject* args, PyObject* kwargs) {
     }
     s.log.calls.push_back(std::move(entry));
     s.log.noteExit(s.units, s.compiled);
+    s.logBytes += s.blobs.bytes() - logged;
   }
   return result.release();
 }
@@ -631,6 +667,7 @@ std::string Session::summary() const {
            std::to_string(fn->hits) + " replayed from a record, " + std::to_string(nodes) + " graph ops, " +
            std::to_string(guards) + " guards\n";
   }
+  if (!impl_->logEnd.empty()) out += "  " + impl_->logEnd + "\n";
   return out;
 }
 

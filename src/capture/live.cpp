@@ -462,9 +462,17 @@ uint32_t BlobPool::add(const at::Tensor& t) {
   auto it = byHash_.find(key);
   if (it != byHash_.end()) return it->second;
   uint32_t index = uint32_t(blobs_.size());
+  bytes_ += b.bytes.size();
   blobs_.push_back(std::move(b));
   byHash_.emplace(key, index);
   return index;
+}
+
+void BlobPool::truncate(size_t count) {
+  if (count >= blobs_.size()) return;
+  for (auto it = byHash_.begin(); it != byHash_.end();) it = it->second >= count ? byHash_.erase(it) : std::next(it);
+  for (size_t b = count; b < blobs_.size(); ++b) bytes_ -= blobs_[b].bytes.size();
+  blobs_.resize(count);
 }
 
 void PathTrie::insert(const std::vector<record::PathStep>& steps, size_t from) {

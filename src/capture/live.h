@@ -147,10 +147,14 @@ class BlobPool {
  public:
   uint32_t add(const at::Tensor& t);
   std::vector<record::TensorBlob>& blobs() { return blobs_; }
+  uint64_t bytes() const { return bytes_; }  // of all blobs held
+  // Forgets the blobs added since there were `count` (nothing refers to them).
+  void truncate(size_t count);
 
  private:
   std::vector<record::TensorBlob> blobs_;
   std::map<uint64_t, uint32_t> byHash_;
+  uint64_t bytes_ = 0;
 };
 
 // The steps below an object that a snapshot must include (attributes of

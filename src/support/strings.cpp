@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 
 #include "magpy/support/error.h"
 
@@ -79,6 +80,17 @@ std::string join(const std::vector<std::string>& parts, std::string_view sep) {
     out += parts[i];
   }
   return out;
+}
+
+std::string formatByteSize(uint64_t bytes) {
+  const char* units = "KMGT";
+  double v = double(bytes);
+  int unit = -1;
+  while (v >= 1024 && unit < 3) v /= 1024, ++unit;
+  if (unit < 0) return std::to_string(bytes);
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f%c", v, units[unit]);
+  return text;
 }
 
 uint64_t parseByteSize(const std::string& text) {

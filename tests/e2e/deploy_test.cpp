@@ -121,6 +121,23 @@ TEST(Deploy, StateAtExitCarriesTheTrainedWeights) {
   EXPECT_LT(fs::file_size(s.path("exit.mgp")) * 4, fs::file_size(s.path("first.mgp")));
 }
 
+// A training script changes its weights before every call: the log keeps
+// their changes within its budget, and ends before a call that would pass
+// it; what it kept replays. A budget that is no size is refused.
+TEST(Deploy, CallLogKeepsToItsBudget) {
+  Scratch s("deploy_log_budget");
+  Result cap = s.run("magpy-capture --log-budget 1K -o small.mgp " + example("train_cnn.py") + " .");
+  ASSERT_EQ(cap.status, 0) << cap.out << cap.err;
+  EXPECT_TRUE(contains(cap.err, "the call log ends after 1 call: the next one's state changes (")) << cap.err;
+  EXPECT_TRUE(contains(cap.err, "past its budget of 1.0K (--log-budget)")) << cap.err;
+  Result run = s.run("magpy-run small.mgp");
+  EXPECT_EQ(run.status, 0) << run.out << run.err;
+  EXPECT_TRUE(contains(run.out, "replayed 1 calls natively: 1 matched")) << run.out;
+  Result bad = s.run("magpy-capture --log-budget lots " + example("train_cnn.py") + " .");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_TRUE(contains(bad.err, "'lots' is not a size")) << bad.err;
+}
+
 // A state file is data from anyone: damaged pickles are one clean error each.
 TEST(Deploy, DamagedStateFilesAreCleanErrors) {
   Scratch s("deploy_damaged");

@@ -17,6 +17,11 @@ struct Options {
   bool explain = false;                 // print every guard miss on stderr as it happens
   bool keepPartial = false;             // write the records even when the script fails
   int logCalls = 16;                    // calls per session whose inputs and results are kept
+  // Bytes the logged calls' state changes may take ("512M", "none"); auto:
+  // half the bytes of the state the records read, and at least 16 MiB. A
+  // training script changes its weights before every call: without a
+  // budget its record would keep a copy of them per logged call.
+  std::string logBudget = "auto";
   std::string report;                   // coverage report to write beside the records; empty: none
   bool reportJson = false;              // the report as JSON instead of text
   bool progress = false;                // a progress line on stderr (for a terminal)

@@ -33,5 +33,7 @@ std::string join(const std::vector<std::string>& parts, std::string_view sep);
 // "512M", "2G", "1.5G", "4096" (bytes; K, M, G, T are powers of 1024), or
 // "none" (0). Throws Error naming the text otherwise.
 uint64_t parseByteSize(const std::string& text);
+// The other way, rounded to one decimal: "45.3M", "512K", "900" (bytes).
+std::string formatByteSize(uint64_t bytes);
 
 }  // namespace magpy
