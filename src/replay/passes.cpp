@@ -366,15 +366,21 @@ std::set<size_t> directRoots(const record::Graph& g, size_t i, const std::vector
 // answer is a safe one), found by repeating the walk until nothing grows.
 std::vector<std::set<size_t>> storageRoots(const record::Graph& g) {
   std::vector<std::set<size_t>> roots(g.nodes.size());
+  // A marker's first argument names its loop (the validator holds it to
+  // that; a graph given to a Plan directly may not be validated).
+  auto ofLoop = [&](const Node& n) {
+    return (n.target == record::kCarried || n.target == record::kLoopEnd) && !n.args.empty() &&
+           n.args[0].kind == Arg::Kind::Node && n.args[0].i >= 0 && size_t(n.args[0].i) < g.nodes.size();
+  };
   std::map<int64_t, size_t> endOf;  // loop node -> its loop_end
   for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (g.nodes[i].target == record::kLoopEnd) endOf[g.nodes[i].args[0].i] = i;
+    if (g.nodes[i].target == record::kLoopEnd && ofLoop(g.nodes[i])) endOf[g.nodes[i].args[0].i] = i;
   for (bool grew = true; grew;) {
     grew = false;
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       const Node& n = g.nodes[i];
       std::set<size_t> r = {i};
-      if (n.target == record::kCarried || n.target == record::kLoopEnd) {
+      if (ofLoop(n)) {
         auto add = [&](int64_t j) { r.insert(roots[size_t(j)].begin(), roots[size_t(j)].end()); };
         forEachNodeArg(n.target == record::kLoopEnd ? n : g.nodes[size_t(n.args[0].i)], add);
         if (auto end = endOf.find(n.args[0].i); n.target == record::kCarried && end != endOf.end())

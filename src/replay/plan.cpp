@@ -390,6 +390,7 @@ struct Plan::Impl::Builder {
         throw Error(where + ": " + messageOf(e));
       }
     }
+    if (!openLoops.empty()) throw Error("the graph's loop " + plan.steps[openLoops.back()].node + " never ends");
     foldAndRelease();
   }
 
@@ -412,7 +413,7 @@ struct Plan::Impl::Builder {
       case record::NodeKind::CallFunction:
         if (n.target == "getitem") getitem(ni, where);
         else if (n.target == record::kLoop) loopBegin(ni, where);
-        else if (n.target == record::kCarried) carried(ni);
+        else if (n.target == record::kCarried) carried(ni, where);
         else if (n.target == record::kLoopEnd) loopEnd(ni, where);
         else if (record::isCheck(n.target)) checkStep(ni, where);
         else if (!n.number.empty() || record::isNumberOp(n.target)) numberStep(ni, where);
@@ -468,6 +469,8 @@ struct Plan::Impl::Builder {
 
   void loopBegin(size_t ni, const std::string& where) {
     const record::Node& n = optimized.graph.nodes[ni];
+    if (n.args.size() != 2 || n.args[1].kind != record::Arg::Kind::NodeList)
+      throw Error(where + ": a loop takes (trip count, [initial values])");
     Step step;
     step.control = Control::LoopBegin;
     step.loop = plan.numLoops++;
@@ -495,7 +498,8 @@ struct Plan::Impl::Builder {
     addStep(ni, std::move(step));
   }
 
-  void carried(size_t ni) {
+  void carried(size_t ni, const std::string& where) {
+    if (openLoops.empty()) throw Error(where + ": a carried value outside a loop");
     int s = newSlot();
     plan.steps[openLoops.back()].outputs.push_back(s);
     nodeSlots[ni] = {s};
@@ -503,6 +507,10 @@ struct Plan::Impl::Builder {
 
   void loopEnd(size_t ni, const std::string& where) {
     const record::Node& n = optimized.graph.nodes[ni];
+    if (openLoops.empty() || n.args.size() != 3 || n.args[1].kind != record::Arg::Kind::NodeList ||
+        n.args[2].kind != record::Arg::Kind::NodeList ||
+        n.args[1].ints.size() + 1 != plan.steps[openLoops.back()].outputs.size())
+      throw Error(where + ": a loop's end does not match the loop open before it");
     size_t begin = openLoops.back();
     openLoops.pop_back();
     Step step;
