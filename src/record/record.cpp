@@ -60,20 +60,50 @@ namespace {
 
 enum class NumberFamily { None, Arithmetic, MinMax, Sign, Convert, Real, Rounding, Comparison };
 
+// The one table of the graph's number operators: the capture's callees,
+// the record's targets and replay's operations all come from it.
+struct NumberOpInfo {
+  const char* target;
+  NumberOp op;
+  NumberFamily family;
+};
+constexpr NumberOpInfo kNumberOps[] = {
+    {"operator.add", NumberOp::Add, NumberFamily::Arithmetic},
+    {"operator.sub", NumberOp::Sub, NumberFamily::Arithmetic},
+    {"operator.mul", NumberOp::Mul, NumberFamily::Arithmetic},
+    {"operator.truediv", NumberOp::TrueDiv, NumberFamily::Arithmetic},
+    {"operator.floordiv", NumberOp::FloorDiv, NumberFamily::Arithmetic},
+    {"operator.mod", NumberOp::Mod, NumberFamily::Arithmetic},
+    {"builtins.min", NumberOp::Min, NumberFamily::MinMax},
+    {"builtins.max", NumberOp::Max, NumberFamily::MinMax},
+    {"operator.neg", NumberOp::Neg, NumberFamily::Sign},
+    {"builtins.abs", NumberOp::Abs, NumberFamily::Sign},
+    {"builtins.int", NumberOp::Int, NumberFamily::Convert},
+    {"builtins.float", NumberOp::Float, NumberFamily::Convert},
+    {"math.sqrt", NumberOp::Sqrt, NumberFamily::Real},
+    {"math.ceil", NumberOp::Ceil, NumberFamily::Rounding},
+    {"math.floor", NumberOp::Floor, NumberFamily::Rounding},
+    {"operator.lt", NumberOp::Lt, NumberFamily::Comparison},
+    {"operator.le", NumberOp::Le, NumberFamily::Comparison},
+    {"operator.gt", NumberOp::Gt, NumberFamily::Comparison},
+    {"operator.ge", NumberOp::Ge, NumberFamily::Comparison},
+    {"operator.eq", NumberOp::Eq, NumberFamily::Comparison},
+    {"operator.ne", NumberOp::Ne, NumberFamily::Comparison},
+};
+
+const NumberOpInfo* numberOpInfo(const std::string& target) {
+  static const std::map<std::string, const NumberOpInfo*> kByTarget = [] {
+    std::map<std::string, const NumberOpInfo*> m;
+    for (const auto& info : kNumberOps) m.emplace(info.target, &info);
+    return m;
+  }();
+  auto it = kByTarget.find(target);
+  return it == kByTarget.end() ? nullptr : it->second;
+}
+
 NumberFamily familyOf(const std::string& t) {
-  static const std::map<std::string, NumberFamily> kFamilies = {
-      {"operator.add", NumberFamily::Arithmetic}, {"operator.sub", NumberFamily::Arithmetic},
-      {"operator.mul", NumberFamily::Arithmetic}, {"operator.truediv", NumberFamily::Arithmetic},
-      {"operator.floordiv", NumberFamily::Arithmetic}, {"operator.mod", NumberFamily::Arithmetic},
-      {"builtins.min", NumberFamily::MinMax}, {"builtins.max", NumberFamily::MinMax},
-      {"operator.neg", NumberFamily::Sign}, {"builtins.abs", NumberFamily::Sign},
-      {"builtins.int", NumberFamily::Convert}, {"builtins.float", NumberFamily::Convert},
-      {"math.sqrt", NumberFamily::Real}, {"math.ceil", NumberFamily::Rounding}, {"math.floor", NumberFamily::Rounding},
-      {"operator.lt", NumberFamily::Comparison}, {"operator.le", NumberFamily::Comparison},
-      {"operator.gt", NumberFamily::Comparison}, {"operator.ge", NumberFamily::Comparison},
-      {"operator.eq", NumberFamily::Comparison}, {"operator.ne", NumberFamily::Comparison}};
-  auto it = kFamilies.find(t);
-  return it == kFamilies.end() ? NumberFamily::None : it->second;
+  const NumberOpInfo* info = numberOpInfo(t);
+  return info ? info->family : NumberFamily::None;
 }
 
 bool isNumberType(const std::string& t) { return t == "int" || t == "float"; }
@@ -81,6 +111,17 @@ bool isNumberType(const std::string& t) { return t == "int" || t == "float"; }
 }  // namespace
 
 bool isNumberOp(const std::string& target) { return familyOf(target) != NumberFamily::None; }
+
+NumberOp numberOpOf(const std::string& target) {
+  const NumberOpInfo* info = numberOpInfo(target);
+  return info ? info->op : NumberOp::None;
+}
+
+const char* numberOpTarget(NumberOp op) {
+  for (const auto& info : kNumberOps)
+    if (info.op == op) return info.target;
+  return "";
+}
 
 int numberOpArity(const std::string& target) {
   switch (familyOf(target)) {

@@ -1,7 +1,6 @@
 #include "replay/numbers.h"
 
 #include <cmath>
-#include <map>
 
 #include "magpy/replay/plan.h"
 
@@ -119,20 +118,6 @@ c10::IValue numberOp(NumberOp op, const c10::IValue& a, const c10::IValue& b) {
     return intOp(op, a.toInt(), unary ? 0 : b.toInt());
   if (op == NumberOp::Float && a.isInt()) return c10::IValue(double(a.toInt()));  // rounds as Python's float()
   return floatOp(op, exactDouble(a), unary ? 0.0 : exactDouble(b));
-}
-
-NumberOp numberOpOf(const std::string& target) {
-  static const std::map<std::string, NumberOp> kOps = {
-      {"operator.add", NumberOp::Add}, {"operator.sub", NumberOp::Sub}, {"operator.mul", NumberOp::Mul},
-      {"operator.truediv", NumberOp::TrueDiv}, {"operator.floordiv", NumberOp::FloorDiv},
-      {"operator.mod", NumberOp::Mod}, {"builtins.min", NumberOp::Min}, {"builtins.max", NumberOp::Max},
-      {"operator.neg", NumberOp::Neg}, {"builtins.abs", NumberOp::Abs}, {"builtins.int", NumberOp::Int},
-      {"builtins.float", NumberOp::Float}, {"math.sqrt", NumberOp::Sqrt}, {"math.ceil", NumberOp::Ceil},
-      {"math.floor", NumberOp::Floor}, {"operator.lt", NumberOp::Lt}, {"operator.le", NumberOp::Le},
-      {"operator.gt", NumberOp::Gt}, {"operator.ge", NumberOp::Ge}, {"operator.eq", NumberOp::Eq},
-      {"operator.ne", NumberOp::Ne}};
-  auto it = kOps.find(target);
-  return it == kOps.end() ? NumberOp::None : it->second;
 }
 
 }  // namespace magpy::replay

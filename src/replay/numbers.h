@@ -10,7 +10,7 @@
 
 namespace magpy::replay {
 
-NumberOp numberOpOf(const std::string& target);  // NumberOp::None for other targets
+using record::numberOpOf;  // NumberOp::None for other targets
 
 // Python's semantics: int arithmetic stays exact, / gives a float, //
 // floors, % takes the divisor's sign, comparisons give a bool. Where Python

@@ -29,11 +29,7 @@ struct Operand {
 };
 
 // Python's arithmetic on the graph's numbers (record::isNumberOp).
-enum class NumberOp : uint8_t {
-  None, Add, Sub, Mul, TrueDiv, FloorDiv, Mod, Min, Max,  // two operands
-  Neg, Abs, Int, Float, Sqrt, Ceil, Floor,                // one
-  Lt, Le, Gt, Ge, Eq, Ne,                                 // comparisons: a bool
-};
+using record::NumberOp;
 
 // A check of what the program read into Python (record::isCheck).
 enum class Expect : uint8_t { None, Equal, Sizes, True };

@@ -114,6 +114,15 @@ struct Node {
 //   one operand:  operator.neg, builtins.abs, int, float; math.sqrt, ceil, floor
 //   comparisons:  operator.lt, le, gt, ge, eq, ne (a "bool": only checks take it)
 bool isNumberOp(const std::string& target);
+enum class NumberOp : uint8_t {
+  None, Add, Sub, Mul, TrueDiv, FloorDiv, Mod, Min, Max,  // two operands
+  Neg, Abs, Int, Float, Sqrt, Ceil, Floor,                // one
+  Lt, Le, Gt, Ge, Eq, Ne,                                 // comparisons: a bool
+};
+// The operator a target names (NumberOp::None for other targets), and its
+// target back (a string that lives as long as the program).
+NumberOp numberOpOf(const std::string& target);
+const char* numberOpTarget(NumberOp op);
 // How many operands a number operator takes (1 or 2); 0 for other targets.
 int numberOpArity(const std::string& target);
 // The type ("int", "float" or "bool") of a number operator's result for

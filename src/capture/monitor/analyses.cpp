@@ -2,8 +2,6 @@
 // monitor's analyses follow (sizes.h, numbers.h): each analysis says what
 // an instruction does with them, and the monitor hints the operators the
 // instruction dispatches, so that they take them as graph values.
-#include <set>
-
 #include "capture/monitor/monitor.h"
 #include "capture/monitor/state.h"
 
@@ -105,11 +103,11 @@ int Monitor::sizeNodeOf(NodeId n) {
 }
 
 const char* Monitor::numberCall(const Pending& p) const {
-  // The graph's number operators named as the callees are (record::isNumberOp).
-  static const std::set<std::string> kCalls = {"builtins.min", "builtins.max", "builtins.abs", "builtins.int",
-                                               "builtins.float", "math.sqrt", "math.ceil", "math.floor"};
-  auto it = kCalls.find(p.calleeName);
-  if (it == kCalls.end() || !p.keywords.empty() || p.positional.size() != size_t(record::numberOpArity(*it)))
+  // The graph's number operators a call names (min, abs, math.sqrt); the
+  // operator module's come from instructions.
+  record::NumberOp op = record::numberOpOf(p.calleeName);
+  if (op == record::NumberOp::None || p.calleeName.rfind("operator.", 0) == 0 || !p.keywords.empty() ||
+      p.positional.size() != size_t(record::numberOpArity(p.calleeName)))
     return nullptr;
   bool any = false;
   for (NodeId n : p.positional) {
@@ -119,7 +117,7 @@ const char* Monitor::numberCall(const Pending& p) const {
     if (!number) return nullptr;
     any = any || numbers_.liftable(n);
   }
-  return any ? it->c_str() : nullptr;
+  return any ? record::numberOpTarget(op) : nullptr;
 }
 
 bool Monitor::isSizeCall(const Pending& p) const {
