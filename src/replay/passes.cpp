@@ -439,6 +439,7 @@ std::vector<bool> foldable(const record::Graph& g) {
       if (use.written[r] || use.escapes[r]) return true;
     return false;
   };
+  std::vector<int64_t> scope = record::loopScopes(g);  // a loop's body runs each iteration: not once
   // Per node: whether its value is computed from some input, and whether
   // every input it is computed from is a parameter (a state tensor the
   // graph does not write; not a lifted number, which changes from call to
@@ -457,7 +458,7 @@ std::vector<bool> foldable(const record::Graph& g) {
       fromInputs[i] = fromInputs[i] || fromInputs[size_t(j)];
       onlyParameters[i] = onlyParameters[i] && onlyParameters[size_t(j)];
     });
-    if (n.kind != NodeKind::CallFunction || hasSideEffects(n) || !fromInputs[i]) continue;
+    if (n.kind != NodeKind::CallFunction || hasSideEffects(n) || !fromInputs[i] || scope[i] >= 0) continue;
     fold[i] = onlyParameters[i] && !touched(i);
   }
   return fold;

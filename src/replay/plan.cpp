@@ -622,7 +622,7 @@ struct Plan::Impl::Builder {
     step.name = n.opName();
     step.node = record::nameAndSource(n);
     step.check = record::checksArguments(n.target);
-    step.folded = optimized.folded[ni] && openLoops.empty();  // a loop's body runs its steps each iteration
+    step.folded = optimized.folded[ni];
     if (!options.inference) step.grad = n.grad;  // without autograd, grad mode changes nothing
     plan.changesGeometry = plan.changesGeometry || record::changesGeometry(n.target);
     bool lifted = false;  // takes a number the call's state supplies

@@ -5,6 +5,7 @@
 #include "magpy/replay/passes.h"
 #include "magpy/replay/plan.h"
 #include "magpy/support/error.h"
+#include "sample.h"
 
 using namespace magpy;
 using namespace magpy::record;
@@ -306,4 +307,25 @@ TEST(Passes, SizesTheGuardsFixAreFolded) {
     replay::Plan plan(b.g, {}, replay::PlanOptions{PassOptions(), true});
     EXPECT_EQ(plan.runWith({at::ones({4, 3})})[0].toTensor().sum().item<float>(), 48.0f);
   }
+}
+
+// A loop's body runs once per iteration: an operator in it that reads only
+// parameters is not computed once per call (folded) but in each
+// iteration, as the program runs it.
+TEST(Passes, LoopBodiesAreNotFolded) {
+  Graph g = sample::loopGraph();
+  g.nodes[1].kind = NodeKind::GetAttr;  // h0: a parameter
+  g.nodes[1].source = AccessPath::self().attr("h0");
+  g.nodes[7].args[0] = Arg::node(1);  // the scan: h0 * 2, in the body
+  auto out = replay::optimize(g, PassOptions(), true);
+  bool seen = false;
+  for (size_t i = 0; i < out.graph.nodes.size(); ++i)
+    if (out.graph.nodes[i].name == "mul") {
+      seen = true;
+      EXPECT_FALSE(out.folded[i]);
+    }
+  EXPECT_TRUE(seen);
+  replay::Plan plan(g, {});
+  at::Tensor h0 = at::randn({3});
+  EXPECT_TRUE(at::equal(plan.runWith({at::randn({4, 3}), h0})[1].toTensor(), at::stack({h0 * 2, h0 * 2, h0 * 2, h0 * 2})));
 }
