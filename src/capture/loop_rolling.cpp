@@ -30,11 +30,12 @@ struct Use {
 
 class Roller {
  public:
-  Roller(const Graph& g, const LoopSpan& span) : g_(g), span_(span) {}
+  Roller(const Graph& g, const LoopSpan& span) : g_(g), span_(span) {}  // a copy: indexArguments() edits it
 
   // The rolled graph, or "" in why.
   std::string roll(Graph& out) {
     if (std::string why = iterations(); !why.empty()) return why;
+    indexArguments();
     if (std::string why = matchIterations(); !why.empty()) return why;
     if (std::string why = usesAfter(); !why.empty()) return why;
     build(out);
@@ -85,6 +86,27 @@ class Roller {
   }
 
   bool outer(int64_t r) const { return r < begin() || hoisted_[size_t(r)]; }
+
+  // Where an iteration passed its index as a number equal to another of
+  // the operator's (select(x, 0, t) at t = 0; x[:, t] at t = 1), the
+  // monitor could not tell which was the index and recorded a constant.
+  // An argument that is the index in some iteration and equal to the
+  // index in each other one is the index in all: the program's numbers
+  // are the same in every iteration unless the graph computes them.
+  void indexArguments() {
+    for (size_t q = 0; q < body_[0].size(); ++q)
+      for (size_t j = 0; j < g_.nodes[size_t(body_[0][q])].args.size(); ++j) {
+        bool indexSomewhere = false;
+        auto arg = [&](size_t k) {
+          auto& args = g_.nodes[size_t(body_[k][q])].args;
+          return j < args.size() ? &args[j] : nullptr;
+        };
+        for (size_t k = 0; k < count() && !indexSomewhere; ++k)
+          indexSomewhere = arg(k) && arg(k)->kind == Arg::Kind::Node && arg(k)->i == span_.starts[k];
+        for (size_t k = 0; k < count() && indexSomewhere; ++k)
+          if (arg(k) && arg(k)->kind == Arg::Kind::Int && arg(k)->i == int64_t(k)) *arg(k) = Arg::node(span_.starts[k]);
+      }
+  }
 
   bool invariant(const Node& n) const {
     if (n.isInput()) return true;
@@ -225,7 +247,6 @@ class Roller {
     loopNode.args = {Arg::node(to_[size_t(span_.trip)]), nodeList({})};
     for (auto& [init, next] : carried_) loopNode.args[1].ints.push_back(to_[size_t(init)]);
     loopNode.number = "int";
-    loopNode.seen = record::Atom::integer(0);
     out.nodes.push_back(std::move(loopNode));
     for (size_t j = 0; j < carried_.size(); ++j) {
       Node c = marker(names.create("carried"), record::kCarried, where);
@@ -306,7 +327,7 @@ class Roller {
     return -1;  // usesAfter() admitted none
   }
 
-  const Graph& g_;
+  Graph g_;
   const LoopSpan& span_;
   std::vector<int> iterationOf_;   // by node: its iteration, or -1
   std::vector<int> position_;      // by node: its position in its iteration's body

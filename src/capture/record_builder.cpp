@@ -591,10 +591,25 @@ class Builder {
     output.target = "output";
     for (int v : outputs) output.args.push_back(record::Arg::node(v));
     out.nodes.push_back(std::move(output));
+    rollLoops(out);
     replay::eliminateDeadCode(out);
     if (std::string why = replay::readsUninitialized(out); !why.empty()) throw Error(why);
     nameInputs(out);
     s_.out.record.graph = std::move(out);
+  }
+
+  // Loops the monitor saw over a size (Monitor::loops) are rolled where
+  // they can be, the latest first: rolling one moves the nodes after it,
+  // not those before. A record that keeps its sizes anyway keeps them
+  // unrolled, for backends that lower no loops.
+  void rollLoops(record::Graph& g) {
+    if (s_.m.readSizes()) return;
+    const auto& loops = s_.m.loops();
+    for (size_t k = loops.size(); k-- > 0;) {
+      std::string why = loops[k].why;
+      if (why.empty()) why = rollLoop(g, loops[k].span);
+      if (!why.empty()) s_.m.keepsUnrolled(loops[k], why);
+    }
   }
 
   // Inputs are named after what they read, as torch.fx names them:

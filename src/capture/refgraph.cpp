@@ -217,6 +217,7 @@ void RefGraph::activate(NodeId id) {
 }
 
 void RefGraph::write(NodeId source, const Relation& rel, NodeId target) {
+  if (onWrite_) onWrite_(source);
   ShadowNode& s = node(source);
   ShadowVersion v = s.versions.back();
   v.graphValue = -1;
@@ -231,6 +232,7 @@ void RefGraph::write(NodeId source, const Relation& rel, NodeId target) {
 }
 
 void RefGraph::remove(NodeId source, const Relation& rel) {
+  if (onWrite_) onWrite_(source);
   ShadowNode& s = node(source);
   ShadowVersion v = s.versions.back();
   v.refs.erase(std::remove_if(v.refs.begin(), v.refs.end(), [&](const Edge& e) { return e.rel == rel; }), v.refs.end());
@@ -238,6 +240,7 @@ void RefGraph::remove(NodeId source, const Relation& rel) {
 }
 
 void RefGraph::changedInPlace(NodeId id) {
+  if (onWrite_) onWrite_(id);
   ShadowNode& s = node(id);
   s.versions.push_back(s.versions.back());
   s.versions.back().graphValue = -1;

@@ -141,6 +141,8 @@ class RefGraph {
 
   // Called for every tensor node made, including container elements.
   void onTensor(std::function<void(NodeId)> f) { onTensor_ = std::move(f); }
+  // Called for every node written (write, remove, changedInPlace).
+  void onWrite(std::function<void(NodeId)> f) { onWrite_ = std::move(f); }
 
   static NodeKind classify(PyObject* obj);
   static bool isAtom(PyObject* obj);
@@ -155,6 +157,7 @@ class RefGraph {
   std::unordered_map<PyObject*, NodeId> byObject_;
   std::unordered_map<NodeId, std::vector<Relation>> lazyRoots_;
   std::function<void(NodeId)> onTensor_;
+  std::function<void(NodeId)> onWrite_;
 };
 
 }  // namespace magpy::capture

@@ -286,7 +286,8 @@ void Monitor::beginAnnotatedCall(Pending& p, PyObject* callable) {
   for (auto& kw : p.keywords)
     if (kw.second >= 0) refs_.use(kw.second);
   if (numbers_.active()) p.numberCall = numberCall(p);  // finishCall lifts it
-  if ((sizes_.active() || numbers_.active()) && !p.numberCall) {
+  p.loopTrip = loopTrip(p);  // range(n) over a size: the loop may roll, deciding nothing on n
+  if ((sizes_.active() || numbers_.active()) && !p.numberCall && p.loopTrip < 0) {
     std::vector<NodeId> passed = p.positional;
     for (auto& kw : p.keywords) passed.push_back(kw.second);
     bool sizes = false, numbers = false;
@@ -449,6 +450,7 @@ bool Monitor::finishCall(Step& s) {
   if (p.annotation && makesLeafRequiringGrad(result)) return false;
   s.out[0] = p.annotation ? applyAnnotation(p, result) : newNode(result);
   if (p.numberCall && s.out[0] >= 0) numbers_.liftArithmetic(p.numberCall, p.positional, s.out[0]);
+  if (p.loopTrip >= 0 && s.out[0] >= 0) rangeMade(s.out[0], p.loopTrip);
   if (s.out[0] >= 0 && isSizeCall(p)) {
     if (PyTuple_Check(result)) {
       sizes_.tagAll(s.out[0], p.positional[0]);

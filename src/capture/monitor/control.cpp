@@ -109,14 +109,23 @@ bool Monitor::finishGetIter(Step& s) {
   NodeKind kind = refs_.node(s.in(0)).kind;
   if ((kind == NodeKind::Tuple && Py_IS_TYPE(v, &PyTupleIter_Type)) || (kind == NodeKind::List && Py_IS_TYPE(v, &PyListIter_Type)))
     sequenceIterators_[s.out[0]] = {s.in(0), 0};
+  if (auto loop = loopOf_.find(s.in(0)); loop != loopOf_.end() && loopWatches_[loop->second].range == s.in(0)) {
+    LoopWatch& w = loopWatches_[loop->second];
+    w.iterator = s.out[0];
+    w.frame = &s.frame;
+    loopOf_[s.out[0]] = loop->second;
+  }
   return true;
 }
 
 // outputs: the iterator, the next value; none when it is exhausted.
 bool Monitor::finishForIter(Step& s) {
-  if (s.out.empty()) return true;  // exhausted: the iterator was popped
-  s.out[0] = s.in(0);
-  s.out[1] = iterationValue(s.p, s.in(0), s.outObj(1));
+  auto loop = loopOf_.find(s.in(0));
+  if (!s.out.empty()) {  // exhausted: the iterator was popped
+    s.out[0] = s.in(0);
+    s.out[1] = iterationValue(s.p, s.in(0), s.outObj(1));
+  }
+  if (loop != loopOf_.end() && loopWatches_[loop->second].iterator == s.in(0)) loopAdvanced(s, loop->second);
   return true;
 }
 

@@ -74,6 +74,8 @@ void Monitor::Pending::clear() {
   calleeName.clear();
   annotation = nullptr;
   inlined = false;
+  numberCall = nullptr;
+  loopTrip = -1;
 }
 
 Monitor::Monitor(const record::AnnotationSet& annotations)
@@ -83,6 +85,9 @@ Monitor::Monitor(const record::AnnotationSet& annotations)
       numbers_(refs_, *ops_, sizes_, slices_, inputs_, [this] { return currentLocation(); },
                [this](NodeId n) { return sizeNodeOf(n); }) {
   refs_.onTensor([this](NodeId id) { registerTensor(id); });
+  refs_.onWrite([this](NodeId id) {
+    if (!loopWatches_.empty()) loopWrites(id);
+  });
 }
 
 Monitor::~Monitor() = default;
@@ -131,6 +136,7 @@ PyObject* Monitor::run(const CallSpec& call) {
   ops_->setEnabled(false);
   PyEval_SetTrace(nullptr, nullptr);
   tMonitor = previous;
+  finishLoops();
 
   if (!result) return nullptr;
   if (!done_ && !broken_) graphBreak("the monitored call returned without its frame being traced");
@@ -409,6 +415,7 @@ void Monitor::begin(ShadowFrame& sf, const Instruction& ins) {
   if (numbers_.active() && call && !p.inlined && !p.annotation && !p.autogradForward)
     for (NodeId n : p.inputs) numbers_.fix(n, "a call that is neither traced nor annotated takes a number");
   if (!broken_ && testsTruth(ins.op)) checkTruthTest(p);
+  if (!loopRuns_.empty()) watchLoops(sf, p);
 }
 
 // Fills the frame's pending instruction with the shadows and objects of

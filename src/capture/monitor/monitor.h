@@ -21,6 +21,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "capture/loop_rolling.h"
 #include "capture/monitor/numbers.h"
 #include "capture/monitor/sizes.h"
 #include "capture/op_recorder.h"
@@ -117,6 +118,20 @@ class Monitor : public OpRecorder::Delegate {
   // (factories, Python floats and constants take it).
   const std::map<std::string, record::Atom>& runtimeReads() const { return runtimeReads_; }
 
+  // Loops over a size (loops.cpp, MagPy 6.2.2): `for i in range(n)`, n a
+  // size the graph reads, is recorded iteration by iteration, each
+  // beginning with its index node; the record builder rolls it
+  // (loop_rolling.h) where the monitor saw nothing against it (`why`
+  // empty). A loop that stays unrolled makes its trip count a size the
+  // run used (keepsUnrolled): its record keeps its sizes.
+  struct LoopRun {
+    LoopSpan span;
+    std::string why;    // why it cannot roll, as far as the monitor saw
+    std::string where;  // the `for` statement
+  };
+  const std::vector<LoopRun>& loops() const { return loopRuns_; }
+  void keepsUnrolled(const LoopRun& loop, const std::string& why);
+
   // The trace function's entry point (a static trampoline forwards here).
   int onEvent(PyFrameObject* frame, int what, PyObject* arg);
 
@@ -124,6 +139,16 @@ class Monitor : public OpRecorder::Delegate {
   struct ShadowFrame;
   struct Pending;
   struct Step;
+  // What the monitor follows of a loop over a size while it runs.
+  struct LoopWatch {
+    NodeId range = kNoNode, iterator = kNoNode;
+    const ShadowFrame* frame = nullptr;
+    bool open = false;
+    size_t refsAtIteration = 0;     // refs_.size() when its current iteration began
+    uint64_t stepAtStart = 0;       // instructions begun before its first iteration
+    std::vector<NodeId> lastState;  // the frame's locals and stack when an iteration last began
+    std::set<NodeId> grown;         // lists from before an iteration that it appended to
+  };
 
   // OpRecorder::Delegate
   int externalTensor(const at::Tensor& t) override;
@@ -250,6 +275,19 @@ class Monitor : public OpRecorder::Delegate {
   // A comparison the graph computed held: the graph checks it (a predicate).
   void checksDecision(int comparison);
 
+  // Loops over a size (loops.cpp).
+  int loopTrip(const Pending& p);
+  void rangeMade(NodeId range, int trip);
+  void watchLoops(ShadowFrame& sf, const Pending& p);
+  void loopIterates(ShadowFrame& sf, size_t loop);
+  void loopAdvanced(Step& s, size_t loop);
+  void loopWrites(NodeId written);
+  void finishLoops();
+  void failLoop(size_t loop, const std::string& why);
+  std::string stateDiffers(const ShadowFrame& sf, const std::vector<NodeId>& before, const std::vector<NodeId>& now,
+                           const LoopWatch& w) const;
+  bool sameState(NodeId a, NodeId b, const LoopWatch& w, int depth) const;
+
   // Nodes, tensors, breaks (monitor.cpp).
   bool externalOpaque(NodeId id) const;
   // callee: the native function the break is about, when an annotation would remove it.
@@ -320,6 +358,12 @@ class Monitor : public OpRecorder::Delegate {
   PyTypeObject* lastClassRead_ = nullptr;
   std::vector<PyRef> functionsRun_;
   std::unordered_set<PyObject*> functionSeen_;
+  std::vector<LoopRun> loopRuns_;
+  std::vector<LoopWatch> loopWatches_;             // one per loop run
+  std::unordered_map<NodeId, size_t> loopOf_;      // range objects and their iterators -> their loop
+  std::unordered_map<int, size_t> loopOfIndex_;    // index graph nodes -> their loop
+  std::unordered_map<NodeId, uint64_t> listRead_;  // a list's last read other than a move, an append or an operator's
+  uint64_t step_ = 0;                              // instructions begun since the first loop over a size
   // The analyses, last: they hold references to the members above.
   SizeTracker sizes_;
   NumberLifter numbers_;

@@ -63,6 +63,12 @@ int NumberLifter::graphNode(NodeId n) {
   return node;
 }
 
+void NumberLifter::bindIndex(NodeId n, int node) {
+  if (graphNodes_.size() <= size_t(n)) graphNodes_.resize(refs_.size(), -1);
+  graphNodes_[size_t(n)] = node;
+  indexNodes_.insert(node);
+}
+
 void NumberLifter::noteUse(const std::string& how) {
   if (!firstUse_.empty()) return;
   firstUse_ = how;
@@ -117,6 +123,7 @@ void NumberLifter::fixGraphNumber(int node, const std::string& how) {
     if (seen[size_t(i)]) continue;
     seen[size_t(i)] = true;
     const record::Node& n = g.nodes[size_t(i)];
+    if (indexNodes_.count(i) && onIndexFixed_) onIndexFixed_(i, how);
     if (n.isInput()) {
       noteUse(how);
       for (auto& [value, shadow] : inputs_)
@@ -131,9 +138,13 @@ void NumberLifter::fixGraphNumber(int node, const std::string& how) {
 }
 
 void NumberLifter::fixUntaken() {
-  for (int node : ops_.takeUnliftedNumbers())
+  for (int node : ops_.takeUnliftedNumbers()) {
+    // A loop's index an operator took as a plain number equal to another
+    // of its arguments: rolling the loop compares those (loop_rolling.h).
+    if (indexNodes_.count(node)) continue;
     fixGraphNumber(node, "no operator of the call took the number as an argument of its own (torch may have made it "
                          "tensor data, or passed its value twice)");
+  }
 }
 
 Flow NumberLifter::follow(const Instruction& ins, const std::vector<NodeId>& inputs,

@@ -56,6 +56,13 @@ class NumberLifter {
   // The graph node of a liftable number (one of the state gets an input,
   // a size its aten::size.int node); -1 where the graph cannot have it.
   int graphNode(NodeId n);
+  // The graph node n already has, or -1 (creates none).
+  int knownNode(NodeId n) const { return n >= 0 && size_t(n) < graphNodes_.size() ? graphNodes_[size_t(n)] : -1; }
+  // n is the index of a loop the monitor may roll, computed by graph node
+  // `node` (builtins.int(k)). A use that fixes it goes to onIndexFixed:
+  // the loop then stays unrolled.
+  void bindIndex(NodeId n, int node);
+  void onIndexFixed(std::function<void(int node, const std::string& how)> f) { onIndexFixed_ = std::move(f); }
   // Whether the run used the number of the state at n only in ways the
   // graph repeats.
   bool free(NodeId n) const {
@@ -99,6 +106,8 @@ class NumberLifter {
   bool liftState_ = false;
   std::vector<int32_t> graphNodes_;  // by shadow node: the graph node reading or computing it, -1: none (yet)
   std::set<NodeId> fixed_;           // numbers of the state whose value the run depends on
+  std::set<int> indexNodes_;         // graph nodes of loop indices (bindIndex)
+  std::function<void(int, const std::string&)> onIndexFixed_;
   bool allFixed_ = false;            // a use too deep to follow: all of them
   std::string firstUse_;
 };

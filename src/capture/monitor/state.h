@@ -37,6 +37,7 @@ struct Monitor::Pending {
   bool inlined = false;
   bool autogradForward = false;  // F.apply(*args): its frame is calleeFunction, F.forward(ctx, *args)
   const char* numberCall = nullptr;  // min(n, 512), math.sqrt(d): the graph's number operator for it
+  int loopTrip = -1;                 // range(n), n a size: n's graph node (loops.cpp)
 
   // The traced callee's result when it is `value` (a special method, a
   // property or a generator produced it), else kNoNode.

@@ -1,0 +1,213 @@
+// Loops over a size (MagPy 6.2.2). The graph can hold `for i in range(n)`
+// as one body run n times when every iteration does the same: the record
+// builder compares the operators each iteration recorded (loop_rolling.h);
+// the monitor vouches for what operators do not show.
+//   - The iterations begin in equivalent states: the loop's frame holds,
+//     slot by slot, the same object, a tensor, an equal atom, or a number
+//     the graph computes in the loop (from the index: the graph compares
+//     its uses). A body that reads its own Python state otherwise would
+//     not repeat.
+//   - The body writes no object that outlives an iteration, but tensors
+//     (operators record those writes) and lists it appends to.
+//   - Those lists are read, from the loop on, only whole by operators
+//     (torch.stack(outputs)): len(outputs), outputs[k] or `if outputs`
+//     would decide on how many iterations ran.
+//   - The index is used only where the graph computes with it.
+//   - The loop runs to the end of its range (no break or return).
+#include "capture/monitor/monitor.h"
+#include "capture/monitor/state.h"
+
+#include "magpy/record/graph_utils.h"
+
+namespace magpy::capture {
+namespace {
+
+constexpr int kMaxStateDepth = 2;  // tuples of tuples in a frame's locals
+
+// Instructions that take a list without reading it.
+bool movesOnly(Op op) {
+  switch (op) {
+    case Op::LOAD_FAST: case Op::STORE_FAST: case Op::LOAD_DEREF: case Op::STORE_DEREF: case Op::LOAD_CLOSURE:
+    case Op::COPY: case Op::SWAP: case Op::POP_TOP: case Op::RETURN_VALUE: case Op::PRECALL:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+// range(n) with n a number the graph computes from sizes alone: its node.
+int Monitor::loopTrip(const Pending& p) {
+  if (p.calleeName != "builtins.range" || p.positional.size() != 1 || !p.keywords.empty() || !sizes_.active()) return -1;
+  NodeId n = p.positional[0];
+  if (!numbers_.liftable(n)) return -1;
+  int node = numbers_.graphNode(n);
+  if (node < 0) return -1;
+  // From sizes alone: a number of the state or an index has a value the
+  // monitor fixes by other rules.
+  const record::Graph& g = ops_->graph();
+  std::vector<int> stack{node};
+  while (!stack.empty()) {
+    const record::Node& at = g.nodes[size_t(stack.back())];
+    stack.pop_back();
+    if (at.isInput() || loopOfIndex_.count(int(&at - g.nodes.data())) || at.number.empty() != (at.target == "aten::size"))
+      return -1;
+    if (at.target == "aten::size") continue;
+    for (const record::Arg& a : at.args)
+      if (a.kind == record::Arg::Kind::Node) stack.push_back(int(a.i));
+  }
+  return g.nodes[size_t(node)].number == "float" ? -1 : node;
+}
+
+void Monitor::rangeMade(NodeId range, int trip) {
+  if (loopRuns_.empty()) numbers_.onIndexFixed([this](int node, const std::string& how) {
+    failLoop(loopOfIndex_.at(node), "its index is used where the graph cannot compute with it: " + how);
+  });
+  loopOf_[range] = loopRuns_.size();
+  LoopRun run;
+  run.span.trip = trip;
+  run.where = currentLocation();
+  loopRuns_.push_back(std::move(run));
+  loopWatches_.push_back({});
+  loopWatches_.back().range = range;
+}
+
+void Monitor::failLoop(size_t loop, const std::string& why) {
+  if (loopRuns_[loop].why.empty()) loopRuns_[loop].why = why;
+}
+
+// At each instruction's start, once a loop over a size was made: what it
+// does with their ranges, iterators and lists.
+void Monitor::watchLoops(ShadowFrame& sf, const Pending& p) {
+  ++step_;
+  bool appends = p.calleeName == "builtins.list.append";
+  bool operatorCall = p.annotation && p.annotation->op;
+  for (NodeId in : p.inputs) {
+    if (in < 0) continue;
+    if (auto it = loopOf_.find(in); it != loopOf_.end()) {
+      LoopWatch& w = loopWatches_[it->second];
+      bool moves = p.ins.op == Op::LOAD_FAST || p.ins.op == Op::STORE_FAST;
+      if (p.ins.op == Op::FOR_ITER && in == w.iterator) loopIterates(sf, it->second);
+      else if (!(p.ins.op == Op::GET_ITER && in == w.range) && !moves)
+        failLoop(it->second, in == w.iterator ? "it ends before its range does (break, return or next())"
+                                              : "its range object is used otherwise than iterated");
+      continue;
+    }
+    if (refs_.node(in).kind == NodeKind::List && !movesOnly(p.ins.op) && !appends && !operatorCall &&
+        !(p.ins.op == Op::LOAD_METHOD && p.ins.arg >= 0 && utf8(instructionName(sf.view.code(), p.ins)) == "append"))
+      listRead_[in] = step_;
+  }
+}
+
+void Monitor::loopIterates(ShadowFrame& sf, size_t loop) {
+  LoopWatch& w = loopWatches_[loop];
+  LoopRun& run = loopRuns_[loop];
+  if (&sf != w.frame) failLoop(loop, "it continues in another frame");
+  std::vector<NodeId> state = sf.locals;
+  state.insert(state.end(), sf.stack.begin(), sf.stack.end());
+  if (!w.open) {
+    w.open = true;
+    w.stepAtStart = step_;
+    for (size_t k = 0; k < loopWatches_.size(); ++k)
+      if (k != loop && loopWatches_[k].open) failLoop(k, "it holds another loop over a size");
+  } else if (std::string why = stateDiffers(sf, w.lastState, state, w); !why.empty()) {
+    failLoop(loop, "iteration " + std::to_string(run.span.starts.size()) + " begins with " + why);
+  }
+  w.lastState = std::move(state);
+  w.refsAtIteration = refs_.size();
+  run.span.starts.push_back(int(ops_->graph().nodes.size()));
+}
+
+// FOR_ITER finished: the next index (its graph node begins the
+// iteration), or the end of the range.
+void Monitor::loopAdvanced(Step& s, size_t loop) {
+  LoopWatch& w = loopWatches_[loop];
+  LoopRun& run = loopRuns_[loop];
+  if (s.out.empty()) {
+    run.span.starts.pop_back();  // FOR_ITER began as if for another iteration, and compared its state
+    w.open = false;
+    run.span.end = int(ops_->graph().nodes.size());
+    return;
+  }
+  int64_t k = int64_t(run.span.starts.size()) - 1;
+  if (int(ops_->graph().nodes.size()) != run.span.starts.back()) failLoop(loop, "its iterator ran operators");
+  int index = ops_->addNumberOp("builtins.int", {record::Arg::integer(k)}, "int", record::Atom::integer(k));
+  loopOfIndex_[index] = loop;
+  numbers_.bindIndex(s.out[1], index);
+}
+
+// A write the run made while loops run: tensors (their operators are
+// recorded), objects the current iteration made, and lists (appended to,
+// which reads of them would show) are the only ones a body may make.
+void Monitor::loopWrites(NodeId written) {
+  const ShadowNode& n = refs_.node(written);
+  for (size_t k = 0; k < loopWatches_.size(); ++k) {
+    LoopWatch& w = loopWatches_[k];
+    if (!w.open || n.kind == NodeKind::Tensor || size_t(written) >= w.refsAtIteration) continue;
+    if (n.kind == NodeKind::List) w.grown.insert(written);
+    else failLoop(k, "it writes a " + typeName(Py_TYPE(n.obj)) + " object that outlives an iteration");
+  }
+}
+
+// The run ended: loops that never reached their end, and lists read after
+// a loop appended to them.
+void Monitor::finishLoops() {
+  for (size_t k = 0; k < loopWatches_.size(); ++k) {
+    const LoopWatch& w = loopWatches_[k];
+    if (w.open || loopRuns_[k].span.end < 0) failLoop(k, "it ends before its range does (break, return or next())");
+    for (NodeId list : w.grown)
+      if (auto it = listRead_.find(list); it != listRead_.end() && it->second > w.stepAtStart)
+        failLoop(k, "a list it appends to is read (len, an index, a truth test, a Python call)");
+  }
+}
+
+void Monitor::keepsUnrolled(const LoopRun& loop, const std::string& why) {
+  sizes_.use("the loop over range() of a size at " + loop.where + " stays unrolled: " + why);
+}
+
+// Where two iteration-begin states differ, in words; "" where they are
+// equivalent.
+std::string Monitor::stateDiffers(const ShadowFrame& sf, const std::vector<NodeId>& before,
+                                  const std::vector<NodeId>& now, const LoopWatch& w) const {
+  if (before.size() != now.size()) return "another stack";
+  for (size_t i = 0; i < now.size(); ++i)
+    // A local the loop binds first (its target, a value it computes) has
+    // no value before it: the body binds it before reading it.
+    if (!(before[i] == kNoNode && now[i] >= 0) && !sameState(before[i], now[i], w, 0)) {
+      int locals = sf.view.numLocals();
+      return int(i) < locals ? "another kind of value in `" + utf8(codeLocalName(sf.view.code(), int(i))) + "`"
+                             : "another value on the stack";
+    }
+  return "";
+}
+
+bool Monitor::sameState(NodeId a, NodeId b, const LoopWatch& w, int depth) const {
+  if (a == b) return true;
+  if (a < 0 || b < 0) return false;
+  const ShadowNode& x = refs_.node(a);
+  const ShadowNode& y = refs_.node(b);
+  if (x.kind != y.kind) return false;
+  switch (x.kind) {
+    case NodeKind::Tensor:
+      return true;  // the graph compares how iterations use them
+    case NodeKind::Atom: {
+      if (x.atom == y.atom && !x.dataDependent && !y.dataDependent) return true;
+      // numbers the graph computes in the loop (the index, arithmetic on it)
+      int first = loopRuns_[size_t(&w - loopWatches_.data())].span.starts.front();
+      return numbers_.knownNode(a) >= first && numbers_.knownNode(b) >= first;
+    }
+    case NodeKind::Tuple: {
+      const auto& xs = x.last().refs;
+      const auto& ys = y.last().refs;
+      if (depth >= kMaxStateDepth || xs.size() != ys.size()) return false;
+      for (size_t k = 0; k < xs.size(); ++k)
+        if (!sameState(xs[k].target, ys[k].target, w, depth + 1)) return false;
+      return true;
+    }
+    default:
+      return false;  // another object, list or dict: its contents may differ
+  }
+}
+
+}  // namespace magpy::capture
