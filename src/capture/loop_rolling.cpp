@@ -30,12 +30,12 @@ struct Use {
 
 class Roller {
  public:
-  Roller(const Graph& g, const LoopSpan& span) : g_(g), span_(span) {}  // a copy: indexArguments() edits it
+  Roller(const Graph& g, const LoopSpan& span) : g_(g), span_(span) {}  // a copy: numberArguments() edits it
 
   // The rolled graph, or "" in why.
   std::string roll(Graph& out) {
     if (std::string why = iterations(); !why.empty()) return why;
-    indexArguments();
+    if (std::string why = numberArguments(); !why.empty()) return why;
     if (std::string why = matchIterations(); !why.empty()) return why;
     if (std::string why = usesAfter(); !why.empty()) return why;
     build(out);
@@ -87,25 +87,49 @@ class Roller {
 
   bool outer(int64_t r) const { return r < begin() || hoisted_[size_t(r)]; }
 
-  // Where an iteration passed its index as a number equal to another of
-  // the operator's (select(x, 0, t) at t = 0; x[:, t] at t = 1), the
-  // monitor could not tell which was the index and recorded a constant.
-  // An argument that is the index in some iteration and equal to the
-  // index in each other one is the index in all: the program's numbers
-  // are the same in every iteration unless the graph computes them.
-  void indexArguments() {
+  // Where an iteration passed its index (or a number computed from it)
+  // as a number equal to another of the operator's (select(x, 0, t) at
+  // t = 0; x[:, t] at t = 1), the monitor could not tell which it was and
+  // recorded a constant. An argument that is that number in some
+  // iteration and equal to its value in each other one is that number in
+  // all: the program's numbers are the same in every iteration unless the
+  // graph computes them. Each such number must then be used.
+  std::string numberArguments() {
     for (size_t q = 0; q < body_[0].size(); ++q)
-      for (size_t j = 0; j < g_.nodes[size_t(body_[0][q])].args.size(); ++j) {
-        bool indexSomewhere = false;
-        auto arg = [&](size_t k) {
-          auto& args = g_.nodes[size_t(body_[k][q])].args;
-          return j < args.size() ? &args[j] : nullptr;
-        };
-        for (size_t k = 0; k < count() && !indexSomewhere; ++k)
-          indexSomewhere = arg(k) && arg(k)->kind == Arg::Kind::Node && arg(k)->i == span_.starts[k];
-        for (size_t k = 0; k < count() && indexSomewhere; ++k)
-          if (arg(k) && arg(k)->kind == Arg::Kind::Int && arg(k)->i == int64_t(k)) *arg(k) = Arg::node(span_.starts[k]);
-      }
+      for (size_t j = 0; j < g_.nodes[size_t(body_[0][q])].args.size(); ++j) numberArgument(q, j);
+    for (int u : span_.untaken) {
+      size_t k = 0;
+      while (k + 1 < count() && span_.starts[k + 1] <= u) ++k;
+      bool used = false;
+      for (int64_t i : body_[k])
+        record::forEachNodeArg(g_.nodes[size_t(i)], [&](int64_t r) { used = used || r == u; });
+      if (!used) return "a number computed from its index is used where the graph cannot compute with it";
+    }
+    return "";
+  }
+
+  void numberArgument(size_t q, size_t j) {
+    auto arg = [&](size_t k) {
+      auto& args = g_.nodes[size_t(body_[k][q])].args;
+      return j < args.size() ? &args[j] : nullptr;
+    };
+    Ref number;  // the index, or the body position of a number computed from it
+    for (size_t k = 0; k < count() && number.kind == Ref::Kind::Other; ++k) {
+      if (!arg(k) || arg(k)->kind != Arg::Kind::Node) continue;
+      Ref r = refOf(arg(k)->i, k);
+      bool computed = r.kind == Ref::Kind::Local && !g_.nodes[size_t(body_[k][size_t(r.at)])].number.empty();
+      if (r.kind == Ref::Kind::Index || computed) number = r;
+    }
+    if (number.kind == Ref::Kind::Other) return;
+    for (size_t k = 0; k < count(); ++k) {
+      Arg* a = arg(k);
+      if (!a || a->kind != Arg::Kind::Int) continue;
+      int64_t node = number.kind == Ref::Kind::Index ? span_.starts[k] : body_[k][size_t(number.at)];
+      const record::Atom& seen = g_.nodes[size_t(node)].seen;
+      int64_t value = number.kind == Ref::Kind::Index ? int64_t(k) : seen.i;
+      if (number.kind == Ref::Kind::Index || seen.kind == record::Atom::Kind::Int)
+        if (a->i == value) *a = Arg::node(node);
+    }
   }
 
   bool invariant(const Node& n) const {

@@ -28,6 +28,10 @@ struct LoopSpan {
   int trip = -1;            // the int node the program ranged over (before the loop)
   std::vector<int> starts;  // per iteration: its index node, where it begins
   int end = -1;             // the first node after the last iteration
+  // Numbers computed from the index that an operator took as a plain
+  // number equal to another of its arguments: each must be found where a
+  // later iteration's operator takes it (or the loop stays unrolled).
+  std::vector<int> untaken;
 };
 
 // Rolls `span` in g (whose other loops' spans lie wholly before or after

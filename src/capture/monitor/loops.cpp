@@ -61,9 +61,12 @@ int Monitor::loopTrip(const Pending& p) {
 }
 
 void Monitor::rangeMade(NodeId range, int trip) {
-  if (loopRuns_.empty()) numbers_.onIndexFixed([this](int node, const std::string& how) {
-    failLoop(loopOfIndex_.at(node), "its index is used where the graph cannot compute with it: " + how);
-  });
+  if (loopRuns_.empty()) {
+    numbers_.onIndexFixed([this](int index, const std::string& how) {
+      failLoop(loopOfIndex_.at(index), "its index is used where the graph cannot compute with it: " + how);
+    });
+    numbers_.onIndexUntaken([this](int node, int index) { loopRuns_[loopOfIndex_.at(index)].span.untaken.push_back(node); });
+  }
   loopOf_[range] = loopRuns_.size();
   LoopRun run;
   run.span.trip = trip;
@@ -193,9 +196,12 @@ bool Monitor::sameState(NodeId a, NodeId b, const LoopWatch& w, int depth) const
       return true;  // the graph compares how iterations use them
     case NodeKind::Atom: {
       if (x.atom == y.atom && !x.dataDependent && !y.dataDependent) return true;
-      // numbers the graph computes in the loop (the index, arithmetic on it)
+      // A number the graph computes in the loop (the index, arithmetic on
+      // it) now: the iteration before may have held any number there (the
+      // loop's target before its first value). Where the body reads it,
+      // the graph compares what it computes.
       int first = loopRuns_[size_t(&w - loopWatches_.data())].span.starts.front();
-      return numbers_.knownNode(a) >= first && numbers_.knownNode(b) >= first;
+      return numbers_.knownNode(b) >= first;
     }
     case NodeKind::Tuple: {
       const auto& xs = x.last().refs;

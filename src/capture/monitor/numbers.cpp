@@ -139,12 +139,33 @@ void NumberLifter::fixGraphNumber(int node, const std::string& how) {
 
 void NumberLifter::fixUntaken() {
   for (int node : ops_.takeUnliftedNumbers()) {
-    // A loop's index an operator took as a plain number equal to another
-    // of its arguments: rolling the loop compares those (loop_rolling.h).
-    if (indexNodes_.count(node)) continue;
+    // A number computed from a loop's index that an operator took as a
+    // plain number equal to another of its arguments (select(x, 0, t) at
+    // t = 0): rolling the loop finds where (loop_rolling.h), or keeps it
+    // unrolled.
+    if (int index = indexOf(node); index >= 0 && onIndexUntaken_) {
+      onIndexUntaken_(node, index);
+      continue;
+    }
     fixGraphNumber(node, "no operator of the call took the number as an argument of its own (torch may have made it "
                          "tensor data, or passed its value twice)");
   }
+}
+
+int NumberLifter::indexOf(int node) const {
+  if (indexNodes_.empty()) return -1;
+  const record::Graph& g = ops_.graph();
+  std::vector<int> stack{node};
+  while (!stack.empty()) {
+    int i = stack.back();
+    stack.pop_back();
+    if (indexNodes_.count(i)) return i;
+    const record::Node& n = g.nodes[size_t(i)];
+    if (n.isInput() || n.number.empty()) continue;
+    for (auto& a : n.args)
+      if (a.kind == record::Arg::Kind::Node) stack.push_back(int(a.i));
+  }
+  return -1;
 }
 
 Flow NumberLifter::follow(const Instruction& ins, const std::vector<NodeId>& inputs,

@@ -59,10 +59,12 @@ class NumberLifter {
   // The graph node n already has, or -1 (creates none).
   int knownNode(NodeId n) const { return n >= 0 && size_t(n) < graphNodes_.size() ? graphNodes_[size_t(n)] : -1; }
   // n is the index of a loop the monitor may roll, computed by graph node
-  // `node` (builtins.int(k)). A use that fixes it goes to onIndexFixed:
-  // the loop then stays unrolled.
+  // `node` (builtins.int(k)). A use that fixes it goes to onIndexFixed
+  // (the loop then stays unrolled); a number computed from it that no
+  // operator took, to onIndexUntaken (rolling finds where it went).
   void bindIndex(NodeId n, int node);
-  void onIndexFixed(std::function<void(int node, const std::string& how)> f) { onIndexFixed_ = std::move(f); }
+  void onIndexFixed(std::function<void(int index, const std::string& how)> f) { onIndexFixed_ = std::move(f); }
+  void onIndexUntaken(std::function<void(int node, int index)> f) { onIndexUntaken_ = std::move(f); }
   // Whether the run used the number of the state at n only in ways the
   // graph repeats.
   bool free(NodeId n) const {
@@ -95,6 +97,7 @@ class NumberLifter {
   void fixAll(const std::vector<NodeId>& operands, const std::string& how);
   void fixGraphNumber(int node, const std::string& how);
   void noteUse(const std::string& how);
+  int indexOf(int node) const;  // a loop index graph node `node` is computed from, or -1
 
   const RefGraph& refs_;
   OpRecorder& ops_;
@@ -108,6 +111,7 @@ class NumberLifter {
   std::set<NodeId> fixed_;           // numbers of the state whose value the run depends on
   std::set<int> indexNodes_;         // graph nodes of loop indices (bindIndex)
   std::function<void(int, const std::string&)> onIndexFixed_;
+  std::function<void(int, int)> onIndexUntaken_;
   bool allFixed_ = false;            // a use too deep to follow: all of them
   std::string firstUse_;
 };

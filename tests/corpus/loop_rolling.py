@@ -1,0 +1,146 @@
+# Loops over a size (MagPy 6.2.2): `for t in range(x.size(0))` whose
+# iterations run the same operators becomes one loop region, so one
+# dynamic record serves every length. Each program below either rolls
+# (records=1) or does something between iterations that the graph cannot
+# show; those keep today's record per length. Every call is compared with
+# eager, and the records replay natively at their logged calls.
+import torch
+from harness import compare
+
+lengths = [5, 7, 3, 9, 6, 2]
+
+
+class Recurrent(torch.nn.Module):
+    """The paper's Figure 18 LSTM: carried (h, c), outputs appended and stacked."""
+
+    def __init__(self):
+        super().__init__()
+        self.cell = torch.nn.LSTMCell(8, 16)
+
+    def forward(self, x):
+        h = x.new_zeros(x.size(1), 16)
+        c = x.new_zeros(x.size(1), 16)
+        outputs = []
+        for t in range(x.size(0)):
+            h, c = self.cell(x[t], (h, c))
+            outputs.append(h)
+        return torch.stack(outputs), h
+
+
+seqs = [(torch.randn(n, 2, 8),) for n in lengths]
+compare(lambda: Recurrent().eval(), seqs, records=1, monitored=2, hits=4, breaks=0)
+
+
+def reversed_scan(x, w):
+    # index arithmetic (n - 1 - t) and an accumulator; the first read of w
+    # happens in the first iteration
+    n = x.size(0)
+    acc = torch.zeros_like(x[0])
+    for t in range(n):
+        acc = acc * 0.5 + x[n - 1 - t] * w
+    return acc
+
+
+compare(lambda: reversed_scan, [(torch.randn(n, 4), torch.randn(4)) for n in lengths], records=1, monitored=2, hits=4)
+
+
+def counts_in_python(x):
+    # a Python counter changes between iterations: the body could decide on it
+    k = 0
+    y = x[0]
+    for t in range(x.size(0)):
+        k += 1
+        y = y + x[t] * k
+    return y
+
+
+compare(lambda: counts_in_python, [(torch.randn(n, 3),) for n in lengths], records=6, monitored=6, hits=0)
+
+
+def reads_its_list(x):
+    # len() of the list the loop appends to decides something
+    out = []
+    for t in range(x.size(0)):
+        y = x[t] * 2
+        if len(out) > 2:
+            y = y + out[-1]
+        out.append(y)
+    return torch.stack(out)
+
+
+compare(lambda: reads_its_list, [(torch.randn(n, 3),) for n in lengths], records=6, monitored=6, hits=0)
+
+
+def picks_after(x):
+    # the loop's list read at a fixed position afterwards: the third row, not the last
+    out = []
+    h = x[0]
+    for t in range(x.size(0)):
+        h = h + x[t]
+        out.append(h)
+    return out[2] * 1 if len(out) > 2 else h
+
+
+compare(lambda: picks_after, [(torch.randn(n, 3),) for n in [5, 7, 4, 9]], records=4, monitored=4, hits=0)
+
+
+def breaks_early(x):
+    # the index decides when the loop ends
+    h = x[0]
+    for t in range(x.size(0)):
+        if t >= 4:
+            break
+        h = h * x[t]
+    return h
+
+
+compare(lambda: breaks_early, [(torch.randn(n, 3),) for n in [2, 3, 6, 8, 3]], hits=1)
+
+
+class Counter(torch.nn.Module):
+    """The body writes the module: the graph cannot repeat it per iteration."""
+
+    def __init__(self):
+        super().__init__()
+        self.steps = 0
+
+    def forward(self, x):
+        h = x[0]
+        for t in range(x.size(0)):
+            self.steps += 1
+            h = h + x[t]
+        return h * self.steps
+
+
+compare(lambda: Counter(), [(torch.randn(n, 3),) for n in lengths], hits=0)
+
+
+class Layers(torch.nn.Module):
+    """The index picks a layer (a container index): the loop stays unrolled."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(3, 3) for _ in range(9))
+
+    def forward(self, x):
+        h = x[0]
+        for t in range(x.size(0)):
+            h = self.layers[t](h + x[t])
+        return h
+
+
+compare(lambda: Layers(), [(torch.randn(n, 3),) for n in lengths], records=6, monitored=6, hits=0)
+
+
+def nested(x):
+    # the outer loop holds another and stays unrolled; each inner one rolls
+    # or not by what its iterations recorded (x[i, j] at i = 1, j = 0 looks
+    # as if j were the dimension: that inner loop's iterations differ)
+    total = x[0, 0] * 0
+    for i in range(x.size(0)):
+        for j in range(x.size(1)):
+            total = total + x[i, j] * (j + 1)
+    return total
+
+
+compare(lambda: nested, [(torch.randn(n, 3, 2),) for n in [2, 3, 2, 4]], records=3, monitored=3, hits=1)
