@@ -1,6 +1,6 @@
 """A language model whose recurrence is a Python loop over time steps of an
-nn.LSTMCell (the MagPy paper's Figure 18): the loop unrolls into the
-graph, so each sequence length has a record of its own.
+nn.LSTMCell (the MagPy paper's Figure 18): the loop rolls into a loop
+region of the graph, so one dynamic record serves every sequence length.
 
     magpy-capture examples/models/lstm_loop.py [--lengths 8,16,8,32] [--batch N] [--small]
 """

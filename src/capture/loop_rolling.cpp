@@ -1,6 +1,7 @@
 #include "capture/loop_rolling.h"
 
 #include <map>
+#include <optional>
 #include <set>
 
 #include "magpy/record/graph_utils.h"
@@ -121,14 +122,23 @@ class Roller {
       if (r.kind == Ref::Kind::Index || computed) number = r;
     }
     if (number.kind == Ref::Kind::Other) return;
+    auto node = [&](size_t k) { return number.kind == Ref::Kind::Index ? span_.starts[k] : body_[k][size_t(number.at)]; };
+    auto value = [&](size_t k) -> std::optional<int64_t> {
+      if (number.kind == Ref::Kind::Index) return int64_t(k);
+      const record::Atom& seen = g_.nodes[size_t(node(k))].seen;
+      return seen.kind == record::Atom::Kind::Int ? std::optional<int64_t>(seen.i) : std::nullopt;
+    };
+    // A constant where the number has another value: the program passed
+    // that constant in every iteration, and an operator took the number
+    // for it where their values met (slice(x, 0, 0, end, 1) at t = 1).
+    std::optional<int64_t> constant;
+    for (size_t k = 0; k < count() && !constant; ++k)
+      if (arg(k) && arg(k)->kind == Arg::Kind::Int && value(k) != arg(k)->i) constant = arg(k)->i;
     for (size_t k = 0; k < count(); ++k) {
       Arg* a = arg(k);
-      if (!a || a->kind != Arg::Kind::Int) continue;
-      int64_t node = number.kind == Ref::Kind::Index ? span_.starts[k] : body_[k][size_t(number.at)];
-      const record::Atom& seen = g_.nodes[size_t(node)].seen;
-      int64_t value = number.kind == Ref::Kind::Index ? int64_t(k) : seen.i;
-      if (number.kind == Ref::Kind::Index || seen.kind == record::Atom::Kind::Int)
-        if (a->i == value) *a = Arg::node(node);
+      if (!a) continue;
+      if (constant && a->kind == Arg::Kind::Node && a->i == node(k) && value(k) == constant) *a = Arg::integer(*constant);
+      if (!constant && a->kind == Arg::Kind::Int && value(k) == a->i) *a = Arg::node(node(k));
     }
   }
 
@@ -335,12 +345,22 @@ class Roller {
     return b;
   }
 
+  // A node after the loop: scans become their getitem, and other uses of
+  // the body the last iteration's carried values.
   void remapAfter(Node& n) {
-    std::vector<int64_t> scans;
-    for (const Arg& a : n.args) scans.push_back(a.kind == Arg::Kind::NodeList ? scanOf(a) : -1);
-    record::forEachNodeArg(n, [&](int64_t& r) { r = afterRef(r); });
-    for (size_t k = 0; k < n.args.size(); ++k)
-      if (scans[k] >= 0) n.args[k] = Arg::node(useNode_.at({Use::Kind::Scan, scans[k]}));
+    for (Arg& a : n.args) {
+      if (int64_t scan = a.kind == Arg::Kind::NodeList ? scanOf(a) : -1; scan >= 0) {
+        a = Arg::node(useNode_.at({Use::Kind::Scan, scan}));
+        continue;
+      }
+      Node one;
+      one.args = {std::move(a)};
+      record::forEachNodeArg(one, [&](int64_t& r) { r = afterRef(r); });
+      a = std::move(one.args[0]);
+    }
+    for (record::TensorMeta& m : n.outputs)
+      for (auto& d : m.sym)
+        if (d.node >= 0) d.node = int32_t(afterRef(d.node));
   }
 
   int64_t afterRef(int64_t r) const {

@@ -144,3 +144,74 @@ def nested(x):
 
 
 compare(lambda: nested, [(torch.randn(n, 3, 2),) for n in [2, 3, 2, 4]], records=3, monitored=3, hits=1)
+
+
+def scales():
+    for _ in range(5):
+        yield 1.0
+    while True:
+        yield 2.0
+
+
+def advances_generator(x):
+    # a generator made before the loop advances in it: its position is
+    # state the loop's frame does not show (1.0 five times, then 2.0)
+    g = scales()
+    h = x[0]
+    for t in range(x.size(0)):
+        h = h * next(g) + x[t]
+    return h
+
+
+compare(lambda: advances_generator, [(torch.randn(n, 3),) for n in [5, 4, 7, 8]], records=4, monitored=4, hits=0)
+
+
+def two_back(x):
+    # a recurrence over the two previous values, both starting as z: with
+    # two iterations (n // 2 at n = 4 and 5) the second still reads z, as
+    # if it were a value from before the loop
+    z = x[0] * 0 + 1
+    a = b = z
+    for t in range(x.size(0) // 2):
+        h = a + b + x[t]
+        a, b = b, h
+    return b
+
+
+compare(lambda: two_back, [(torch.ones(n, 3),) for n in [4, 5, 8, 12]], records=4, monitored=4, hits=0)
+
+
+def window(x):
+    # the same recurrence kept in a dict the loop writes
+    z = x[0] * 0 + 1
+    d = {"a": z, "b": z}
+    for t in range(x.size(0) // 2):
+        h = d["a"] + d["b"] + x[t]
+        d["a"], d["b"] = d["b"], h
+    return d["b"]
+
+
+compare(lambda: window, [(torch.ones(n, 3),) for n in [4, 5, 8, 12]], records=4, monitored=4, hits=0)
+
+
+class Stateful(torch.nn.Module):
+    """Per-layer state in a list the loop writes in place (the paper's
+    stacked LSTM): the list holds equivalent values at each iteration."""
+
+    def __init__(self):
+        super().__init__()
+        self.cells = torch.nn.ModuleList([torch.nn.GRUCell(4, 6), torch.nn.GRUCell(6, 6)])
+
+    def forward(self, x):
+        state = [x.new_zeros(x.size(1), 6) for _ in self.cells]
+        outs = []
+        for t in range(x.size(0)):
+            h = x[t]
+            for i, cell in enumerate(self.cells):
+                state[i] = cell(h, state[i])
+                h = state[i]
+            outs.append(h)
+        return torch.stack(outs)  # the last state is not used after the loop itself
+
+
+compare(lambda: Stateful().eval(), [(torch.randn(n, 2, 4),) for n in lengths], records=1, monitored=2, hits=4)

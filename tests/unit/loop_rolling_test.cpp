@@ -187,3 +187,67 @@ TEST(LoopRolling, FirstReadsMoveBeforeTheLoop) {
 
 }  // namespace
 }  // namespace magpy
+
+namespace magpy {
+namespace {
+
+// select(x, 0, t) at t = 0 passes 0 twice: the monitor records a constant
+// where the index was. Where a later iteration shows the index, the
+// constant equal to the index is the index; where an operator took the
+// index for a constant it only met once (slice's step of 1 at t = 1), the
+// constant is kept; any other constant keeps the loop unrolled.
+TEST(LoopRolling, IndicesRecordedAsConstantsAreFoundAgain) {
+  auto rolledEqual = [](Unrolled u) {
+    Graph rolled = u.graph;
+    std::string why = rollLoop(rolled, u.span);
+    if (!why.empty()) return why;
+    at::Tensor x = at::randn({int64_t(u.span.starts.size()), 3}), h0 = at::randn({3});
+    auto want = replay::Plan(u.graph, {}).runWith({x, h0});
+    auto got = replay::Plan(rolled, {}).runWith({x, h0});
+    return at::equal(want[1].toTensor(), got[1].toTensor()) ? std::string() : std::string("differs from unrolled");
+  };
+  auto select = [](Unrolled& u, size_t k) -> Node& { return u.graph.nodes[size_t(u.span.starts[k]) + 1]; };
+
+  Unrolled first = unrolled(4);
+  select(first, 0).args[2] = Arg::integer(0);
+  EXPECT_EQ(rolledEqual(first), "");
+
+  // iteration 1's index taken for add's alpha of 1, its select index a constant
+  Unrolled misTaken = unrolled(4);
+  select(misTaken, 1).args[2] = Arg::integer(1);
+  misTaken.graph.nodes[size_t(misTaken.span.starts[1]) + 2].args[2] = Arg::node(misTaken.span.starts[1]);
+  misTaken.span.untaken.push_back(misTaken.span.starts[1]);
+  EXPECT_EQ(rolledEqual(misTaken), "") << "alpha is 1 in every other iteration: a constant; the index of 1 is select's";
+
+  Unrolled other = unrolled(4);  // a constant that is not the index's value
+  select(other, 2).args[2] = Arg::integer(7);
+  EXPECT_NE(rolledEqual(other).find("iteration 2 differs"), std::string::npos);
+
+  Unrolled unused = unrolled(3);  // an index no operator takes in the end
+  select(unused, 1).args[2] = Arg::integer(1);
+  select(unused, 0).args[2] = Arg::integer(0);
+  select(unused, 2).args[2] = Arg::integer(2);
+  unused.span.untaken.push_back(unused.span.starts[1]);
+  Graph h = unused.graph;
+  EXPECT_NE(rollLoop(h, unused.span).find("computed from its index is used where the graph cannot"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace magpy
+
+namespace magpy {
+namespace {
+
+// return torch.stack(ys) alone: the list holds the carried value's next
+// in every iteration, and nothing after the loop uses h itself.
+TEST(LoopRolling, ScansOfCarriedValuesNeedNotUseThemAfter) {
+  Unrolled u = unrolled(4);
+  u.graph.nodes.back().args = {Arg::node(u.span.end)};
+  Graph rolled = u.graph;
+  ASSERT_EQ(rollLoop(rolled, u.span), "");
+  at::Tensor x = at::randn({4, 3}), h0 = at::randn({3});
+  EXPECT_TRUE(at::equal(run(u.graph, x, h0)[0].toTensor(), run(rolled, x, h0)[0].toTensor()));
+}
+
+}  // namespace
+}  // namespace magpy

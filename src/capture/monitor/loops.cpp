@@ -8,11 +8,14 @@
 //     its uses). A body that reads its own Python state otherwise would
 //     not repeat.
 //   - The body writes no object that outlives an iteration, but tensors
-//     (operators record those writes) and lists it appends to.
+//     (operators record those writes), lists and dicts whose contents are
+//     equivalent at each iteration start, and lists it appends to.
 //   - Those lists are read, from the loop on, only whole by operators
 //     (torch.stack(outputs)): len(outputs), outputs[k] or `if outputs`
 //     would decide on how many iterations ran.
 //   - The index is used only where the graph computes with it.
+//   - The body advances no iterator or generator made before its
+//     iteration (its position is state no shadow node shows).
 //   - The loop runs to the end of its range (no break or return).
 #include "capture/monitor/monitor.h"
 #include "capture/monitor/state.h"
@@ -36,6 +39,14 @@ bool movesOnly(Op op) {
 }
 
 }  // namespace
+
+// An iterator or generator keeps its position where no shadow node
+// shows it: each iteration that advances one made before it reads
+// another state.
+bool Monitor::advancesIterator(NodeId n) const {
+  PyObject* obj = refs_.node(n).obj;
+  return obj && refs_.node(n).kind == NodeKind::Object && (PyIter_Check(obj) || PyGen_Check(obj));
+}
 
 // range(n) with n a number the graph computes from sizes alone: its node.
 int Monitor::loopTrip(const Pending& p) {
@@ -97,6 +108,10 @@ void Monitor::watchLoops(ShadowFrame& sf, const Pending& p) {
                                               : "its range object is used otherwise than iterated");
       continue;
     }
+    if (!movesOnly(p.ins.op) && advancesIterator(in))
+      for (size_t k = 0; k < loopWatches_.size(); ++k)
+        if (loopWatches_[k].open && size_t(in) < loopWatches_[k].refsAtIteration)
+          failLoop(k, "it advances an iterator or generator made before its iteration");
     if (refs_.node(in).kind == NodeKind::List && !movesOnly(p.ins.op) && !appends && !operatorCall &&
         !(p.ins.op == Op::LOAD_METHOD && p.ins.arg >= 0 && utf8(instructionName(sf.view.code(), p.ins)) == "append"))
       listRead_[in] = step_;
@@ -107,14 +122,20 @@ void Monitor::loopIterates(ShadowFrame& sf, size_t loop) {
   LoopWatch& w = loopWatches_[loop];
   LoopRun& run = loopRuns_[loop];
   if (&sf != w.frame) failLoop(loop, "it continues in another frame");
-  std::vector<NodeId> state = sf.locals;
-  state.insert(state.end(), sf.stack.begin(), sf.stack.end());
+  std::vector<NodeId> places = sf.locals;
+  places.insert(places.end(), sf.stack.begin(), sf.stack.end());
+  int first = run.span.starts.empty() ? int(ops_->graph().nodes.size()) : run.span.starts.front();
+  int previous = run.span.starts.empty() ? -1 : run.span.starts.back();
+  StateParts state = describeAll(places, first, previous);
+  bool firstTwo = run.span.starts.size() == 1;  // comparing the first iteration's start with the second's
   if (!w.open) {
     w.open = true;
     w.stepAtStart = step_;
     for (size_t k = 0; k < loopWatches_.size(); ++k)
       if (k != loop && loopWatches_[k].open) failLoop(k, "it holds another loop over a size");
-  } else if (std::string why = stateDiffers(sf, w.lastState, state, w); !why.empty()) {
+  } else if (std::string why = stateDiffers(sf, w.lastState, state, firstTwo); !why.empty()) {
+    failLoop(loop, "iteration " + std::to_string(run.span.starts.size()) + " begins with " + why);
+  } else if (std::string why = containersDiffer(w, first, previous, firstTwo); !why.empty()) {
     failLoop(loop, "iteration " + std::to_string(run.span.starts.size()) + " begins with " + why);
   }
   w.lastState = std::move(state);
@@ -141,14 +162,20 @@ void Monitor::loopAdvanced(Step& s, size_t loop) {
 }
 
 // A write the run made while loops run: tensors (their operators are
-// recorded), objects the current iteration made, and lists (appended to,
-// which reads of them would show) are the only ones a body may make.
+// recorded), objects the current iteration made, and lists and dicts
+// (whose contents each iteration begins with are compared) are the only
+// ones a body may make.
 void Monitor::loopWrites(NodeId written) {
   const ShadowNode& n = refs_.node(written);
   for (size_t k = 0; k < loopWatches_.size(); ++k) {
     LoopWatch& w = loopWatches_[k];
     if (!w.open || n.kind == NodeKind::Tensor || size_t(written) >= w.refsAtIteration) continue;
-    if (n.kind == NodeKind::List) w.grown.insert(written);
+    if (n.kind == NodeKind::List || n.kind == NodeKind::Dict) {
+      // as the current iteration began: the one before it began where it ended
+      const std::vector<int>& starts = loopRuns_[k].span.starts;
+      int previous = starts.size() > 1 ? starts[starts.size() - 2] : -1;
+      if (!w.containers.count(written)) w.containers.emplace(written, contentsOf(written, starts.front(), previous));
+    }
     else failLoop(k, "it writes a " + typeName(Py_TYPE(n.obj)) + " object that outlives an iteration");
   }
 }
@@ -170,14 +197,12 @@ void Monitor::keepsUnrolled(const LoopRun& loop, const std::string& why) {
 }
 
 // Where two iteration-begin states differ, in words; "" where they are
-// equivalent.
-std::string Monitor::stateDiffers(const ShadowFrame& sf, const std::vector<NodeId>& before,
-                                  const std::vector<NodeId>& now, const LoopWatch& w) const {
+// equivalent. first: the states the first two iterations begin with.
+std::string Monitor::stateDiffers(const ShadowFrame& sf, const StateParts& before, const StateParts& now,
+                                  bool first) const {
   if (before.size() != now.size()) return "another stack";
   for (size_t i = 0; i < now.size(); ++i)
-    // A local the loop binds first (its target, a value it computes) has
-    // no value before it: the body binds it before reading it.
-    if (!(before[i] == kNoNode && now[i] >= 0) && !sameState(before[i], now[i], w, 0)) {
+    if (!samePlace(before[i], now[i], first)) {
       int locals = sf.view.numLocals();
       return int(i) < locals ? "another kind of value in `" + utf8(codeLocalName(sf.view.code(), int(i))) + "`"
                              : "another value on the stack";
@@ -185,35 +210,110 @@ std::string Monitor::stateDiffers(const ShadowFrame& sf, const std::vector<NodeI
   return "";
 }
 
-bool Monitor::sameState(NodeId a, NodeId b, const LoopWatch& w, int depth) const {
-  if (a == b) return true;
-  if (a < 0 || b < 0) return false;
-  const ShadowNode& x = refs_.node(a);
-  const ShadowNode& y = refs_.node(b);
-  if (x.kind != y.kind) return false;
-  switch (x.kind) {
-    case NodeKind::Tensor:
-      return true;  // the graph compares how iterations use them
-    case NodeKind::Atom: {
-      if (x.atom == y.atom && !x.dataDependent && !y.dataDependent) return true;
-      // A number the graph computes in the loop (the index, arithmetic on
-      // it) now: the iteration before may have held any number there (the
-      // loop's target before its first value). Where the body reads it,
-      // the graph compares what it computes.
-      int first = loopRuns_[size_t(&w - loopWatches_.data())].span.starts.front();
-      return numbers_.knownNode(b) >= first;
-    }
-    case NodeKind::Tuple: {
-      const auto& xs = x.last().refs;
-      const auto& ys = y.last().refs;
-      if (depth >= kMaxStateDepth || xs.size() != ys.size()) return false;
-      for (size_t k = 0; k < xs.size(); ++k)
-        if (!sameState(xs[k].target, ys[k].target, w, depth + 1)) return false;
-      return true;
-    }
-    default:
-      return false;  // another object, list or dict: its contents may differ
+// The lists and dicts the loop wrote hold equivalent values, as the
+// frame's locals do; a list that grew is one the loop appends to, which
+// nothing may read (finishLoops).
+std::string Monitor::containersDiffer(LoopWatch& w, int first, int previous, bool firstTwo) {
+  for (auto& [node, before] : w.containers) {
+    LoopWatch::Contents now = contentsOf(node, first, previous);
+    bool same = now.keys == before.keys;
+    for (size_t k = 0; same && k < now.items.size(); ++k) same = samePlace(before.items[k], now.items[k], firstTwo);
+    if (!same && refs_.node(node).kind == NodeKind::List && now.keys.size() > before.keys.size()) w.grown.insert(node);
+    else if (!same) return "another value in a " + typeName(Py_TYPE(refs_.node(node).obj)) + " it writes";
+    before = std::move(now);
   }
+  return "";
+}
+
+Monitor::LoopWatch::Contents Monitor::contentsOf(NodeId container, int first, int previous) const {
+  LoopWatch::Contents c;
+  std::vector<NodeId> items;
+  for (const Edge& e : refs_.node(container).last().refs) {
+    c.keys.push_back(e.rel);
+    items.push_back(e.target);
+  }
+  c.items = describeAll(items, first, previous);
+  return c;
+}
+
+Monitor::StateParts Monitor::describeAll(const std::vector<NodeId>& places, int first, int previous) const {
+  StateParts parts(places.size());
+  for (size_t i = 0; i < places.size(); ++i) describeState(places[i], first, previous, parts[i], 0);
+  return parts;
+}
+
+// What an iteration finds at n as it begins; first: where the loop's
+// first iteration began (or begins).
+void Monitor::describeState(NodeId n, int first, int previous, std::vector<StatePart>& out, int depth) const {
+  using K = StatePart::Kind;
+  if (n < 0) {
+    out.push_back({K::Unbound, 0, {}});
+    return;
+  }
+  const ShadowNode& node = refs_.node(n);
+  switch (node.kind) {
+    case NodeKind::Tensor: {
+      int value = ops_->valueOf(tensorOf(node.obj));
+      if (value < 0 || ops_->graph().nodes[size_t(value)].isInput()) {
+        out.push_back({K::Entry, n, {}});  // the object, whether the graph read it yet or not
+      } else if (value < first) {
+        out.push_back({K::Outer, value, {}});
+      } else {
+        // the iteration that computed it: the one before, or an earlier one
+        out.push_back({previous >= 0 && value >= previous ? K::Previous : K::Older, 0, {}});
+      }
+      return;
+    }
+    case NodeKind::Atom:
+      if (node.dataDependent) out.push_back({K::Older, 0, {}});
+      else if (numbers_.knownNode(n) >= first) out.push_back({K::Number, 0, {}});
+      else out.push_back({K::Atom, 0, node.atom});
+      return;
+    case NodeKind::Tuple:
+      if (depth < kMaxStateDepth) {
+        out.push_back({K::Tuple, int64_t(node.last().refs.size()), {}});
+        for (const Edge& e : node.last().refs) describeState(e.target, first, previous, out, depth + 1);
+        return;
+      }
+      break;
+    default:
+      break;
+  }
+  out.push_back({K::Same, n, {}});  // another object, list or dict: its contents may differ
+}
+
+// A place as one iteration began (before) and the next (now).
+bool Monitor::samePlace(const std::vector<StatePart>& before, const std::vector<StatePart>& now, bool first) {
+  using K = StatePart::Kind;
+  // A local the loop binds first (its target, a value it computes) has
+  // no value before it: the body binds it before reading it.
+  if (before.size() == 1 && before[0].kind == K::Unbound) return true;
+  if (before.size() != now.size()) return false;
+  for (size_t k = 0; k < now.size(); ++k) {
+    const StatePart& a = before[k];
+    const StatePart& b = now[k];
+    bool same = false;
+    switch (b.kind) {
+      case K::Number:  // where the body reads it, the graph compares what it computes
+        same = a.kind == K::Number || a.kind == K::Atom;
+        break;
+      case K::Previous:  // carried from the value before the loop, then from the iteration before
+        same = a.kind == K::Previous || (first && (a.kind == K::Outer || a.kind == K::Entry));
+        break;
+      case K::Atom:
+        same = a.kind == K::Atom && a.atom == b.atom;
+        break;
+      case K::Older:
+      case K::Unbound:
+        same = false;
+        break;
+      default:  // Same, Outer, Tuple
+        same = a.kind == b.kind && a.id == b.id;
+        break;
+    }
+    if (!same) return false;
+  }
+  return true;
 }
 
 }  // namespace magpy::capture

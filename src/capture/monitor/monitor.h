@@ -139,6 +139,26 @@ class Monitor : public OpRecorder::Delegate {
   struct ShadowFrame;
   struct Pending;
   struct Step;
+  // What an iteration of a loop over a size begins with in one place (a
+  // local, a stack slot, an element of a container it writes), as far as
+  // rolling the loop depends on it.
+  struct StatePart {
+    enum class Kind : uint8_t {
+      Unbound,
+      Same,      // an object by identity (id: its node)
+      Atom,      // a number, string, None
+      Number,    // a number the graph computes in the loop (the index, arithmetic on it)
+      Entry,     // a tensor the graph reads as an input, or has not read yet (id: its node)
+      Outer,     // a tensor whose graph value (id) the graph computed before the loop
+      Previous,  // a tensor the iteration before computed
+      Older,     // a tensor an earlier iteration computed, or a number from tensor contents
+      Tuple,     // id: its length; its items follow
+    };
+    Kind kind = Kind::Unbound;
+    int64_t id = 0;
+    record::Atom atom;
+  };
+  using StateParts = std::vector<std::vector<StatePart>>;  // per place
   // What the monitor follows of a loop over a size while it runs.
   struct LoopWatch {
     NodeId range = kNoNode, iterator = kNoNode;
@@ -146,8 +166,15 @@ class Monitor : public OpRecorder::Delegate {
     bool open = false;
     size_t refsAtIteration = 0;     // refs_.size() when its current iteration began
     uint64_t stepAtStart = 0;       // instructions begun before its first iteration
-    std::vector<NodeId> lastState;  // the frame's locals and stack when an iteration last began
-    std::set<NodeId> grown;         // lists from before an iteration that it appended to
+    StateParts lastState;  // the frame's locals and stack when an iteration last began
+    std::set<NodeId> grown;  // lists from before an iteration that it appended to
+    // Lists and dicts from before an iteration that it wrote: their keys
+    // and contents when the current iteration began (or before the first write).
+    struct Contents {
+      std::vector<Relation> keys;
+      StateParts items;
+    };
+    std::map<NodeId, Contents> containers;
   };
 
   // OpRecorder::Delegate
@@ -282,11 +309,16 @@ class Monitor : public OpRecorder::Delegate {
   void loopIterates(ShadowFrame& sf, size_t loop);
   void loopAdvanced(Step& s, size_t loop);
   void loopWrites(NodeId written);
+  bool advancesIterator(NodeId n) const;
   void finishLoops();
   void failLoop(size_t loop, const std::string& why);
-  std::string stateDiffers(const ShadowFrame& sf, const std::vector<NodeId>& before, const std::vector<NodeId>& now,
-                           const LoopWatch& w) const;
-  bool sameState(NodeId a, NodeId b, const LoopWatch& w, int depth) const;
+  // previous: where the iteration before the one beginning began (-1: none)
+  void describeState(NodeId n, int first, int previous, std::vector<StatePart>& out, int depth) const;
+  StateParts describeAll(const std::vector<NodeId>& places, int first, int previous) const;
+  LoopWatch::Contents contentsOf(NodeId container, int first, int previous) const;
+  std::string stateDiffers(const ShadowFrame& sf, const StateParts& before, const StateParts& now, bool first) const;
+  std::string containersDiffer(LoopWatch& w, int first, int previous, bool firstTwo);
+  static bool samePlace(const std::vector<StatePart>& before, const std::vector<StatePart>& now, bool first);
 
   // Nodes, tensors, breaks (monitor.cpp).
   bool externalOpaque(NodeId id) const;
