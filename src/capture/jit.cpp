@@ -256,6 +256,7 @@ struct Session::Impl {
     spec.kwargs = inv.roots.kwargs;
     spec.invoke = inv.run;
     spec.varyingNumbers = fn.policy.varyingNumbers();
+    spec.rollLoops = fn.policy.dynamic();
     spec.contentChecks = std::count_if(fn.entries.begin(), fn.entries.end(), [](const Entry& e) {
                            return std::any_of(e.record.graph.nodes.begin(), e.record.graph.nodes.end(),
                                               [](const record::Node& n) {

@@ -603,7 +603,7 @@ class Builder {
   // not those before. A record that keeps its sizes anyway keeps them
   // unrolled, for backends that lower no loops.
   void rollLoops(record::Graph& g) {
-    if (s_.m.readSizes()) return;
+    if (s_.m.readSizes() || !s_.call.rollLoops) return;
     const auto& loops = s_.m.loops();
     for (size_t k = loops.size(); k-- > 0;) {
       std::string why = loops[k].why;

@@ -19,8 +19,9 @@ tensor contents, torch process settings read by getters (threads, anomaly
 mode, grad mode, default dtype), buffers sharing storage with .data
 replaced or written, one list passed as two arguments (extra
 parameters of f, built per call by the program's extra_args(i)), writes
-through super().__setattr__, a module built on every call, and sizes
-through arithmetic, min/max, math functions and comparisons.
+through super().__setattr__, a module built on every call, sizes
+through arithmetic, min/max, math functions and comparisons, and loops
+over range() of a size (some roll into loop regions, some must not).
 The program also defines perturb(i, rng), the changes made after call i:
 class dict entries replaced (dunders and properties included), instance
 attributes set and deleted, globals and module aliases rebound, __code__,
@@ -605,6 +606,32 @@ def size_arithmetic(r, k):
              [("global rebound", [f"lim{k} = rng.choice([2, 4])"])],
              state=[f"lim{k}"], rebinds=[f"lim{k}"], imports=["math"], params=[f"s{k}"],
              args=[f"out.append(torch.ones({sizes}[i]))"])
+
+
+@feature
+def size_loops(r, k):
+    # A loop over range() of a size that varies by call: a body whose iterations repeat (a carried
+    # accumulator, appended rows stacked, index arithmetic) rolls into one dynamic record; one whose
+    # iterations depend on Python state (a counter, a recurrence over two values, a list read, a break
+    # on a rebound global, a dict written) must not, and every call must still equal eager.
+    sizes = [r.randint(1, 6) for _ in range(CALLS)]
+    n = f"s{k}.shape[0]"
+    use = r.choice([[f"acc{k} = y * 0", f"outs{k} = []", f"for t in range({n}):",
+                     f"    acc{k} = acc{k} * g{k} + s{k}[t]", f"    outs{k}.append(acc{k})",
+                     f"y = y + torch.stack(outs{k}).sum(0) if outs{k} else y"],
+                    [f"for t in range({n}):", f"    y = y + s{k}[{n} - 1 - t] * (t + 1) * g{k}"],
+                    [f"a{k} = b{k} = y * 0 + 1", f"for t in range({n} // 2 + 1):",
+                     f"    a{k}, b{k} = b{k}, a{k} + b{k} * g{k}", f"y = y + b{k}"],
+                    [f"c{k} = 0", f"for t in range({n}):", f"    c{k} += 1", f"    y = y + c{k} * g{k}"],
+                    [f"o{k} = []", f"for t in range({n}):", f"    o{k}.append(y * g{k})",
+                     f"    if len(o{k}) > lim{k}:", f"        y = y - o{k}[-1]"],
+                    [f"for t in range({n}):", f"    if t >= lim{k}:", f"        break", f"    y = y * g{k} + t"],
+                    [f"for t in range({n}):", f"    box{k}['last'] = y", f"    y = y + box{k}['last'] * g{k}"]])
+    return F([f"g{k} = 0.5", f"lim{k} = 2", f"box{k} = {{}}"], use,
+             [("global rebound", [f"g{k} = rng.choice([0.25, 2.0])"]),
+              ("global rebound", [f"lim{k} = rng.choice([1, 3])"])],
+             state=[f"g{k}", f"lim{k}"], rebinds=[f"g{k}", f"lim{k}"], params=[f"s{k}"],
+             args=[f"out.append(torch.arange(1.0, {sizes}[i] + 1))"])
 
 
 def program(seed, keep=lambda i, j: True):

@@ -55,6 +55,10 @@ struct CallSpec {
   // with checks, since a value that differs at every call would otherwise
   // make a record per call.
   bool contentChecks = true;
+  // Whether the record builder rolls loops over a size (Monitor::loops):
+  // only for functions whose records may become dynamic; a static record
+  // keeps them unrolled, for backends that lower no loops.
+  bool rollLoops = true;
   // Runs the call (its first Python frame is the root of the run); by
   // default, self(*args, **kwargs).
   std::function<PyObject*()> invoke;

@@ -6,9 +6,10 @@ namespace magpy::capture {
 namespace {
 
 // Searched for sizes at every instruction of a run that read some: kept
-// small. A container beyond them counts as holding sizes.
+// small, but above the lengths a loop over a size appends to (an element
+// is one table lookup). A container beyond them counts as holding sizes.
 constexpr int kMaxDepth = 2;       // a tuple of tuples of sizes, no deeper
-constexpr size_t kMaxItems = 16;
+constexpr size_t kMaxItems = 1024;
 
 // Every input a Python int or float (not a bool): numbers the graph can
 // compute with.
@@ -104,6 +105,12 @@ Flow SizeTracker::follow(const Instruction& ins, const std::vector<NodeId>& inpu
       return Flow::moves();
     case Op::RETURN_VALUE:
       return returnsToTracedCaller ? Flow::moves() : Flow::used();
+    case Op::LOAD_METHOD: {
+      // outputs.append: a list's method, which the call then gets the list
+      // itself for (the monitor decides there)
+      NodeKind owner = refs_.node(inputs[0]).kind;
+      return owner == NodeKind::List || owner == NodeKind::Tuple ? Flow::moves() : Flow::used();
+    }
     case Op::BINARY_OP: case Op::COMPARE_OP: {
       // x / t, x > n: the tensor's operators take the size (as graph values,
       // Monitor::followAnalyses)
