@@ -215,3 +215,24 @@ class Stateful(torch.nn.Module):
 
 
 compare(lambda: Stateful().eval(), [(torch.randn(n, 2, 4),) for n in lengths], records=1, monitored=2, hits=4)
+
+
+def rows(x):
+    # a generator whose loop yields: the consumer's code runs between its
+    # iterations, with a counter the loop's frame does not show
+    h = x[0] * 0
+    for t in range(x.size(0)):
+        h = h + x[t]
+        yield h
+
+
+def consumes(x):
+    total = x[0] * 0
+    seen = 0
+    for h in rows(x):
+        seen += 1
+        total = total + h * (2.0 if seen > 3 else 1.0)
+    return total
+
+
+compare(lambda: consumes, [(torch.randn(n, 3),) for n in [3, 2, 5, 6]], hits=0)

@@ -16,7 +16,8 @@
 //   - The index is used only where the graph computes with it.
 //   - The body advances no iterator or generator made before its
 //     iteration (its position is state no shadow node shows).
-//   - The loop runs to the end of its range (no break or return).
+//   - The loop runs to the end of its range (no break or return) and
+//     does not yield (its caller's code would run in the iterations).
 #include "capture/monitor/monitor.h"
 #include "capture/monitor/state.h"
 
@@ -60,11 +61,12 @@ int Monitor::loopTrip(const Pending& p) {
   const record::Graph& g = ops_->graph();
   std::vector<int> stack{node};
   while (!stack.empty()) {
-    const record::Node& at = g.nodes[size_t(stack.back())];
+    int i = stack.back();
     stack.pop_back();
-    if (at.isInput() || loopOfIndex_.count(int(&at - g.nodes.data())) || at.number.empty() != (at.target == "aten::size"))
-      return -1;
-    if (at.target == "aten::size") continue;
+    const record::Node& at = g.nodes[size_t(i)];
+    bool size = at.target == "aten::size";
+    if (at.isInput() || loopOfIndex_.count(i) || (!size && at.number.empty())) return -1;
+    if (size) continue;
     for (const record::Arg& a : at.args)
       if (a.kind == record::Arg::Kind::Node) stack.push_back(int(a.i));
   }
@@ -95,6 +97,9 @@ void Monitor::failLoop(size_t loop, const std::string& why) {
 // does with their ranges, iterators and lists.
 void Monitor::watchLoops(ShadowFrame& sf, const Pending& p) {
   ++step_;
+  if (p.ins.op == Op::YIELD_VALUE)  // the caller's code would run in each iteration, with its own state
+    for (size_t k = 0; k < loopWatches_.size(); ++k)
+      if (loopWatches_[k].open && loopWatches_[k].frame == &sf) failLoop(k, "it yields");
   bool appends = p.calleeName == "builtins.list.append";
   bool operatorCall = p.annotation && p.annotation->op;
   for (NodeId in : p.inputs) {
@@ -113,7 +118,7 @@ void Monitor::watchLoops(ShadowFrame& sf, const Pending& p) {
         if (loopWatches_[k].open && size_t(in) < loopWatches_[k].refsAtIteration)
           failLoop(k, "it advances an iterator or generator made before its iteration");
     if (refs_.node(in).kind == NodeKind::List && !movesOnly(p.ins.op) && !appends && !operatorCall &&
-        !(p.ins.op == Op::LOAD_METHOD && p.ins.arg >= 0 && utf8(instructionName(sf.view.code(), p.ins)) == "append"))
+        !(p.ins.op == Op::LOAD_METHOD && utf8(instructionName(sf.view.code(), p.ins)) == "append"))
       listRead_[in] = step_;
   }
 }
@@ -170,13 +175,14 @@ void Monitor::loopWrites(NodeId written) {
   for (size_t k = 0; k < loopWatches_.size(); ++k) {
     LoopWatch& w = loopWatches_[k];
     if (!w.open || n.kind == NodeKind::Tensor || size_t(written) >= w.refsAtIteration) continue;
-    if (n.kind == NodeKind::List || n.kind == NodeKind::Dict) {
-      // as the current iteration began: the one before it began where it ended
+    if (n.kind != NodeKind::List && n.kind != NodeKind::Dict) {
+      failLoop(k, "it writes a " + typeName(Py_TYPE(n.obj)) + " object that outlives an iteration");
+    } else if (!w.containers.count(written)) {
+      // as the current iteration began (the one before it began where it ended)
       const std::vector<int>& starts = loopRuns_[k].span.starts;
       int previous = starts.size() > 1 ? starts[starts.size() - 2] : -1;
-      if (!w.containers.count(written)) w.containers.emplace(written, contentsOf(written, starts.front(), previous));
+      w.containers.emplace(written, contentsOf(written, starts.front(), previous));
     }
-    else failLoop(k, "it writes a " + typeName(Py_TYPE(n.obj)) + " object that outlives an iteration");
   }
 }
 
