@@ -236,3 +236,22 @@ def consumes(x):
 
 
 compare(lambda: consumes, [(torch.randn(n, 3),) for n in [3, 2, 5, 6]], hits=0)
+
+
+lin = torch.nn.Linear(3, 4)
+
+
+def comprehension(x):
+    # a list comprehension over range() of a size runs the loop in its own frame
+    return torch.stack([torch.relu(lin(x[t])) * (t + 1) for t in range(x.size(0))])
+
+
+def comprehension_read(x):
+    # ... and its list read at a position afterwards: the first row, not the last
+    ys = [x[t] * 2 for t in range(x.size(0))]
+    return ys[0] + torch.stack(ys).sum(0)
+
+
+with torch.no_grad():
+    compare(lambda: comprehension, [(torch.randn(n, 3),) for n in lengths], records=1, monitored=2, hits=4)
+    compare(lambda: comprehension_read, [(torch.randn(n, 3),) for n in lengths], records=6, monitored=6, hits=0)

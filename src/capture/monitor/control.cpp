@@ -110,9 +110,7 @@ bool Monitor::finishGetIter(Step& s) {
   if ((kind == NodeKind::Tuple && Py_IS_TYPE(v, &PyTupleIter_Type)) || (kind == NodeKind::List && Py_IS_TYPE(v, &PyListIter_Type)))
     sequenceIterators_[s.out[0]] = {s.in(0), 0};
   if (auto loop = loopOf_.find(s.in(0)); loop != loopOf_.end() && loopWatches_[loop->second].range == s.in(0)) {
-    LoopWatch& w = loopWatches_[loop->second];
-    w.iterator = s.out[0];
-    w.frame = &s.frame;
+    loopWatches_[loop->second].iterator = s.out[0];
     loopOf_[s.out[0]] = loop->second;
   }
   return true;

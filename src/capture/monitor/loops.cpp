@@ -100,15 +100,15 @@ void Monitor::watchLoops(ShadowFrame& sf, const Pending& p) {
   if (p.ins.op == Op::YIELD_VALUE)  // the caller's code would run in each iteration, with its own state
     for (size_t k = 0; k < loopWatches_.size(); ++k)
       if (loopWatches_[k].open && loopWatches_[k].frame == &sf) failLoop(k, "it yields");
-  bool appends = p.calleeName == "builtins.list.append";
+  bool appends = p.calleeName == "builtins.list.append" || p.ins.op == Op::LIST_APPEND;
   bool operatorCall = p.annotation && p.annotation->op;
   for (NodeId in : p.inputs) {
     if (in < 0) continue;
     if (auto it = loopOf_.find(in); it != loopOf_.end()) {
       LoopWatch& w = loopWatches_[it->second];
-      bool moves = p.ins.op == Op::LOAD_FAST || p.ins.op == Op::STORE_FAST;
+      bool moves = p.ins.op == Op::LOAD_FAST || p.ins.op == Op::STORE_FAST || p.ins.op == Op::PRECALL;
       if (p.ins.op == Op::FOR_ITER && in == w.iterator) loopIterates(sf, it->second);
-      else if (!(p.ins.op == Op::GET_ITER && in == w.range) && !moves)
+      else if (!(p.ins.op == Op::GET_ITER && in == w.range) && !moves && !comprehensionOf(p, in, w))
         failLoop(it->second, in == w.iterator ? "it ends before its range does (break, return or next())"
                                               : "its range object is used otherwise than iterated");
       continue;
@@ -123,9 +123,21 @@ void Monitor::watchLoops(ShadowFrame& sf, const Pending& p) {
   }
 }
 
+// [f(x[t]) for t in range(n)] passes the range's iterator to the
+// comprehension's function, whose frame runs the loop.
+bool Monitor::comprehensionOf(const Pending& p, NodeId in, const LoopWatch& w) const {
+  if (p.ins.op != Op::CALL) return false;
+  if (in != w.iterator || !p.inlined || p.calleeFunction < 0 || w.frame) return false;
+  PyObject* f = refs_.node(p.calleeFunction).obj;
+  if (!f || !PyFunction_Check(f)) return false;
+  std::string name = utf8(reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(f))->co_name);
+  return name == "<listcomp>" || name == "<dictcomp>" || name == "<setcomp>";
+}
+
 void Monitor::loopIterates(ShadowFrame& sf, size_t loop) {
   LoopWatch& w = loopWatches_[loop];
   LoopRun& run = loopRuns_[loop];
+  if (!w.frame) w.frame = &sf;  // the frame that iterates (a comprehension's, or the one that made the range)
   if (&sf != w.frame) failLoop(loop, "it continues in another frame");
   std::vector<NodeId> places = sf.locals;
   places.insert(places.end(), sf.stack.begin(), sf.stack.end());

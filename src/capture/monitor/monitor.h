@@ -314,6 +314,7 @@ class Monitor : public OpRecorder::Delegate {
   void loopAdvanced(Step& s, size_t loop);
   void loopWrites(NodeId written);
   bool advancesIterator(NodeId n) const;
+  bool comprehensionOf(const Pending& p, NodeId in, const LoopWatch& w) const;
   void finishLoops();
   void failLoop(size_t loop, const std::string& why);
   // previous: where the iteration before the one beginning began (-1: none)
