@@ -255,3 +255,14 @@ def comprehension_read(x):
 with torch.no_grad():
     compare(lambda: comprehension, [(torch.randn(n, 3),) for n in lengths], records=1, monitored=2, hits=4)
     compare(lambda: comprehension_read, [(torch.randn(n, 3),) for n in lengths], records=6, monitored=6, hits=0)
+
+
+def over_len(x):
+    # len(x) of a tensor is x.size(0): a size the graph reads, here a trip count and a factor
+    h = x[0] * 0
+    for t in range(len(x)):
+        h = h * 0.5 + x[t]
+    return h * len(x)
+
+
+compare(lambda: over_len, [(torch.randn(n, 3),) for n in lengths], records=1, monitored=2, hits=4)

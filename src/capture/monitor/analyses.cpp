@@ -122,8 +122,9 @@ const char* Monitor::numberCall(const Pending& p) const {
 
 bool Monitor::isSizeCall(const Pending& p) const {
   const std::string& n = p.calleeName;
-  return p.annotation && !p.annotation->op && n.size() > 5 && n.compare(n.size() - 5, 5, ".size") == 0 &&
-         !p.positionalObjs.empty() && isTensor(p.positionalObjs[0]);
+  bool size = n.size() > 5 && n.compare(n.size() - 5, 5, ".size") == 0;
+  bool len = n == "builtins.len" && p.positional.size() == 1;  // len(x): x.size(0)
+  return p.annotation && !p.annotation->op && (size || len) && !p.positionalObjs.empty() && isTensor(p.positionalObjs[0]);
 }
 
 }  // namespace magpy::capture

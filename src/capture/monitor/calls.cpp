@@ -454,6 +454,8 @@ bool Monitor::finishCall(Step& s) {
   if (s.out[0] >= 0 && isSizeCall(p)) {
     if (PyTuple_Check(result)) {
       sizes_.tagAll(s.out[0], p.positional[0]);
+    } else if (p.calleeName == "builtins.len") {
+      sizes_.tag(s.out[0], p.positional[0], 0);
     } else if (p.positionalObjs.size() > 1 && PyLong_CheckExact(p.positionalObjs[1])) {
       int64_t dim = PyLong_AsLongLong(p.positionalObjs[1]);
       if (dim < 0) dim += tensorOf(p.positionalObjs[0]).dim();
