@@ -18,7 +18,16 @@ compare(lambda: step, calls, records=2, monitored=4, hits=4, breaks=0)
 
 
 def length(x, y):
-    return x * len(y)  # len reads y's size: a record per length
+    return x * len(y)  # len(y) is y.size(0): the graph reads it, one record for every length
 
 
-compare(lambda: length, [(torch.randn(3), torch.randn(k)) for k in [2, 4, 4, 7]], records=3, hits=1, breaks=0)
+compare(lambda: length, [(torch.randn(3), torch.randn(k)) for k in [2, 4, 4, 7]], records=1, monitored=2, hits=2,
+        breaks=0)
+
+
+def length_key(x, y, table):
+    return x * table[len(y)]  # a length picking an entry: a record per length
+
+
+compare(lambda: length_key, [(torch.randn(3), torch.randn(k), [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0])
+                             for k in [2, 4, 4, 7]], records=3, hits=1, breaks=0)
