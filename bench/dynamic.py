@@ -1,8 +1,9 @@
 """Dynamic records: what they save while capturing, and what they cost in
 native replay. Writes build/bench/dynamic.md.
 
-1. Scenarios in the style of the MagPy paper's Figure 17: a model called
-   with a batch size or sequence length that changes from call to call,
+1. Scenarios in the style of the MagPy paper's Figures 17 and 18: a model
+   called with a batch size or sequence length that changes from call to
+   call (an LSTM cell looped over the time steps in Python among them),
    captured with `--dynamic auto` (the default) and `--dynamic off`:
    records, monitored calls, and the total time of the compiled calls
    against the same calls run eagerly (inside magpy-capture, same inputs).
@@ -39,6 +40,7 @@ def scenarios(small, calls):
     uniform = [rng.randint(2, 16) for _ in range(calls)]
     seqs = rng.sample(range(32, 257, 8), 10)
     bert_seqs = [8, 16, 12, 24] if small else seqs
+    lengths = rng.sample(range(8, 65, 4), 10)
     return [
         ("ResNet-101, 10 batch sizes 1-16 in random order", ["--model", "resnet101", "--vary", "batch"], batches),
         (f"DenseNet-121, batch uniform in [2, 16], {calls} calls (Figure 17)", ["--model", "densenet121", "--vary", "batch"],
@@ -46,13 +48,17 @@ def scenarios(small, calls):
         ("BERT-base, 10 sequence lengths 32-256", ["--model", "bert", "--vary", "seq"], bert_seqs),
         ("DeBERTa-like, batch 8, 6 sequence lengths 32-256 (Figure 17)", ["--model", "deberta", "--vary", "seq", "--batch", "8"],
          bert_seqs[:4] if small else seqs[:6]),
+        ("LSTM-cell loop over time steps, 10 lengths 8-64 (Figure 18)", ["lstm_loop.py", "--lengths"],
+         lengths[:4] if small else lengths),
     ]
 
 
 def capture(work, name, options, sizes, dynamic, small):
     out = os.path.join(work, f"{name}_{dynamic}.mgp")
-    cmd = [os.path.join(BIN, "magpy-capture"), "--dynamic", dynamic, "-o", out, os.path.join(MODELS, "varying.py"),
-           *options, "--sizes", ",".join(map(str, sizes)), "--time", "1"] + (["--small"] if small else [])
+    # varying.py's options, or a script of its own and its sizes option
+    script, options = (options[0], options[1:]) if options[0].endswith(".py") else ("varying.py", options + ["--sizes"])
+    cmd = [os.path.join(BIN, "magpy-capture"), "--dynamic", dynamic, "-o", out, os.path.join(MODELS, script),
+           *options, ",".join(map(str, sizes)), "--time", "1"] + (["--small"] if small else [])
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed:\n{done.stderr[-3000:]}")
