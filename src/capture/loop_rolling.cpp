@@ -74,7 +74,7 @@ class Roller {
         if (n.isInput()) return "iteration " + std::to_string(k) + " reads state no iteration before it read";
         if (n.kind != record::NodeKind::CallFunction) return "a " + std::string(toString(n.kind)) + " node is in it";
         if (record::isCheck(n.target)) return "it decides on a value it computes (" + record::nameAndSource(n) + ")";
-        if (record::isLoopMarker(n.target)) return "it holds another loop";
+        if (record::isRegionMarker(n.target)) return "it holds another loop or a branch";
         iterationOf_[size_t(i)] = int(k);
         position_[size_t(i)] = int(body_[k].size());
         body_[k].push_back(i);

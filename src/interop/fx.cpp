@@ -377,9 +377,9 @@ FxExportSummary writeFxExport(const record::RecordFile& file, const FxExportOpti
                 std::to_string(rec.breaks.size()) + " graph breaks, first " + record::toString(rec.breaks.front()) + ")");
 
   for (const Node& n : rec.graph.nodes)
-    if (n.target == record::kLoop)
-      throw Error(fn.name + " record " + std::to_string(ri) + " has a loop (%" + n.name +
-                  "), which the torch.fx export does not write yet: replay it with magpy-run");
+    if (n.target == record::kLoop || n.target == record::kIf)
+      throw Error(fn.name + " record " + std::to_string(ri) + " has a " + (n.target == record::kIf ? "branch" : "loop") +
+                  " (%" + n.name + "), which the torch.fx export does not write yet: replay it with magpy-run");
   std::filesystem::path data = std::filesystem::path(pythonPath).replace_extension(".pt");
   if (data == std::filesystem::path(pythonPath))
     throw Error("the export's data file would overwrite " + pythonPath + "; name the Python file *.py");

@@ -51,7 +51,7 @@ std::string graphDot(const Graph& g, const std::string& title) {
   header(out, title);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
-    if (n.target == kLoopEnd) out << "  }\n";  // a loop's body is a cluster
+    if (n.target == kLoopEnd || n.target == kIfElse || n.target == kIfEnd) out << "  }\n";  // a region's part is a cluster
     std::string label, attrs;
     switch (n.kind) {
       case NodeKind::Placeholder:
@@ -72,7 +72,8 @@ std::string graphDot(const Graph& g, const std::string& title) {
     }
     if (!n.outputs.empty()) label += "\n" + shapes(n.outputs);
     out << "  n" << i << " [label=" << dotString(label) << ", " << attrs << "];\n";
-    if (n.target == kLoop) out << "  subgraph cluster_n" << i << " {\n  label=" << dotString("loop %" + n.name) << ";\n";
+    const char* part = n.target == kLoop ? "loop %" : n.target == kIf ? "then %" : n.target == kIfElse ? "else %" : nullptr;
+    if (part) out << "  subgraph cluster_n" << i << " {\n  label=" << dotString(part + n.name) << ";\n";
   }
   for (size_t i = 0; i < g.nodes.size(); ++i)
     forEachNodeArg(g.nodes[i], [&](int64_t j) { out << "  n" << j << " -> n" << i << ";\n"; });

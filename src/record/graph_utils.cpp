@@ -7,19 +7,24 @@
 
 namespace magpy::record {
 
-std::vector<int64_t> loopScopes(const Graph& graph) {
+std::vector<int64_t> regionScopes(const Graph& graph) {
   std::vector<int64_t> scope(graph.nodes.size(), -1), open;
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     const Node& n = graph.nodes[i];
-    if (n.target == kLoopEnd && !open.empty()) open.pop_back();
+    bool closes = n.target == kLoopEnd || n.target == kIfElse || n.target == kIfEnd;
+    if (closes && !open.empty()) open.pop_back();
     scope[i] = open.empty() ? -1 : open.back();
-    if (n.target == kLoop) open.push_back(int64_t(i));
+    if (n.target == kLoop || n.target == kIf || n.target == kIfElse) open.push_back(int64_t(i));
   }
   return scope;
 }
 
 bool hasLoops(const Graph& graph) {
   return std::any_of(graph.nodes.begin(), graph.nodes.end(), [](const Node& n) { return n.target == kLoop; });
+}
+
+bool hasBranches(const Graph& graph) {
+  return std::any_of(graph.nodes.begin(), graph.nodes.end(), [](const Node& n) { return n.target == kIf; });
 }
 
 std::vector<size_t> useCounts(const Graph& graph) {

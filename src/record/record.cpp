@@ -47,10 +47,12 @@ const Node* Graph::output() const {
 
 bool Node::isOp() const {
   return kind == NodeKind::CallFunction && target != "getitem" && number.empty() && !isCheck(target) &&
-         !isLoopMarker(target);
+         !isRegionMarker(target);
 }
 
 bool isLoopMarker(const std::string& target) { return target == kLoop || target == kCarried || target == kLoopEnd; }
+bool isIfMarker(const std::string& target) { return target == kIf || target == kIfElse || target == kIfEnd; }
+bool isRegionMarker(const std::string& target) { return isLoopMarker(target) || isIfMarker(target); }
 
 bool isCheck(const std::string& target) {
   return target == kExpectEqual || target == kExpectSizes || target == kExpectTrue;

@@ -459,11 +459,12 @@ std::string viewJson(const RecordFile& f, const ViewOptions& o) {
 
 std::string printGraph(const Graph& g) {
   std::ostringstream out;
-  size_t depth = 0;  // loop regions open: their bodies are indented
+  size_t depth = 0;  // regions open: loop bodies and branch sides are indented
   for (auto& n : g.nodes) {
-    if (n.target == kLoopEnd && depth) --depth;
+    bool closes = n.target == kLoopEnd || n.target == kIfElse || n.target == kIfEnd;
+    if (closes && depth) --depth;
     out << std::string(2 + 2 * depth, ' ');
-    if (n.target == kLoop) ++depth;
+    if (n.target == kLoop || n.target == kIf || n.target == kIfElse) ++depth;
     switch (n.kind) {
       case NodeKind::Placeholder:
       case NodeKind::GetAttr:

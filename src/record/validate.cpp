@@ -2,6 +2,7 @@
 #include "magpy/record/validate.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "magpy/record/graph_utils.h"
@@ -186,62 +187,116 @@ class Validator {
     for (auto& e : r.mock.effects) expr(e.value, outputs, at + ": the mock's write to " + toString(e.target), built);
   }
 
-  // Loop regions (graph.h) are well formed and nested; each node uses only
-  // values of the regions open around it (or outside all of them); trip
-  // counts are bounded.
-  void loops(const Graph& g, const std::string& at) const {
+  // Loop and branch regions (graph.h) are well formed and nested; each
+  // node uses only values of the regions open around it (or outside all of
+  // them); trip counts are bounded.
+  void regions(const Graph& g, const std::string& at) const {
     struct Open {
-      size_t loop, carried, declared;
+      size_t start;     // the magpy.loop or magpy.if node
+      size_t part;      // the node that opened the part now open (regionScopes): start, or magpy.if_else
+      size_t carried, declared;  // loops
     };
     std::vector<Open> open;
-    std::vector<bool> closed(g.nodes.size(), false);  // per loop node: its region ended
-    std::vector<int64_t> scope = loopScopes(g);
+    std::vector<bool> closed(g.nodes.size(), false);  // per region part (regionScopes): it ended
+    std::vector<int64_t> scope = regionScopes(g);
+    std::map<size_t, size_t> branchValues;  // per magpy.if: its then side's values; per magpy.if_end: the branch's
     auto visible = [&](int64_t j) { return scope[size_t(j)] < 0 || !closed[size_t(scope[size_t(j)])]; };
     for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
       const Node& n = g.nodes[ni];
       std::string node = at + ": node " + n.name;
-      bool declaring = !open.empty() && open.back().declared < open.back().carried;
+      bool inLoop = !open.empty() && g.nodes[open.back().start].target == kLoop;
+      bool declaring = inLoop && open.back().declared < open.back().carried;
       if (declaring != (n.target == kCarried))
         bad(node + (declaring ? " comes before the loop's carried values are all declared" : " declares a carried value outside a loop's start"));
       if (n.target == kLoop) loopStart(n, g, ni, open.size(), node);
+      if (n.target == kIf) ifStart(n, g, ni, open.size(), node);
       if (n.target == kCarried) {
         Open& o = open.back();
         if (n.kind != NodeKind::CallFunction || n.args.size() != 2 || n.args[0].kind != Arg::Kind::Node ||
-            size_t(n.args[0].i) != o.loop || n.args[1].kind != Arg::Kind::Int || size_t(n.args[1].i) != o.declared ||
+            size_t(n.args[0].i) != o.start || n.args[1].kind != Arg::Kind::Int || size_t(n.args[1].i) != o.declared ||
             n.outputs.size() != 1 || !n.number.empty())
           bad(node + " is not carried value " + std::to_string(o.declared) + " of the loop it follows");
         ++o.declared;
       }
       if (n.target == kLoopEnd) {
-        if (open.empty()) bad(node + " ends a loop, but none is open");
+        if (!inLoop) bad(node + " ends a loop, but none is the innermost region open");
         const Open& o = open.back();
         bool shaped = n.kind == NodeKind::CallFunction && n.args.size() == 3 && n.args[0].kind == Arg::Kind::Node &&
-                      size_t(n.args[0].i) == o.loop && n.args[1].kind == Arg::Kind::NodeList &&
+                      size_t(n.args[0].i) == o.start && n.args[1].kind == Arg::Kind::NodeList &&
                       n.args[1].ints.size() == o.carried && n.args[2].kind == Arg::Kind::NodeList &&
                       n.outputs.empty() && n.number.empty();
         if (!shaped) bad(node + " does not end the innermost loop with one next value per carried value and its scans");
       }
+      if (n.target == kIfElse || n.target == kIfEnd) {
+        if (open.empty() || g.nodes[open.back().start].target != kIf || (n.target == kIfEnd) != (open.back().part != open.back().start))
+          bad(node + " ends a branch side, but that side is not the innermost region open");
+        size_t values = branchSide(n, g, open.back().start, open.back().part, ni, branchValues[open.back().start], node);
+        branchValues[n.target == kIfEnd ? ni : open.back().start] = values;
+      }
       if ((n.isInput() || n.kind == NodeKind::Output) && !open.empty())
-        bad(node + (n.isInput() ? " reads an input inside a loop's body" : ": the output is inside a loop"));
+        bad(node + (n.isInput() ? " reads an input inside a loop or a branch" : ": the output is inside a loop or a branch"));
       forEachNodeArg(n, [&](int64_t j) {
-        if (j >= 0 && size_t(j) < ni && !visible(j)) bad(node + " uses %" + g.nodes[size_t(j)].name + " of a loop that has ended");
-        if (j >= 0 && size_t(j) < ni && g.nodes[size_t(j)].target == kLoopEnd && n.target != "getitem")
-          bad(node + " uses a loop's end, which only getitem takes apart");
+        if (j < 0 || size_t(j) >= ni) return;
+        const std::string& used = g.nodes[size_t(j)].target;
+        if (!visible(j)) bad(node + " uses %" + g.nodes[size_t(j)].name + " of a loop or branch side that has ended");
+        if ((used == kLoopEnd || used == kIfEnd) && n.target != "getitem")
+          bad(node + " uses a region's end, which only getitem takes apart");
+        bool marks = used == kIf && (n.target == kIfElse || n.target == kIfEnd) && n.args[0].i == j;
+        if ((used == kIf || used == kIfElse) && !marks) bad(node + " uses the branch marker %" + g.nodes[size_t(j)].name);
       });
       if (n.target == "getitem" && n.args.size() == 2 && n.args[0].kind == Arg::Kind::Node && n.args[0].i >= 0 &&
-          size_t(n.args[0].i) < ni && g.nodes[size_t(n.args[0].i)].target == kLoopEnd) {
+          size_t(n.args[0].i) < ni && (g.nodes[size_t(n.args[0].i)].target == kLoopEnd || g.nodes[size_t(n.args[0].i)].target == kIfEnd)) {
         const Node& end = g.nodes[size_t(n.args[0].i)];
-        size_t values = end.args.size() == 3 ? end.args[1].ints.size() + end.args[2].ints.size() : 0;
+        size_t values = end.target == kIfEnd ? branchValues[size_t(n.args[0].i)]
+                        : end.args.size() == 3 ? end.args[1].ints.size() + end.args[2].ints.size() : 0;
         if (n.args[1].kind != Arg::Kind::Int || n.args[1].i < 0 || uint64_t(n.args[1].i) >= values)
-          bad(node + " takes a value the loop does not give");
+          bad(node + " takes a value the region does not give");
       }
-      if (n.target == kLoopEnd) {
-        closed[open.back().loop] = true;
-        open.pop_back();
+      bool closes = n.target == kLoopEnd || n.target == kIfElse || n.target == kIfEnd;
+      if (closes) {
+        closed[open.back().part] = true;
+        open.back().part = ni;  // magpy.if_else opens the else side
+        if (n.target != kIfElse) open.pop_back();
       }
-      if (n.target == kLoop) open.push_back({ni, n.args[1].ints.size(), 0});
+      if (n.target == kLoop) open.push_back({ni, ni, n.args[1].ints.size(), 0});
+      if (n.target == kIf) open.push_back({ni, ni, 0, 0});
     }
-    if (!open.empty()) bad(at + ": the loop %" + g.nodes[open.back().loop].name + " never ends");
+    if (!open.empty()) bad(at + ": the region %" + g.nodes[open.back().start].name + " never ends");
+  }
+
+  void ifStart(const Node& n, const Graph& g, size_t ni, size_t depth, const std::string& node) const {
+    bool shaped = n.kind == NodeKind::CallFunction && n.args.size() == 3 && n.args[0].kind == Arg::Kind::Node &&
+                  n.args[0].i >= 0 && size_t(n.args[0].i) < ni && g.nodes[size_t(n.args[0].i)].number.empty() &&
+                  !isRegionMarker(g.nodes[size_t(n.args[0].i)].target) && n.args[1].kind == Arg::Kind::Bool &&
+                  n.args[2].kind == Arg::Kind::Bool && (n.args[1].i || n.args[2].i) && n.outputs.empty() &&
+                  n.number.empty() && n.seen.kind == Atom::Kind::None;
+    if (!shaped) bad(node + " does not start a branch as (tensor condition, then seen, else seen) with a side seen");
+    if (depth >= size_t(kMaxLoopNesting))
+      bad(node + " nests loops and branches deeper than " + std::to_string(kMaxLoopNesting));
+  }
+
+  // magpy.if_else or magpy.if_end of the branch `start` at node ni (`part`:
+  // the node that opened the side it ends): a seen side's tensors, or
+  // nothing for an unseen side, which holds no node. Returns how many
+  // values the side gives; an else side that is seen gives as many as a
+  // seen then side (`thenValues`).
+  size_t branchSide(const Node& n, const Graph& g, size_t start, size_t part, size_t ni, size_t thenValues,
+                    const std::string& node) const {
+    const Node& opened = g.nodes[start];
+    bool elseSide = n.target == kIfEnd;
+    bool shaped = n.kind == NodeKind::CallFunction && n.args.size() == 2 && n.args[0].kind == Arg::Kind::Node &&
+                  size_t(n.args[0].i) == start && n.args[1].kind == Arg::Kind::NodeList && n.outputs.empty() &&
+                  n.number.empty();
+    if (!shaped) bad(node + " does not end its branch side as (branch, [values])");
+    bool seen = opened.args[elseSide ? 2 : 1].i != 0;
+    if (!seen && (!n.args[1].ints.empty() || part + 1 != ni))
+      bad(node + " ends a side capture never saw, which holds neither nodes nor values");
+    for (int64_t j : n.args[1].ints)
+      if (j < 0 || size_t(j) >= ni || g.nodes[size_t(j)].outputs.size() != 1 || !g.nodes[size_t(j)].number.empty())
+        bad(node + " gives a value that is not a tensor computed before it");
+    if (elseSide && seen && opened.args[1].i && n.args[1].ints.size() != thenValues)
+      bad(node + " gives " + std::to_string(n.args[1].ints.size()) + " values, its then side " + std::to_string(thenValues));
+    return seen ? n.args[1].ints.size() : thenValues;
   }
 
   void loopStart(const Node& n, const Graph& g, size_t ni, size_t depth, const std::string& node) const {
@@ -260,7 +315,7 @@ class Validator {
 
   // Returns the number of values the graph outputs.
   size_t graph(const Graph& g, const std::string& at) const {
-    loops(g, at);
+    regions(g, at);
     size_t outputs = 0;
     for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
       const Node& n = g.nodes[ni];
@@ -334,7 +389,7 @@ class Validator {
       bad(node + " has number type '" + n.number + "' (int, float or bool)");
     Atom::Kind kind = n.number == "int" ? Atom::Kind::Int : n.number == "float" ? Atom::Kind::Float : Atom::Kind::Bool;
     bool input = n.isInput() && n.number != "bool" && n.blob < 0 && n.outputs.empty() && n.seen.kind == kind;
-    bool index = n.target == kLoop && n.number == "int";  // loops() checks the rest
+    bool index = n.target == kLoop && n.number == "int";  // regions() checks the rest
     bool arithmetic = n.kind == NodeKind::CallFunction && isNumberOp(n.target) &&
                       n.args.size() == size_t(numberOpArity(n.target)) && n.outputs.empty() &&
                       (n.seen.kind == kind || n.seen.kind == Atom::Kind::None);

@@ -22,7 +22,8 @@ namespace jit = torch::jit;
 
 std::string loweringRefusal(const std::vector<Step>& steps, bool dynamic) {
   for (const Step& step : steps) {
-    if (step.control != Control::None) return step.node + " is a loop, which the compiled backend does not lower yet";
+    if (step.control != Control::None)
+      return step.node + " bounds a loop or a branch, which the compiled backend does not lower yet";
     if (step.number != NumberOp::None) return step.node + " is Python number arithmetic, which replay checks per call";
     if (step.expect != Expect::None) return step.node + " checks what the program read into Python, which replay does per call";
     if (dynamic && step.op && record::mayHaveDataDependentSizes(step.op->schema().name(), step.op->schema().overload_name()))

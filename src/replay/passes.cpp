@@ -35,10 +35,10 @@ const c10::FunctionSchema* schemaOf(const Node& n) {
 // later readers, and a random draw moves the generator even when unused.
 // A check has no result, but stops a call that is not the captured one:
 // never dead code, never folded.
-// Loop markers count: their regions stay whole (dce), nothing merges
+// Region markers (loops, branches) count: their regions stay whole (dce), nothing merges
 // across their bounds (cse) or moves out of them (hoistChecks).
 bool hasSideEffects(const Node& n) {
-  return writesArguments(n) || isRandom(n) || record::isCheck(n.target) || record::isLoopMarker(n.target);
+  return writesArguments(n) || isRandom(n) || record::isCheck(n.target) || record::isRegionMarker(n.target);
 }
 
 // The graph's nodes in another order, each after the values it uses.
@@ -364,6 +364,7 @@ std::set<size_t> directRoots(const record::Graph& g, size_t i, const std::vector
 // in the first iteration and its next value after; the loop's results are
 // its last next values and its scans: each shares theirs (a may-alias
 // answer is a safe one), found by repeating the walk until nothing grows.
+// A branch's values share those of both its sides.
 std::vector<std::set<size_t>> storageRoots(const record::Graph& g) {
   std::vector<std::set<size_t>> roots(g.nodes.size());
   // A marker's first argument names its loop (the validator holds it to
@@ -373,15 +374,22 @@ std::vector<std::set<size_t>> storageRoots(const record::Graph& g) {
            n.args[0].kind == Arg::Kind::Node && n.args[0].i >= 0 && size_t(n.args[0].i) < g.nodes.size();
   };
   std::map<int64_t, size_t> endOf;  // loop node -> its loop_end
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (g.nodes[i].target == record::kLoopEnd && ofLoop(g.nodes[i])) endOf[g.nodes[i].args[0].i] = i;
+  std::map<int64_t, size_t> elseOf;  // branch node -> its if_else
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (n.target == record::kLoopEnd && ofLoop(n)) endOf[n.args[0].i] = i;
+    if (n.target == record::kIfElse && !n.args.empty() && n.args[0].kind == Arg::Kind::Node) elseOf[n.args[0].i] = i;
+  }
   for (bool grew = true; grew;) {
     grew = false;
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       const Node& n = g.nodes[i];
       std::set<size_t> r = {i};
-      if (ofLoop(n)) {
-        auto add = [&](int64_t j) { r.insert(roots[size_t(j)].begin(), roots[size_t(j)].end()); };
+      auto add = [&](int64_t j) { r.insert(roots[size_t(j)].begin(), roots[size_t(j)].end()); };
+      if (n.target == record::kIfEnd && !n.args.empty() && n.args[0].kind == Arg::Kind::Node) {
+        forEachNodeArg(n, add);
+        if (auto side = elseOf.find(n.args[0].i); side != elseOf.end()) forEachNodeArg(g.nodes[side->second], add);
+      } else if (ofLoop(n)) {
         forEachNodeArg(n.target == record::kLoopEnd ? n : g.nodes[size_t(n.args[0].i)], add);
         if (auto end = endOf.find(n.args[0].i); n.target == record::kCarried && end != endOf.end())
           forEachNodeArg(g.nodes[end->second], add);
@@ -439,7 +447,7 @@ std::vector<bool> foldable(const record::Graph& g) {
       if (use.written[r] || use.escapes[r]) return true;
     return false;
   };
-  std::vector<int64_t> scope = record::loopScopes(g);  // a loop's body runs each iteration: not once
+  std::vector<int64_t> scope = record::regionScopes(g);  // a region runs once per iteration, or not at all
   // Per node: whether its value is computed from some input, and whether
   // every input it is computed from is a parameter (a state tensor the
   // graph does not write; not a lifted number, which changes from call to
@@ -657,7 +665,7 @@ size_t firstEffectWith(const record::Graph& g, const StorageUse& use) {
   for (size_t i = 0; i < effect; ++i)
     if (isRandom(g.nodes[i]) && !isEvalDropout(g.nodes[i])) effect = i;
   if (effect == g.nodes.size()) return effect;
-  std::vector<int64_t> scope = record::loopScopes(g);
+  std::vector<int64_t> scope = record::regionScopes(g);
   while (scope[effect] >= 0) effect = size_t(scope[effect]);
   return effect;
 }
@@ -690,7 +698,7 @@ record::Graph hoistChecks(const record::Graph& g) {
     });
   };
   std::vector<bool> movable(g.nodes.size(), false), moved(g.nodes.size(), false);
-  std::vector<int64_t> scope = record::loopScopes(g);  // a loop's body stays in it
+  std::vector<int64_t> scope = record::regionScopes(g);  // a region's nodes stay in it
   for (size_t i = effect; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     bool ok = n.kind == NodeKind::CallFunction && (record::isCheck(n.target) || !hasSideEffects(n)) && scope[i] < 0;

@@ -361,7 +361,9 @@ struct Plan::Impl::Builder {
   std::vector<char> slotNumber;
   std::vector<bool> slotLifted;
   size_t firstEffect;  // steps of nodes before it stop cleanly
-  std::vector<size_t> openLoops;  // their LoopBegin steps
+  std::vector<size_t> openLoops;     // their LoopBegin steps
+  // Branches open: their IfBegin steps, and their IfElse steps once the else side began (else SIZE_MAX).
+  std::vector<std::pair<size_t, size_t>> openBranches;
 
   Builder(Impl& p, const OptimizedGraph& g, const std::vector<record::TensorBlob>& b, const PlanOptions& o)
       : plan(p), optimized(g), blobs(b), options(o), device(o.device), ownedPerRun(writtenOrEscaping(g.graph)),
@@ -391,6 +393,7 @@ struct Plan::Impl::Builder {
       }
     }
     if (!openLoops.empty()) throw Error("the graph's loop " + plan.steps[openLoops.back()].node + " never ends");
+    if (!openBranches.empty()) throw Error("the graph's branch " + plan.steps[openBranches.back().first].node + " never ends");
     foldAndRelease();
   }
 
@@ -415,6 +418,8 @@ struct Plan::Impl::Builder {
         else if (n.target == record::kLoop) loopBegin(ni, where);
         else if (n.target == record::kCarried) carried(ni, where);
         else if (n.target == record::kLoopEnd) loopEnd(ni, where);
+        else if (n.target == record::kIf) ifBegin(ni, where);
+        else if (n.target == record::kIfElse || n.target == record::kIfEnd) ifSide(ni, where);
         else if (record::isCheck(n.target)) checkStep(ni, where);
         else if (!n.number.empty() || record::isNumberOp(n.target)) numberStep(ni, where);
         else opStep(ni, where);
@@ -463,7 +468,7 @@ struct Plan::Impl::Builder {
   // two steps set.
   int tensorSlot(int64_t node, const std::string& where) const {
     int s = slotOf(node, where);
-    if (slotNumber[size_t(s)] != 0) throw Error(where + ": a loop carries and scans tensors only");
+    if (slotNumber[size_t(s)] != 0) throw Error(where + ": loops and branches take and give tensors only");
     return s;
   }
 
@@ -512,6 +517,8 @@ struct Plan::Impl::Builder {
         n.args[1].ints.size() + 1 != plan.steps[openLoops.back()].outputs.size())
       throw Error(where + ": a loop's end does not match the loop open before it");
     size_t begin = openLoops.back();
+    if (!openBranches.empty() && openBranches.back().first > begin)
+      throw Error(where + ": a loop ends inside a branch begun in it");
     openLoops.pop_back();
     Step step;
     step.control = Control::LoopEnd;
@@ -531,6 +538,66 @@ struct Plan::Impl::Builder {
     const auto& loopOutputs = plan.steps[begin].outputs;
     std::vector<int> values(loopOutputs.begin() + 1, loopOutputs.end());  // carried slots hold the last values
     values.insert(values.end(), step.outputs.begin(), step.outputs.end());
+    addStep(ni, std::move(step));
+    nodeSlots[ni] = std::move(values);
+  }
+
+  // A branch (record::kIf), as the validator shaped it: an IfBegin step,
+  // the then side's steps, an IfElse step, the else side's, an IfEnd step.
+  void ifBegin(size_t ni, const std::string& where) {
+    const record::Node& n = optimized.graph.nodes[ni];
+    if (n.args.size() != 3 || n.args[0].kind != record::Arg::Kind::Node || n.args[1].kind != record::Arg::Kind::Bool ||
+        n.args[2].kind != record::Arg::Kind::Bool)
+      throw Error(where + ": a branch takes (condition, then seen, else seen)");
+    Step step;
+    step.control = Control::IfBegin;
+    step.name = n.target;
+    step.node = record::nameAndSource(n);
+    step.seen = uint8_t((n.args[1].i ? kThenSeen : 0) | (n.args[2].i ? kElseSeen : 0));
+    Operand cond;
+    cond.kind = Operand::Kind::Slot;
+    cond.slot = tensorSlot(n.args[0].i, where);
+    step.operands.push_back(std::move(cond));
+    openBranches.push_back({plan.steps.size(), SIZE_MAX});
+    addStep(ni, std::move(step));
+  }
+
+  // magpy.if_else (then side ends) or magpy.if_end (else side ends).
+  void ifSide(size_t ni, const std::string& where) {
+    const record::Node& n = optimized.graph.nodes[ni];
+    bool elseSide = n.target == record::kIfEnd;
+    if (openBranches.empty() || (!openLoops.empty() && openLoops.back() > openBranches.back().first) ||
+        (openBranches.back().second != SIZE_MAX) != elseSide || n.args.size() != 2 ||
+        n.args[1].kind != record::Arg::Kind::NodeList)
+      throw Error(where + ": a branch side's end does not match the branch open before it");
+    Step step;
+    step.control = elseSide ? Control::IfEnd : Control::IfElse;
+    step.name = n.target;
+    step.node = record::nameAndSource(n);
+    for (int64_t v : n.args[1].ints) {
+      Operand op;
+      op.kind = Operand::Kind::Slot;
+      op.slot = tensorSlot(v, where);
+      step.operands.push_back(std::move(op));
+    }
+    auto [begin, thenEnd] = openBranches.back();
+    size_t here = plan.steps.size();
+    if (!elseSide) {
+      for (size_t k = 0; k < step.operands.size(); ++k) step.outputs.push_back(newSlot());
+      plan.steps[begin].jump = here;
+      openBranches.back().second = here;
+    } else {
+      Step& side = plan.steps[thenEnd];
+      uint8_t seen = plan.steps[begin].seen;
+      if ((seen & kThenSeen) && (seen & kElseSeen) && side.operands.size() != step.operands.size())
+        throw Error(where + ": the branch's sides give different numbers of values");
+      if (!(seen & kThenSeen))
+        for (size_t k = 0; k < step.operands.size(); ++k) side.outputs.push_back(newSlot());
+      step.outputs = side.outputs;
+      side.jump = here;
+      openBranches.pop_back();
+    }
+    std::vector<int> values = step.outputs;
     addStep(ni, std::move(step));
     nodeSlots[ni] = std::move(values);
   }
@@ -897,6 +964,23 @@ size_t loopControl(const std::vector<Step>& steps, size_t pc, std::vector<c10::I
   return pc;
 }
 
+// Runs a branch's bound at steps[pc]; returns the step run last, so that
+// the next is the one after it.
+size_t branchControl(const std::vector<Step>& steps, size_t pc, std::vector<c10::IValue>& slots) {
+  const Step& step = steps[pc];
+  if (step.control == Control::IfBegin) {
+    const at::Tensor& cond = slots[size_t(step.operands[0].slot)].toTensor();
+    if (cond.numel() != 1)
+      notThisCall(step.node + " decides on a tensor of " + std::to_string(cond.numel()) + " elements, Python's bool() on it raises");
+    bool taken = cond.is_nonzero();
+    if (!(step.seen & (taken ? kThenSeen : kElseSeen)))
+      notThisCall(step.node + " takes its " + (taken ? "then" : "else") + " side, which capture never saw", true);
+    return taken ? pc : step.jump;
+  }
+  for (size_t k = 0; k < step.operands.size(); ++k) slots[size_t(step.outputs[k])] = slots[size_t(step.operands[k].slot)];
+  return step.control == Control::IfElse ? step.jump : pc;
+}
+
 }  // namespace
 
 std::vector<c10::IValue> Plan::runWith(std::vector<c10::IValue> inputs, const SymbolValues* symbols) const {
@@ -995,7 +1079,9 @@ std::vector<c10::IValue> Plan::Impl::runSteps(std::vector<c10::IValue> inputs, c
     if (step.control != Control::None) {
       bool exited = false;
       try {
-        pc = loopControl(p.steps, pc, slots, loops, stack, exited);
+        bool loop = step.control == Control::LoopBegin || step.control == Control::LoopEnd;
+        pc = loop ? loopControl(p.steps, pc, slots, loops, stack, exited) : branchControl(p.steps, pc, slots);
+        exited = exited || !loop;
       } catch (SizeMismatch& e) {
         e.changedNothing = step.beforeEffects;
         throw;

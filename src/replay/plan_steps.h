@@ -39,7 +39,13 @@ enum class Expect : uint8_t { None, Equal, Sizes, True };
 // slots. LoopEnd: operands the next values, then the scans; outputs the
 // scan lists. Each names the other in `jump`; `loop` numbers the plan's
 // loops (their counters while a run is in one).
-enum class Control : uint8_t { None, LoopBegin, LoopEnd };
+// A branch's bounds (record::kIf). IfBegin: operand the condition; `jump`
+// its IfElse, where the else side begins; `seen` which sides it may take.
+// IfElse and IfEnd end the then and the else side: operands that side's
+// values, outputs the branch's value slots (the same for both); an IfElse
+// jumps to its IfEnd.
+enum class Control : uint8_t { None, LoopBegin, LoopEnd, IfBegin, IfElse, IfEnd };
+constexpr uint8_t kThenSeen = 1, kElseSeen = 2;
 
 struct Step {
   std::optional<c10::OperatorHandle> op;  // none for a NumberOp or a check
@@ -49,6 +55,7 @@ struct Step {
   Control control = Control::None;
   size_t jump = 0;
   size_t loop = 0;
+  uint8_t seen = 0;  // IfBegin: kThenSeen | kElseSeen
   std::string name;          // "aten::add.Tensor"
   std::string node;          // "%add_1 (model.py:14)", for errors
   // Arguments replay checks before the kernel, which trusts them

@@ -601,7 +601,7 @@ void loopCases(std::vector<Case>& out) {
                  2, "runs 1099511627776 times (at most"});
   out.push_back({"loop_body_escapes",
                  loopRecord({loopStart(Arg::integer(2), {0}), carried, add, loopEnd(1, {3}, {}), last}, 3), 2,
-                 "uses %add of a loop that has ended"});
+                 "uses %add of a loop or branch side that has ended"});
   out.push_back({"loop_scan_as_output",
                  loopRecord({loopStart(Arg::integer(2), {0}), carried, add, loopEnd(1, {3}, {3}),
                              op("scans", "getitem", "", {Arg::node(4), Arg::integer(1)})}),
@@ -621,6 +621,58 @@ void loopCases(std::vector<Case>& out) {
                  2, "iterations, as many as a record's call may", true});
 }
 
+Node branchStart(int64_t cond, bool thenSeen, bool elseSeen) {
+  return op("if", record::kIf, "", {Arg::node(cond), Arg::boolean(thenSeen), Arg::boolean(elseSeen)});
+}
+
+Node branchSide(const char* target, int64_t branch, std::vector<int64_t> values) {
+  Node n = op(target == record::kIfEnd ? "if_end" : "if_else", target, "", {Arg::node(branch), Arg::none()});
+  n.args[1].kind = Arg::Kind::NodeList;
+  n.args[1].ints = std::move(values);
+  return n;
+}
+
+// Branches (MagPy 6.2.2) from others: a side's values stay in it, regions
+// nest as loops do, and a condition a call's tensors do not satisfy as
+// capture saw (two elements, an unseen side) misses the record.
+void branchCases(std::vector<Case>& out) {
+  Node sum = op("sum", "aten::sum", "", {Arg::node(0), Arg::none()});
+  sum.outputs = {meta({})};
+  Node add = op("add", "aten::add", "Tensor", {Arg::node(0), Arg::node(0), Arg::integer(1)});
+  add.outputs = {meta({2})};
+  Node neg = op("neg", "aten::neg", "", {Arg::node(0)});
+  neg.outputs = {meta({2})};
+  auto picked = [](int64_t end) { return op("picked", "getitem", "", {Arg::node(end), Arg::integer(0)}); };
+  out.push_back({"branch_condition_two_elements",
+                 loopRecord({branchStart(0, true, true), add, branchSide(record::kIfElse, 1, {2}), neg,
+                             branchSide(record::kIfEnd, 1, {4}), picked(5)}),
+                 1, "decides on a tensor of 2 elements", true});
+  Node one = op("one", "aten::ones", "", {ints({})});
+  one.outputs = {meta({})};
+  out.push_back({"branch_unseen_side",
+                 loopRecord({one, branchStart(1, false, true), branchSide(record::kIfElse, 2, {}), neg,
+                             branchSide(record::kIfEnd, 2, {4}), picked(5)}),
+                 1, "takes its then side, which capture never saw", true});
+  out.push_back({"branch_side_escapes",
+                 loopRecord({sum, branchStart(1, true, true), add, branchSide(record::kIfElse, 2, {3}), neg,
+                             branchSide(record::kIfEnd, 2, {5})}, 3),
+                 2, "uses %add of a loop or branch side that has ended"});
+  {
+    std::vector<Node> nested = {sum};
+    for (int64_t k = 0; k <= record::kMaxLoopNesting; ++k) nested.push_back(branchStart(1, true, true));
+    for (int64_t k = record::kMaxLoopNesting; k >= 0; --k) {
+      nested.push_back(branchSide(record::kIfElse, k + 2, {}));
+      nested.push_back(branchSide(record::kIfEnd, k + 2, {}));
+    }
+    out.push_back({"branch_nesting_deep", loopRecord(std::move(nested), 0), 2, "nests loops and branches deeper than"});
+  }
+  out.push_back({"branch_crosses_loop",
+                 loopRecord({sum, branchStart(1, true, true), loopStart(Arg::integer(2), {}),
+                             branchSide(record::kIfElse, 2, {}), loopEnd(3, {}, {}), branchSide(record::kIfEnd, 2, {})},
+                            0),
+                 2, "is not the innermost region open"});
+}
+
 }  // namespace
 
 std::vector<Case> cases() {
@@ -628,6 +680,7 @@ std::vector<Case> cases() {
   loadCases(out);
   replayCases(out);
   loopCases(out);
+  branchCases(out);
   return out;
 }
 

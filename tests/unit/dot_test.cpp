@@ -26,6 +26,17 @@ TEST(Dot, LoopBodiesAreClusters) {
   EXPECT_LT(d.find("  n7 ["), close) << d;
 }
 
+// A branch's sides are clusters of their own.
+TEST(Dot, BranchSidesAreClusters) {
+  std::string d = graphDot(magpy::sample::branchGraph(), "branch");
+  size_t then = d.find("subgraph cluster_n2 {"), otherwise = d.find("subgraph cluster_n5 {");
+  EXPECT_LT(then, d.find("  n3 [")) << d;
+  EXPECT_LT(d.find("  n4 ["), d.find("  }\n  n5 [")) << d;
+  EXPECT_LT(otherwise, d.find("  n6 [")) << d;
+  EXPECT_NE(d.find("label=\"else %if_else\""), std::string::npos) << d;
+  EXPECT_LT(d.find("  n6 ["), d.find("  }\n  n7 [")) << d;
+}
+
 TEST(Dot, RefGraphMarksGuardsMockAndVersions) {
   const RecordFile f = magpy::sample::sampleFile();
   const Record& r = f.functions[0].records[0];

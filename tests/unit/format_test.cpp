@@ -282,9 +282,9 @@ TEST(Format, LoopRegionsRoundTripAndAreValidated) {
     std::string e = errorOf(encode(bad));
     EXPECT_TRUE(contains(e, why)) << e;
   };
-  rejects([](Graph& g) { g.nodes.back().args[0] = Arg::node(6); }, "uses %add of a loop that has ended");
+  rejects([](Graph& g) { g.nodes.back().args[0] = Arg::node(6); }, "uses %add of a loop or branch side that has ended");
   rejects([](Graph& g) { g.nodes[11].args[0] = Arg::node(8); }, "only getitem takes apart");
-  rejects([](Graph& g) { g.nodes[10].args[1] = Arg::integer(2); }, "takes a value the loop does not give");
+  rejects([](Graph& g) { g.nodes[10].args[1] = Arg::integer(2); }, "takes a value the region does not give");
   rejects([](Graph& g) { std::swap(g.nodes[4], g.nodes[5]); }, "carried values are all declared");
   rejects([](Graph& g) { g.nodes[3].args[0] = Arg::integer(kMaxTripCount + 1); }, "runs " + std::to_string(kMaxTripCount + 1) + " times");
   rejects([](Graph& g) { g.nodes[3].args[0] = Arg::node(1); }, "neither an int nor an int node");
@@ -297,6 +297,45 @@ TEST(Format, LoopRegionsRoundTripAndAreValidated) {
     inner.args[1].ints = {};
     for (int k = 0; k < kMaxLoopNesting; ++k) g.nodes.insert(g.nodes.begin() + 3, inner);
   }, "nests loops deeper than 4");
+}
+
+// A branch round trips and prints its sides indented; the validator holds
+// it to its shape: a side's values are seen only through the branch's end,
+// the else side does not read the then side, an unseen side is empty, seen
+// sides give as many values, and branches nest as deep as loops.
+TEST(Format, BranchesRoundTripAndAreValidated) {
+  RecordFile f = sample::sampleFile();
+  Graph& g = f.functions[0].records[0].graph;
+  g = sample::branchGraph();
+  RecordFile back = decode(encode(f));
+  std::string text = printGraph(back.functions[0].records[0].graph);
+  EXPECT_TRUE(contains(text, "  %if = magpy.if(%keep, True, True)\n    %relu = aten::relu(%x)")) << text;
+  EXPECT_TRUE(contains(text, "\n  %if_else = magpy.if_else(%if, [%mul])\n    %neg = aten::neg(%x)")) << text;
+  EXPECT_TRUE(contains(text, "\n  %if_end = magpy.if_end(%if, [%neg])\n  %getitem = getitem(%if_end, 0)")) << text;
+
+  auto rejects = [&](const std::function<void(Graph&)>& change, const std::string& why) {
+    RecordFile bad = f;
+    change(bad.functions[0].records[0].graph);
+    std::string e = errorOf(encode(bad));
+    EXPECT_TRUE(contains(e, why)) << e;
+  };
+  rejects([](Graph& g) { g.nodes[9].args[0] = Arg::node(4); }, "uses %mul of a loop or branch side that has ended");
+  rejects([](Graph& g) { g.nodes[6].args[0] = Arg::node(3); }, "uses %relu of a loop or branch side that has ended");
+  rejects([](Graph& g) { g.nodes[9].args[0] = Arg::node(7); }, "only getitem takes apart");
+  rejects([](Graph& g) { g.nodes[8].args[1] = Arg::integer(1); }, "takes a value the region does not give");
+  rejects([](Graph& g) { g.nodes[3].args[0] = Arg::node(2); }, "uses the branch marker %if");
+  rejects([](Graph& g) { g.nodes[2].args[2] = Arg::boolean(false); }, "ends a side capture never saw");
+  rejects([](Graph& g) { g.nodes[2].args[1] = g.nodes[2].args[2] = Arg::boolean(false); }, "with a side seen");
+  rejects([](Graph& g) { g.nodes[7].args[1].ints = {6, 0}; }, "gives 2 values, its then side 1");
+  rejects([](Graph& g) { g.nodes[5].args[1].ints = {1000}; }, "not a tensor computed before it");
+  rejects([](Graph& g) { g.nodes.erase(g.nodes.begin() + 7, g.nodes.end() - 1); g.nodes.back().args = {}; },
+          "the output is inside a loop or a branch");
+  rejects([](Graph& g) { std::swap(g.nodes[5], g.nodes[7]); }, "not the innermost region open");
+  rejects([](Graph& g) {
+    Node inner = g.nodes[2];
+    inner.args[1] = Arg::boolean(false);  // then unseen: an empty side, its if_else right after it
+    for (int k = 0; k < kMaxLoopNesting; ++k) g.nodes.insert(g.nodes.begin() + 3, inner);
+  }, "nests loops and branches deeper than 4");
 }
 
 // Without the call log, its tensors go; references to the others follow

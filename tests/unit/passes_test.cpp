@@ -309,6 +309,31 @@ TEST(Passes, SizesTheGuardsFixAreFolded) {
   }
 }
 
+// A side of a branch runs only when its condition picks it: an operator
+// after the branch is not merged with an identical one in a side, and a
+// parameter-only operator in a side is not folded.
+TEST(Passes, BranchSidesStayApart) {
+  Graph g = sample::branchGraph();
+  g.nodes[0].kind = NodeKind::GetAttr;  // x: a parameter
+  g.nodes[0].source = AccessPath::self().attr("x");
+  Node again = g.nodes[3];  // relu(x), after the branch
+  again.name = "relu_again";
+  g.nodes.insert(g.nodes.begin() + 9, again);  // 9
+  g.nodes[10].args[1] = Arg::node(9);          // getitem + relu(x)
+  g.nodes[11].args[0] = Arg::node(10);
+  auto out = replay::optimize(g, PassOptions(), true);
+  for (size_t i = 0; i < out.graph.nodes.size(); ++i) {
+    if (out.graph.nodes[i].name == "relu") EXPECT_FALSE(out.folded[i]);
+    if (out.graph.nodes[i].name == "relu_again") EXPECT_TRUE(out.folded[i]);
+  }
+  replay::Plan plan(g, {}, replay::PlanOptions{PassOptions(), true});
+  at::Tensor x = at::randn({2, 3});
+  for (double keep : {0.0, 1.0}) {
+    at::Tensor want = (keep ? x.relu().mul(2) : x.neg()).add(x.relu());
+    EXPECT_TRUE(at::allclose(plan.runWith({x, at::scalar_tensor(keep)})[0].toTensor(), want)) << keep;
+  }
+}
+
 // A loop's body runs once per iteration: an operator in it that reads only
 // parameters is not computed once per call (folded) but in each
 // iteration, as the program runs it.

@@ -3,8 +3,11 @@
 #include <ATen/ops/allclose.h>
 #include <ATen/ops/equal.h>
 #include <ATen/ops/mul.h>
+#include <ATen/ops/neg.h>
+#include <ATen/ops/ones.h>
 #include <ATen/ops/randn.h>
 #include <ATen/ops/relu.h>
+#include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/split.h>
 #include <ATen/ops/stack.h>
 #include <ATen/ops/tensor.h>
@@ -543,6 +546,48 @@ TEST(Plan, LoopsRunTheirBodyOncePerIteration) {
   Graph escaping = g;
   escaping.nodes.back().args[1] = Arg::node(10);
   EXPECT_THROW(replay::Plan(escaping, {}), Error);
+}
+
+// A branch runs the side its condition picks, as Python's bool() of a
+// one-element tensor would; a side capture never saw misses the record
+// (another path through the program) and a condition of several elements
+// misses it too (Python would raise). Sides give values the same slots.
+TEST(Plan, BranchesRunTheSideTheirConditionPicks) {
+  Graph g = sample::branchGraph();
+  replay::Plan plan(g, {});
+  at::Tensor x = at::randn({2, 3});
+  for (double keep : {1.0, 0.0, -0.5, std::nan("")}) {
+    at::Tensor out = plan.runWith({x, at::scalar_tensor(keep)})[0].toTensor();
+    bool taken = keep != 0.0;  // NaN is true, as in Python
+    EXPECT_TRUE(at::equal(out, (taken ? x.relu().mul(2) : x.neg()).add(x))) << keep;
+  }
+  EXPECT_TRUE(at::equal(plan.runWith({x, at::ones({1, 1}, at::kBool)})[0].toTensor(), x.relu().mul(2).add(x)));
+  try {
+    plan.runWith({x, at::ones({2})});
+    ADD_FAILURE() << "a condition of two elements ran";
+  } catch (const replay::SizeMismatch& e) {
+    EXPECT_FALSE(e.decidedOtherwise);
+    EXPECT_TRUE(e.changedNothing);
+  }
+  Graph thenOnly = g;
+  thenOnly.nodes[2].args[2] = Arg::boolean(false);
+  thenOnly.nodes.erase(thenOnly.nodes.begin() + 6);  // the else side's node
+  thenOnly.nodes[6].args[1].ints = {};
+  for (size_t i = 7; i < thenOnly.nodes.size(); ++i)
+    record::forEachNodeArg(thenOnly.nodes[i], [](int64_t& j) { j = j >= 6 ? j - 1 : j; });
+  replay::Plan oneSide(thenOnly, {});
+  EXPECT_TRUE(at::equal(oneSide.runWith({x, at::scalar_tensor(1.0)})[0].toTensor(), x.relu().mul(2).add(x)));
+  try {
+    oneSide.runWith({x, at::scalar_tensor(0.0)});
+    ADD_FAILURE() << "an unseen side ran";
+  } catch (const replay::SizeMismatch& e) {
+    EXPECT_TRUE(e.decidedOtherwise);
+    EXPECT_TRUE(e.changedNothing);
+    EXPECT_NE(std::string(e.what()).find("takes its else side, which capture never saw"), std::string::npos) << e.what();
+  }
+  Graph uneven = g;
+  uneven.nodes[7].args[1].ints = {6, 6};
+  EXPECT_THROW(replay::Plan(uneven, {}), Error);
 }
 
 // Loops nest; values from outside are read by every iteration, and the

@@ -90,6 +90,43 @@ inline record::Graph loopGraph() {
   return g;
 }
 
+// A Python `if` on a tensor's truth (keep: args[1], one element):
+//   y = relu(x) * 2 if keep else -x
+//   return y + x
+inline record::Graph branchGraph() {
+  using namespace record;
+  Node x;
+  x.kind = NodeKind::Placeholder;
+  x.name = x.target = "x";
+  x.source = AccessPath::arg(0);
+  x.outputs = {meta({2, 3}, {3, 1})};
+  Node keep = x;
+  keep.name = keep.target = "keep";
+  keep.source = AccessPath::arg(1);
+  keep.outputs = {meta({}, {})};
+  Node branch = opNode("if", kIf, "", {Arg::node(1), Arg::boolean(true), Arg::boolean(true)});
+  Node relu = opNode("relu", "aten::relu", "", {Arg::node(0)});
+  relu.outputs = {meta({2, 3}, {3, 1})};
+  Node twice = opNode("mul", "aten::mul", "Scalar", {Arg::node(3), Arg::floating(2)});
+  twice.outputs = {meta({2, 3}, {3, 1})};
+  auto side = [](const char* name, const char* target, int64_t value) {
+    Node n = opNode(name, target, "", {Arg::node(2), Arg::none()});
+    n.args[1].kind = Arg::Kind::NodeList;
+    n.args[1].ints = {value};
+    return n;
+  };
+  Node neg = opNode("neg", "aten::neg", "", {Arg::node(0)});
+  neg.outputs = {meta({2, 3}, {3, 1})};
+  Node y = opNode("getitem", "getitem", "", {Arg::node(7), Arg::integer(0)});
+  y.outputs = {meta({2, 3}, {3, 1})};
+  Node add = opNode("add", "aten::add", "Tensor", {Arg::node(8), Arg::node(0), Arg::integer(1)});
+  add.outputs = {meta({2, 3}, {3, 1})};
+  Graph g;
+  g.nodes = {x, keep, branch, relu, twice, side("if_else", kIfElse, 4), neg, side("if_end", kIfEnd, 6), y, add,
+             output({Arg::node(9)})};
+  return g;
+}
+
 // y = relu(x * w) * scale, with `self.calls` counted up by the mock.
 inline record::RecordFile sampleFile() {
   using namespace record;

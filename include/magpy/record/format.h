@@ -1,10 +1,10 @@
-// The .mgp file format, version 10 (2 added the RefGraph view to records
+// The .mgp file format, version 11 (2 added the RefGraph view to records
 // and tuple dict keys, 3 when the state was taken, 4 the dict class of
 // mock expressions, 5 dynamic sizes in tensor metadata, 6 lifted numbers,
 // 7 the Distinct check, names without control characters, and mock Refs,
 // 8 an operator's grad mode region and forward-only records, 9 sizes that
 // are graph values and number arithmetic's values at capture, 10 loop
-// regions, graph.h). This header is the only place that knows
+// regions, 11 branches, graph.h). This header is the only place that knows
 // the byte layout; everything else works on RecordFile.
 //
 // Grammar (all integers little-endian; "varint" is unsigned LEB128, "zigzag"
@@ -74,7 +74,7 @@
 
 namespace magpy::record {
 
-constexpr uint32_t kFormatVersion = 10;
+constexpr uint32_t kFormatVersion = 11;
 
 // Values, constants and mock expressions nest at most this deep, and access
 // paths have at most this many steps: the reader refuses deeper ones (so no

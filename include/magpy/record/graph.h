@@ -167,6 +167,32 @@ constexpr int kMaxLoopNesting = 4;
 constexpr int64_t kMaxTripCount = int64_t(1) << 22;
 bool isLoopMarker(const std::string& target);
 
+// Branches (MagPy 6.2.2): a Python `if` on a tensor's truth (`if keep[i]:`)
+// whose sides leave the program's Python state as they found it, but for
+// the tensors its variables hold, is a region of two sides:
+//
+//   %b = magpy.if(%cond, then_seen, else_seen)   %cond: a one-element tensor,
+//                                                taken as Python's bool(t)
+//   ...                                          the then side (empty if unseen)
+//   %t = magpy.if_else(%b, [%then_0, ..., %then_K-1])    its values ([] if unseen)
+//   ...                                          the else side (empty if unseen)
+//   %e = magpy.if_end(%b, [%else_0, ..., %else_K-1])     its values ([] if unseen)
+//   getitem(%e, j)                               value j of the side that ran
+//
+// then_seen and else_seen are Bools: a side capture never ran is unseen,
+// and a call whose condition picks it misses the record (as a check
+// would). At least one side is seen; seen sides give as many values, all
+// tensors. Side nodes use values from before the branch and their own
+// side's; nothing after the branch uses them but through its end; sides
+// read no inputs. Branches and loops nest at most kMaxLoopNesting deep
+// together.
+constexpr const char* kIf = "magpy.if";
+constexpr const char* kIfElse = "magpy.if_else";
+constexpr const char* kIfEnd = "magpy.if_end";
+bool isIfMarker(const std::string& target);
+// A loop's or a branch's marker: the bounds of a region.
+bool isRegionMarker(const std::string& target);
+
 struct Graph {
   std::vector<Node> nodes;
 

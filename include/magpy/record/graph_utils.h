@@ -43,11 +43,14 @@ void forEachNodeArg(NodeT& node, F&& f) {
       }
 }
 
-// Per node: the magpy.loop node of the innermost loop region it is in, -1
-// outside every loop. A loop node and its loop_end are in the region
-// around theirs; its carried nodes in its own. For a validated graph.
-std::vector<int64_t> loopScopes(const Graph& graph);
+// Per node: the innermost region it is in, -1 outside every region: a
+// loop's body by its magpy.loop node, a branch's then side by its magpy.if
+// node, its else side by its magpy.if_else node. Markers that open or
+// close a region (loop, loop_end, if, if_else, if_end) are in the region
+// around theirs; carried nodes in their loop's. For a validated graph.
+std::vector<int64_t> regionScopes(const Graph& graph);
 bool hasLoops(const Graph& graph);
+bool hasBranches(const Graph& graph);
 
 // Per node: how many times later nodes use its value (a node that passes
 // the same value twice uses it twice).
