@@ -50,6 +50,7 @@ def scenarios(small, calls):
          bert_seqs[:4] if small else seqs[:6]),
         ("LSTM-cell loop over time steps, 10 lengths 8-64 (Figure 18)", ["lstm_loop.py", "--lengths"],
          lengths[:4] if small else lengths),
+        (f"BlockDrop, a policy's `if` per block, {calls} inputs (Figure 18)", ["blockdrop.py", "--calls"], [calls]),
     ]
 
 

@@ -9,12 +9,14 @@
 #include <map>
 #include <optional>
 
+#include "capture/branches.h"
 #include "capture/call_log.h"
 #include "capture/compiled_function.h"
 #include "capture/record_builder.h"
 #include "capture/segments.h"
 #include "capture/units.h"
 #include "magpy/record/generalize.h"
+#include "magpy/record/graph_utils.h"
 #include "magpy/replay/dispatch.h"
 #include "magpy/replay/passes.h"
 #include "magpy/replay/plan.h"
@@ -240,6 +242,46 @@ struct Session::Impl {
   // run adds a record. `logged` receives what replay needs of the call.
   PyObject* callUnit(size_t index, Invocation& inv, record::LoggedCall* logged);
 
+  // A record with branches joins the latest record in use that differs from
+  // it only in the sides its branches took (branches.h): the joined record
+  // replaces that one, and serves both calls' paths and their combinations.
+  // Returns the record it replaces, or SIZE_MAX.
+  size_t joinBranches(Unit& fn, const Monitor& monitor, BuiltRecord& built, std::vector<PyRef>& classes,
+                      std::vector<PyRef>& functions) {
+    if (!record::hasBranches(built.record.graph)) return SIZE_MAX;
+    if (!monitor.pathDependent().empty()) {
+      explain(fn, "this record joins no other: " + monitor.pathDependent());
+      return SIZE_MAX;
+    }
+    for (size_t r = fn.entries.size(); r-- > 0;) {
+      Entry& e = fn.entries[r];
+      if (e.retired || !e.plan || e.pathDependent || !record::hasBranches(e.record.graph)) continue;
+      Joined j = mergeBranches(e.record, built.record);
+      if (!j.record) {
+        explain(fn, "record " + std::to_string(r) + " stays apart: " + j.why);
+        continue;
+      }
+      std::vector<PyRef> expected = e.expected;
+      for (size_t k = 0; k < j.laterGuards.size(); ++k)
+        if (j.laterGuards[k] >= e.expected.size()) expected.push_back(built.expected[k]);
+      std::string origin = built.record.origin + "; joined with record " + std::to_string(r) + "'s branches";
+      built.record = std::move(*j.record);
+      built.record.origin = std::move(origin);
+      built.expected = std::move(expected);
+      for (auto& [i, trie] : e.args) built.argPaths[i].insertTrie(trie);
+      for (auto& [k, trie] : e.kwargs) built.kwargPaths[k].insertTrie(trie);
+      auto unite = [](std::vector<PyRef>& into, const std::vector<PyRef>& from) {
+        for (const PyRef& f : from)
+          if (std::none_of(into.begin(), into.end(), [&](const PyRef& x) { return x.get() == f.get(); })) into.push_back(f);
+      };
+      unite(classes, e.classesRead);
+      unite(functions, e.functionsRun);
+      explain(fn, "this call's branches join record " + std::to_string(r) + "'s: one record serves both");
+      return r;
+    }
+    return SIZE_MAX;
+  }
+
   // A call no record serves: a monitored run adds a record for it.
   PyObject* monitorCall(Unit& fn, Invocation& inv, record::LoggedCall* logged, const replay::Misses& misses) {
     using Clock = std::chrono::steady_clock;
@@ -256,12 +298,14 @@ struct Session::Impl {
     spec.kwargs = inv.roots.kwargs;
     spec.invoke = inv.run;
     spec.varyingNumbers = fn.policy.varyingNumbers();
-    spec.rollLoops = fn.policy.dynamic();
+    spec.rollLoops = spec.makeBranches = fn.policy.dynamic();
     spec.contentChecks = std::count_if(fn.entries.begin(), fn.entries.end(), [](const Entry& e) {
                            return std::any_of(e.record.graph.nodes.begin(), e.record.graph.nodes.end(),
                                               [](const record::Node& n) {
-                                                // predicates do not count: a comparison has two sides
-                                                return record::isCheck(n.target) && n.target != record::kExpectTrue;
+                                                // predicates do not count: a comparison has two sides; a
+                                                // branch with a side unseen is a check
+                                                bool oneSided = n.target == record::kIf && !(n.args[1].i && n.args[2].i);
+                                                return oneSided || (record::isCheck(n.target) && n.target != record::kExpectTrue);
                                               });
                          }) < ptrdiff_t(kMaxCheckedRecords);
     auto t3 = Clock::now();
@@ -290,10 +334,14 @@ struct Session::Impl {
     }
     if (!breaks.empty()) built = buildBreakRecord(monitor, spec, breaks);
     built.record.origin = fn.entries.empty() ? "first call" : "call " + std::to_string(fn.calls - 1) + ": " + why;
-    Placement placed =
-        fn.policy.place(inUse(fn), built.record, monitor.readSizes(), spec.varyingNumbers, monitor.numberUse());
+    std::vector<PyRef> classes = monitor.classesRead(), functions = monitor.functionsRun();
+    size_t joined = breaks.empty() ? joinBranches(fn, monitor, built, classes, functions) : SIZE_MAX;
+    Placement placed = joined != SIZE_MAX ? Placement{joined, {}}
+                                          : fn.policy.place(inUse(fn), built.record, monitor.readSizes(),
+                                                            spec.varyingNumbers, monitor.numberUse());
     size_t replaced = placed.replaces;
     for (auto& note : placed.notes) explain(fn, note);
+    for (auto& note : built.notes) explain(fn, note);
     if (monitor.readSizes() && fn.policy.dynamic()) explain(fn, "this record keeps its sizes: " + monitor.sizeUse());
     if (!built.record.forwardOnly.empty())
       explain(fn, "this record is forward only, so its calls run as Python: " + built.record.forwardOnly);
@@ -319,7 +367,11 @@ struct Session::Impl {
     created.live = std::make_unique<LiveRecord>(built.record, built.expected,
                                                 created.plan ? created.plan->inputPaths() : std::vector<record::AccessPath>{});
     // A record that runs as Python finds classes and code anew.
-    if (created.plan) created.live->dependOn(monitor.classesRead(), monitor.functionsRun());
+    if (created.plan) created.live->dependOn(classes, functions);
+    created.expected = built.expected;
+    created.classesRead = std::move(classes);
+    created.functionsRun = std::move(functions);
+    created.pathDependent = !monitor.pathDependent().empty();
     for (auto& g : built.record.guards) {
       if (g.path.root != record::AccessPath::Root::Self && g.path.root != record::AccessPath::Root::Global) continue;
       if (g.check.kind == record::Check::Kind::Absent && !fn.statePaths.count(g.path))

@@ -489,6 +489,10 @@ void PathTrie::insertTree(const record::Value& snapshot) {
   }
 }
 
+void PathTrie::insertTrie(const PathTrie& other) {
+  for (auto& [step, child] : other.children) children[step].insertTrie(child);
+}
+
 void objectShell(PyObject* o, record::Value& v) {
   if (PyModule_Check(o)) {
     v.kind = record::Value::Kind::Opaque;

@@ -163,6 +163,7 @@ struct PathTrie {
   std::map<record::PathStep, PathTrie> children;
   void insert(const std::vector<record::PathStep>& steps, size_t from = 0);
   void insertTree(const record::Value& snapshot);  // every path a snapshot holds
+  void insertTrie(const PathTrie& other);           // every path of another
 };
 
 // The kind and type name of a value for an object that is no atom, tensor,

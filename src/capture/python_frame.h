@@ -85,6 +85,12 @@ class Frame {
 // at the next event.
 int stackInputs(const Instruction& ins);
 
+// Where the two ways a conditional jump at `offset` may go meet again: the
+// offset of its immediate post-dominator in the code's control flow
+// (exception edges aside), or -1 where they meet only once the code has
+// returned or raised.
+int branchRejoin(PyCodeObject* code, int offset);
+
 // Layout facts of a code object that the bytecode compiler fixes.
 int codeArgCount(PyCodeObject* code);      // positional (incl. positional-only)
 int codeKwOnlyCount(PyCodeObject* code);

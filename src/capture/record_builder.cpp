@@ -591,11 +591,29 @@ class Builder {
     output.target = "output";
     for (int v : outputs) output.args.push_back(record::Arg::node(v));
     out.nodes.push_back(std::move(output));
+    makeBranches(out);
     rollLoops(out);
-    replay::eliminateDeadCode(out);
+    // A record with branches keeps what a side left unused: another path's
+    // record joining it may use it (plans drop dead code anyway).
+    if (!record::hasBranches(out)) replay::eliminateDeadCode(out);
     if (std::string why = replay::readsUninitialized(out); !why.empty()) throw Error(why);
     nameInputs(out);
     s_.out.record.graph = std::move(out);
+  }
+
+  // Branches the monitor saw (Monitor::branches) become branches with one
+  // side seen where they can, the latest first: making one moves the nodes
+  // after it, not those before. In a run with loops over a size they stay
+  // checks (the loops' spans would move), as in static records.
+  void makeBranches(record::Graph& g) {
+    if (!s_.call.makeBranches) return;  // a static record keeps its checks
+    const auto& branches = s_.m.branches();
+    for (size_t k = branches.size(); k-- > 0;) {
+      std::string why = branches[k].why;
+      if (why.empty() && !s_.m.loops().empty()) why = "the run also loops over a size";
+      if (why.empty()) why = makeBranch(g, branches[k].span);
+      if (!why.empty()) s_.out.notes.push_back("the branch at " + branches[k].where + " stays a check: " + why);
+    }
   }
 
   // Loops the monitor saw over a size (Monitor::loops) are rolled where

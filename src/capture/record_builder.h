@@ -26,6 +26,8 @@ struct BuiltRecord {
   // Paths the record reads under each argument, for logging later calls.
   std::map<size_t, PathTrie> argPaths;
   std::map<std::string, PathTrie> kwargPaths;
+  // What --explain says about the record: branches that stay checks.
+  std::vector<std::string> notes;
 };
 
 // Builds the record of a run without graph breaks. Throws Error with the

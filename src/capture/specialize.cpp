@@ -22,13 +22,20 @@ bool covers(const record::Guard& mine, const record::Guard& theirs) {
 // pass for the other's values too.
 bool sameOperators(const record::Graph& a, const record::Graph& b) {
   std::vector<const record::Node*> x, y;
+  // Branch markers count, with the sides they saw: records of other paths
+  // are no cover for each other.
+  auto counted = [](const record::Node& n) { return n.isOp() || record::isIfMarker(n.target); };
   for (auto& n : a.nodes)
-    if (n.isOp()) x.push_back(&n);
+    if (counted(n)) x.push_back(&n);
   for (auto& n : b.nodes)
-    if (n.isOp()) y.push_back(&n);
+    if (counted(n)) y.push_back(&n);
   if (x.size() != y.size()) return false;
-  for (size_t k = 0; k < x.size(); ++k)
-    if (x[k]->opName() != y[k]->opName() || x[k]->outputs != y[k]->outputs) return false;
+  for (size_t k = 0; k < x.size(); ++k) {
+    bool branch = x[k]->target == record::kIf;
+    if (x[k]->opName() != y[k]->opName() || x[k]->outputs != y[k]->outputs ||
+        (branch && !(x[k]->args[1] == y[k]->args[1] && x[k]->args[2] == y[k]->args[2])))
+      return false;
+  }
   return true;
 }
 

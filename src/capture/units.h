@@ -30,6 +30,13 @@ struct Entry {
   std::map<size_t, PathTrie> args;        // what the record reads below each argument
   std::map<std::string, PathTrie> kwargs;
   bool readSizes = false;                 // its run's Python code read tensor sizes: they stay fixed
+  // What a record made from another's branches needs of it (branches.h):
+  // each guard's live object, the classes and code its runs depended on,
+  // and whether its runs' Python could tell one side's tensors from the
+  // other's (then it joins no other record).
+  std::vector<PyRef> expected;
+  std::vector<PyRef> classesRead, functionsRun;
+  bool pathDependent = false;
   // A record with lifted numbers whose operators computed other sizes for
   // other values: its numbers change sizes, so the JIT no longer tries it.
   bool retired = false;

@@ -270,9 +270,7 @@ class Generalizer {
   }
 
   void mock(const MockSpec& a, const MockSpec& b) const {
-    bool same = toString(a.result) == toString(b.result) && a.effects.size() == b.effects.size();
-    for (size_t i = 0; same && i < a.effects.size(); ++i) same = toString(a.effects[i]) == toString(b.effects[i]);
-    if (!same) throw Apart{"the records return or write different things"};
+    if (!sameMock(a, b)) throw Apart{"the records return or write different things"};
   }
 
   const std::vector<Guard>& generalizedGuards() const { return *guards_; }

@@ -226,6 +226,12 @@ std::string toString(const Effect& e) {
   return "?";
 }
 
+bool sameMock(const MockSpec& a, const MockSpec& b) {
+  bool same = toString(a.result) == toString(b.result) && a.effects.size() == b.effects.size();
+  for (size_t i = 0; same && i < a.effects.size(); ++i) same = toString(a.effects[i]) == toString(b.effects[i]);
+  return same;
+}
+
 std::string toString(const GraphBreak& b) {
   // Breaks found while building the record (not at an instruction) have no place.
   if (b.where.empty()) return "in " + b.function + ": " + b.reason;

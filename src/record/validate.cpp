@@ -199,7 +199,7 @@ class Validator {
     std::vector<Open> open;
     std::vector<bool> closed(g.nodes.size(), false);  // per region part (regionScopes): it ended
     std::vector<int64_t> scope = regionScopes(g);
-    std::map<size_t, size_t> branchValues;  // per magpy.if: its then side's values; per magpy.if_end: the branch's
+    std::map<size_t, size_t> branchValues;  // per magpy.if_end: the values its branch gives
     auto visible = [&](int64_t j) { return scope[size_t(j)] < 0 || !closed[size_t(scope[size_t(j)])]; };
     for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
       const Node& n = g.nodes[ni];
@@ -230,8 +230,7 @@ class Validator {
       if (n.target == kIfElse || n.target == kIfEnd) {
         if (open.empty() || g.nodes[open.back().start].target != kIf || (n.target == kIfEnd) != (open.back().part != open.back().start))
           bad(node + " ends a branch side, but that side is not the innermost region open");
-        size_t values = branchSide(n, g, open.back().start, open.back().part, ni, branchValues[open.back().start], node);
-        branchValues[n.target == kIfEnd ? ni : open.back().start] = values;
+        branchValues[ni] = branchSide(n, g, open.back().start, open.back().part, ni, node);
       }
       if ((n.isInput() || n.kind == NodeKind::Output) && !open.empty())
         bad(node + (n.isInput() ? " reads an input inside a loop or a branch" : ": the output is inside a loop or a branch"));
@@ -265,12 +264,16 @@ class Validator {
   }
 
   void ifStart(const Node& n, const Graph& g, size_t ni, size_t depth, const std::string& node) const {
-    bool shaped = n.kind == NodeKind::CallFunction && n.args.size() == 3 && n.args[0].kind == Arg::Kind::Node &&
+    bool shaped = n.kind == NodeKind::CallFunction && n.args.size() == 4 && n.args[0].kind == Arg::Kind::Node &&
                   n.args[0].i >= 0 && size_t(n.args[0].i) < ni && g.nodes[size_t(n.args[0].i)].number.empty() &&
                   !isRegionMarker(g.nodes[size_t(n.args[0].i)].target) && n.args[1].kind == Arg::Kind::Bool &&
-                  n.args[2].kind == Arg::Kind::Bool && (n.args[1].i || n.args[2].i) && n.outputs.empty() &&
-                  n.number.empty() && n.seen.kind == Atom::Kind::None;
-    if (!shaped) bad(node + " does not start a branch as (tensor condition, then seen, else seen) with a side seen");
+                  n.args[2].kind == Arg::Kind::Bool && (n.args[1].i || n.args[2].i) &&
+                  n.args[3].kind == Arg::Kind::IntList && n.outputs.empty() && n.number.empty() &&
+                  n.seen.kind == Atom::Kind::None;
+    for (size_t k = 0; shaped && k < n.args[3].ints.size(); ++k)
+      shaped = n.args[3].ints[k] >= 0 && (k == 0 || n.args[3].ints[k] > n.args[3].ints[k - 1]);
+    if (!shaped)
+      bad(node + " does not start a branch as (tensor condition, then seen, else seen, [increasing places]) with a side seen");
     if (depth >= size_t(kMaxLoopNesting))
       bad(node + " nests loops and branches deeper than " + std::to_string(kMaxLoopNesting));
   }
@@ -278,10 +281,8 @@ class Validator {
   // magpy.if_else or magpy.if_end of the branch `start` at node ni (`part`:
   // the node that opened the side it ends): a seen side's tensors, or
   // nothing for an unseen side, which holds no node. Returns how many
-  // values the side gives; an else side that is seen gives as many as a
-  // seen then side (`thenValues`).
-  size_t branchSide(const Node& n, const Graph& g, size_t start, size_t part, size_t ni, size_t thenValues,
-                    const std::string& node) const {
+  // values the branch gives: one per place.
+  size_t branchSide(const Node& n, const Graph& g, size_t start, size_t part, size_t ni, const std::string& node) const {
     const Node& opened = g.nodes[start];
     bool elseSide = n.target == kIfEnd;
     bool shaped = n.kind == NodeKind::CallFunction && n.args.size() == 2 && n.args[0].kind == Arg::Kind::Node &&
@@ -294,9 +295,10 @@ class Validator {
     for (int64_t j : n.args[1].ints)
       if (j < 0 || size_t(j) >= ni || g.nodes[size_t(j)].outputs.size() != 1 || !g.nodes[size_t(j)].number.empty())
         bad(node + " gives a value that is not a tensor computed before it");
-    if (elseSide && seen && opened.args[1].i && n.args[1].ints.size() != thenValues)
-      bad(node + " gives " + std::to_string(n.args[1].ints.size()) + " values, its then side " + std::to_string(thenValues));
-    return seen ? n.args[1].ints.size() : thenValues;
+    if (seen && n.args[1].ints.size() != opened.args[3].ints.size())
+      bad(node + " gives " + std::to_string(n.args[1].ints.size()) + " values for " +
+          std::to_string(opened.args[3].ints.size()) + " places");
+    return opened.args[3].ints.size();
   }
 
   void loopStart(const Node& n, const Graph& g, size_t ni, size_t depth, const std::string& node) const {

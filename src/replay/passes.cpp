@@ -364,7 +364,7 @@ std::set<size_t> directRoots(const record::Graph& g, size_t i, const std::vector
 // in the first iteration and its next value after; the loop's results are
 // its last next values and its scans: each shares theirs (a may-alias
 // answer is a safe one), found by repeating the walk until nothing grows.
-// A branch's values share those of both its sides.
+// A branch's value shares those of both its sides at its place.
 std::vector<std::set<size_t>> storageRoots(const record::Graph& g) {
   std::vector<std::set<size_t>> roots(g.nodes.size());
   // A marker's first argument names its loop (the validator holds it to
@@ -386,9 +386,16 @@ std::vector<std::set<size_t>> storageRoots(const record::Graph& g) {
       const Node& n = g.nodes[i];
       std::set<size_t> r = {i};
       auto add = [&](int64_t j) { r.insert(roots[size_t(j)].begin(), roots[size_t(j)].end()); };
-      if (n.target == record::kIfEnd && !n.args.empty() && n.args[0].kind == Arg::Kind::Node) {
-        forEachNodeArg(n, add);
-        if (auto side = elseOf.find(n.args[0].i); side != elseOf.end()) forEachNodeArg(g.nodes[side->second], add);
+      const Node* end = n.target == "getitem" && n.args.size() == 2 && n.args[0].kind == Arg::Kind::Node &&
+                                n.args[0].i >= 0 && size_t(n.args[0].i) < i
+                            ? &g.nodes[size_t(n.args[0].i)]
+                            : nullptr;
+      if (end && end->target == record::kIfEnd && end->args.size() == 2 && end->args[0].kind == Arg::Kind::Node) {
+        auto side = elseOf.find(end->args[0].i);
+        for (const Node* values : {end, side == elseOf.end() ? nullptr : &g.nodes[side->second]})
+          if (values && values->args[1].kind == Arg::Kind::NodeList && n.args[1].i >= 0 &&
+              size_t(n.args[1].i) < values->args[1].ints.size())
+            add(values->args[1].ints[size_t(n.args[1].i)]);
       } else if (ofLoop(n)) {
         forEachNodeArg(n.target == record::kLoopEnd ? n : g.nodes[size_t(n.args[0].i)], add);
         if (auto end = endOf.find(n.args[0].i); n.target == record::kCarried && end != endOf.end())
@@ -659,14 +666,17 @@ bool writesItsInputs(const record::Graph& g) {
 namespace {
 
 // An effect in a loop's body happens before the body's next iteration:
-// the loop (the outermost around it) is where effects begin.
+// the loop (the outermost around it) is where effects begin. An effect in
+// a branch's side happens after the branch decided (a call that takes a
+// side capture never saw stops before it).
 size_t firstEffectWith(const record::Graph& g, const StorageUse& use) {
   size_t effect = std::min(use.firstInputWrite, g.nodes.size());
   for (size_t i = 0; i < effect; ++i)
     if (isRandom(g.nodes[i]) && !isEvalDropout(g.nodes[i])) effect = i;
   if (effect == g.nodes.size()) return effect;
   std::vector<int64_t> scope = record::regionScopes(g);
-  while (scope[effect] >= 0) effect = size_t(scope[effect]);
+  for (int64_t s = scope[effect]; s >= 0; s = scope[size_t(s)])
+    if (g.nodes[size_t(s)].target == record::kLoop) effect = size_t(s);
   return effect;
 }
 

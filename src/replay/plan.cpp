@@ -546,9 +546,9 @@ struct Plan::Impl::Builder {
   // the then side's steps, an IfElse step, the else side's, an IfEnd step.
   void ifBegin(size_t ni, const std::string& where) {
     const record::Node& n = optimized.graph.nodes[ni];
-    if (n.args.size() != 3 || n.args[0].kind != record::Arg::Kind::Node || n.args[1].kind != record::Arg::Kind::Bool ||
+    if (n.args.size() != 4 || n.args[0].kind != record::Arg::Kind::Node || n.args[1].kind != record::Arg::Kind::Bool ||
         n.args[2].kind != record::Arg::Kind::Bool)
-      throw Error(where + ": a branch takes (condition, then seen, else seen)");
+      throw Error(where + ": a branch takes (condition, then seen, else seen, places)");
     Step step;
     step.control = Control::IfBegin;
     step.name = n.target;

@@ -65,6 +65,17 @@ INSTANTIATE_TEST_SUITE_P(
                       ModelCase{"blockdrop", "blockdrop.py", "", true}),
     [](const auto& info) { return std::string(info.param.name); });
 
+// BlockDrop (the paper's Figure 18): 8 captured calls join into one record
+// whose branches have both sides, which then serves, natively, inputs
+// whose policies keep sets of blocks no captured call kept.
+TEST(Branches, BlockDropReplaysPoliciesNeverCaptured) {
+  Scratch s("blockdrop_unseen");
+  Result r = s.run("/usr/bin/python3 " + sourceDir() + "/tests/e2e/blockdrop_unseen.py \"$(dirname \"$(command -v magpy-run)\")\" . 8");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_TRUE(contains(r.out, "8 calls, 1 records (1 graphs, 0 breaks)")) << r.out;
+  EXPECT_TRUE(contains(r.out, "unseen replayed, 0 failed")) << r.out;
+}
+
 // The evaluation harness itself (bench/evaluate.py) on one small model: it
 // must run end to end and write its tables and plots. Its figures are not
 // checked: timings are not test material.

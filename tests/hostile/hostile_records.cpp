@@ -621,8 +621,8 @@ void loopCases(std::vector<Case>& out) {
                  2, "iterations, as many as a record's call may", true});
 }
 
-Node branchStart(int64_t cond, bool thenSeen, bool elseSeen) {
-  return op("if", record::kIf, "", {Arg::node(cond), Arg::boolean(thenSeen), Arg::boolean(elseSeen)});
+Node branchStart(int64_t cond, bool thenSeen, bool elseSeen, std::vector<int64_t> places = {}) {
+  return op("if", record::kIf, "", {Arg::node(cond), Arg::boolean(thenSeen), Arg::boolean(elseSeen), ints(places)});
 }
 
 Node branchSide(const char* target, int64_t branch, std::vector<int64_t> values) {
@@ -644,17 +644,17 @@ void branchCases(std::vector<Case>& out) {
   neg.outputs = {meta({2})};
   auto picked = [](int64_t end) { return op("picked", "getitem", "", {Arg::node(end), Arg::integer(0)}); };
   out.push_back({"branch_condition_two_elements",
-                 loopRecord({branchStart(0, true, true), add, branchSide(record::kIfElse, 1, {2}), neg,
+                 loopRecord({branchStart(0, true, true, {0}), add, branchSide(record::kIfElse, 1, {2}), neg,
                              branchSide(record::kIfEnd, 1, {4}), picked(5)}),
                  1, "decides on a tensor of 2 elements", true});
   Node one = op("one", "aten::ones", "", {ints({})});
   one.outputs = {meta({})};
   out.push_back({"branch_unseen_side",
-                 loopRecord({one, branchStart(1, false, true), branchSide(record::kIfElse, 2, {}), neg,
+                 loopRecord({one, branchStart(1, false, true, {0}), branchSide(record::kIfElse, 2, {}), neg,
                              branchSide(record::kIfEnd, 2, {4}), picked(5)}),
                  1, "takes its then side, which capture never saw", true});
   out.push_back({"branch_side_escapes",
-                 loopRecord({sum, branchStart(1, true, true), add, branchSide(record::kIfElse, 2, {3}), neg,
+                 loopRecord({sum, branchStart(1, true, true, {0}), add, branchSide(record::kIfElse, 2, {3}), neg,
                              branchSide(record::kIfEnd, 2, {5})}, 3),
                  2, "uses %add of a loop or branch side that has ended"});
   {

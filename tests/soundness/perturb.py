@@ -21,7 +21,9 @@ replaced or written, one list passed as two arguments (extra
 parameters of f, built per call by the program's extra_args(i)), writes
 through super().__setattr__, a module built on every call, sizes
 through arithmetic, min/max, math functions and comparisons, and loops
-over range() of a size (some roll into loop regions, some must not).
+over range() of a size (some roll into loop regions, some must not), and
+`if` on a one-element bool tensor that varies by call (some join both
+sides into one record, some must keep a record per side).
 The program also defines perturb(i, rng), the changes made after call i:
 class dict entries replaced (dunders and properties included), instance
 attributes set and deleted, globals and module aliases rebound, __code__,
@@ -632,6 +634,27 @@ def size_loops(r, k):
               ("global rebound", [f"lim{k} = rng.choice([1, 3])"])],
              state=[f"g{k}", f"lim{k}"], rebinds=[f"g{k}", f"lim{k}"], params=[f"s{k}"],
              args=[f"out.append(torch.arange(1.0, {sizes}[i] + 1))"])
+
+
+@feature
+def tensor_branches(r, k):
+    # `if` on a one-element bool tensor that varies by call (c{k}'s signs): sides that only compute
+    # tensors join into one record with both sides; sides that change Python state (a counter, a
+    # number, a list), a conditional expression, `is` after the branch, and gates over three blocks
+    # must still equal eager at every call, natively too.
+    signs = [[r.choice([-1.0, 1.0]) for _ in range(3)] for _ in range(CALLS)]
+    cond = f"(c{k}[0] > 0)"
+    use = r.choice([[f"if {cond}:", f"    y = y * g{k}"],
+                    [f"if {cond}.all():", f"    z{k} = y.exp() * g{k}", "else:", f"    z{k} = y.abs() + 1", f"y = y + z{k}"],
+                    [f"y = y * g{k} if {cond} else y - 1"],
+                    [f"if not {cond}:", f"    cnt{k}.append(1)", f"    y = y + len(cnt{k})"],
+                    [f"m{k} = 1", f"if {cond}:", f"    m{k} = 3", f"    y = y - 1", f"y = y * m{k}"],
+                    [f"w{k} = y", f"if {cond}:", f"    y = y.neg()", f"if y is w{k}:", f"    y = y + g{k}"],
+                    [f"for j{k} in range(3):", f"    if c{k}[j{k}] > 0:", f"        y = y * g{k} + j{k}"]])
+    return F([f"g{k} = 0.5", f"cnt{k} = []"], use,
+             [("global rebound", [f"g{k} = rng.choice([0.25, 2.0])"])],
+             state=[f"g{k}", f"cnt{k}"], rebinds=[f"g{k}"], params=[f"c{k}"],
+             args=[f"out.append(torch.tensor({signs}[i]))"])
 
 
 def program(seed, keep=lambda i, j: True):

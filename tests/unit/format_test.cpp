@@ -309,7 +309,7 @@ TEST(Format, BranchesRoundTripAndAreValidated) {
   g = sample::branchGraph();
   RecordFile back = decode(encode(f));
   std::string text = printGraph(back.functions[0].records[0].graph);
-  EXPECT_TRUE(contains(text, "  %if = magpy.if(%keep, True, True)\n    %relu = aten::relu(%x)")) << text;
+  EXPECT_TRUE(contains(text, "  %if = magpy.if(%keep, True, True, [2])\n    %relu = aten::relu(%x)")) << text;
   EXPECT_TRUE(contains(text, "\n  %if_else = magpy.if_else(%if, [%mul])\n    %neg = aten::neg(%x)")) << text;
   EXPECT_TRUE(contains(text, "\n  %if_end = magpy.if_end(%if, [%neg])\n  %getitem = getitem(%if_end, 0)")) << text;
 
@@ -326,7 +326,8 @@ TEST(Format, BranchesRoundTripAndAreValidated) {
   rejects([](Graph& g) { g.nodes[3].args[0] = Arg::node(2); }, "uses the branch marker %if");
   rejects([](Graph& g) { g.nodes[2].args[2] = Arg::boolean(false); }, "ends a side capture never saw");
   rejects([](Graph& g) { g.nodes[2].args[1] = g.nodes[2].args[2] = Arg::boolean(false); }, "with a side seen");
-  rejects([](Graph& g) { g.nodes[7].args[1].ints = {6, 0}; }, "gives 2 values, its then side 1");
+  rejects([](Graph& g) { g.nodes[7].args[1].ints = {6, 0}; }, "gives 2 values for 1 places");
+  rejects([](Graph& g) { g.nodes[2].args[3].ints = {2, 1}; }, "[increasing places]");
   rejects([](Graph& g) { g.nodes[5].args[1].ints = {1000}; }, "not a tensor computed before it");
   rejects([](Graph& g) { g.nodes.erase(g.nodes.begin() + 7, g.nodes.end() - 1); g.nodes.back().args = {}; },
           "the output is inside a loop or a branch");

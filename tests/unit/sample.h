@@ -104,7 +104,10 @@ inline record::Graph branchGraph() {
   keep.name = keep.target = "keep";
   keep.source = AccessPath::arg(1);
   keep.outputs = {meta({}, {})};
-  Node branch = opNode("if", kIf, "", {Arg::node(1), Arg::boolean(true), Arg::boolean(true)});
+  Arg places;  // y: the frame's third slot
+  places.kind = Arg::Kind::IntList;
+  places.ints = {2};
+  Node branch = opNode("if", kIf, "", {Arg::node(1), Arg::boolean(true), Arg::boolean(true), places});
   Node relu = opNode("relu", "aten::relu", "", {Arg::node(0)});
   relu.outputs = {meta({2, 3}, {3, 1})};
   Node twice = opNode("mul", "aten::mul", "Scalar", {Arg::node(3), Arg::floating(2)});

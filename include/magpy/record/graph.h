@@ -171,7 +171,8 @@ bool isLoopMarker(const std::string& target);
 // whose sides leave the program's Python state as they found it, but for
 // the tensors its variables hold, is a region of two sides:
 //
-//   %b = magpy.if(%cond, then_seen, else_seen)   %cond: a one-element tensor,
+//   %b = magpy.if(%cond, then_seen, else_seen, [places])
+//                                                %cond: a one-element tensor,
 //                                                taken as Python's bool(t)
 //   ...                                          the then side (empty if unseen)
 //   %t = magpy.if_else(%b, [%then_0, ..., %then_K-1])    its values ([] if unseen)
@@ -181,8 +182,9 @@ bool isLoopMarker(const std::string& target);
 //
 // then_seen and else_seen are Bools: a side capture never ran is unseen,
 // and a call whose condition picks it misses the record (as a check
-// would). At least one side is seen; seen sides give as many values, all
-// tensors. Side nodes use values from before the branch and their own
+// would). At least one side is seen; seen sides give one tensor per
+// place: the program's variables (its frame's slots, locals then stack,
+// numbered in increasing order) that hold a tensor where the sides meet. Side nodes use values from before the branch and their own
 // side's; nothing after the branch uses them but through its end; sides
 // read no inputs. Branches and loops nest at most kMaxLoopNesting deep
 // together.

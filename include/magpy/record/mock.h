@@ -59,6 +59,10 @@ struct Effect {
 
 std::string toString(const Effect& e);
 
+struct MockSpec;
+// Two mocks return and write the same things (over the same graph outputs).
+bool sameMock(const MockSpec& a, const MockSpec& b);
+
 struct MockSpec {
   ValueExpr result;
   std::vector<Effect> effects;

@@ -40,3 +40,6 @@ int magpy_py311_number_binary_op(int arg) {
 }
 
 unsigned char magpy_py311_deopt(unsigned char opcode) { return _PyOpcode_Deopt[opcode]; }
+
+/* Inline cache entries after an instruction (of a de-quickened opcode). */
+unsigned char magpy_py311_caches(unsigned char opcode) { return _PyOpcode_Caches[opcode]; }

@@ -28,7 +28,8 @@ namespace {
 
 constexpr int kMaxStateDepth = 2;  // tuples of tuples in a frame's locals
 
-// Instructions that take a list without reading it.
+}  // namespace
+
 bool movesOnly(Op op) {
   switch (op) {
     case Op::LOAD_FAST: case Op::STORE_FAST: case Op::LOAD_DEREF: case Op::STORE_DEREF: case Op::LOAD_CLOSURE:
@@ -38,8 +39,6 @@ bool movesOnly(Op op) {
       return false;
   }
 }
-
-}  // namespace
 
 // An iterator or generator keeps its position where no shadow node
 // shows it: each iteration that advances one made before it reads

@@ -87,6 +87,7 @@ Monitor::Monitor(const record::AnnotationSet& annotations)
   refs_.onTensor([this](NodeId id) { registerTensor(id); });
   refs_.onWrite([this](NodeId id) {
     if (!loopWatches_.empty()) loopWrites(id);
+    if (branchOpen_) branchWrites(id);
   });
 }
 
@@ -137,6 +138,7 @@ PyObject* Monitor::run(const CallSpec& call) {
   PyEval_SetTrace(nullptr, nullptr);
   tMonitor = previous;
   finishLoops();
+  finishBranches();
 
   if (!result) return nullptr;
   if (!done_ && !broken_) graphBreak("the monitored call returned without its frame being traced");
@@ -312,6 +314,7 @@ bool Monitor::writeRuntimeState(const Pending& p, const std::string& name) {
     graphBreak(p.calleeName + " changes interpreter state (" + name + "), which a record cannot replay");
     return false;
   }
+  if (branchOpen_) failBranch("it switches grad mode, which the other side would not");
   runtimeReads_.emplace(name, record::Atom::boolean(ops_->gradEnabledAtEntry()));  // kept if read before
   runtimeWrites_.insert(name);
   ops_->allowGradRegions();
@@ -416,6 +419,9 @@ void Monitor::begin(ShadowFrame& sf, const Instruction& ins) {
     for (NodeId n : p.inputs) numbers_.fix(n, "a call that is neither traced nor annotated takes a number");
   if (!broken_ && testsTruth(ins.op)) checkTruthTest(p);
   if (!loopRuns_.empty()) watchLoops(sf, p);
+  if (branchOpen_) watchBranch(sf, p);
+  watchIdentity(sf, p);
+  if (!broken_ && popsAndJumps(ins.op) && call_->contentChecks) branchJump(sf, p);
 }
 
 // Fills the frame's pending instruction with the shadows and objects of
@@ -489,6 +495,7 @@ void Monitor::pushOutputs(ShadowFrame& sf, Pending& p) {
     if (!broken_) graphBreak(std::string(opName(p.ins.op)) + " is not supported in this position");
     return;
   }
+  if (branchOpen_) branchMade(step);
   sf.stack.resize(size_t(p.base));
   sf.stackObjs.resize(size_t(p.base));
   for (size_t k = 0; k < p.outputs.size(); ++k) {

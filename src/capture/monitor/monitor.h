@@ -15,12 +15,14 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
+#include "capture/branches.h"
 #include "capture/loop_rolling.h"
 #include "capture/monitor/numbers.h"
 #include "capture/monitor/sizes.h"
@@ -59,6 +61,10 @@ struct CallSpec {
   // only for functions whose records may become dynamic; a static record
   // keeps them unrolled, for backends that lower no loops.
   bool rollLoops = true;
+  // Whether the record builder makes branches of checked truth tests
+  // (Monitor::branches), which the JIT joins across calls: as rollLoops, a
+  // static record keeps its checks instead.
+  bool makeBranches = true;
   // Runs the call (its first Python frame is the root of the run); by
   // default, self(*args, **kwargs).
   std::function<PyObject*()> invoke;
@@ -135,6 +141,20 @@ class Monitor : public OpRecorder::Delegate {
   };
   const std::vector<LoopRun>& loops() const { return loopRuns_; }
   void keepsUnrolled(const LoopRun& loop, const std::string& why);
+
+  // Branches on a tensor's truth (branches.cpp, MagPy 6.2.2): the side
+  // of `if t:` the run took, after the recorder's check of t; the record
+  // builder makes it a branch (capture/branches.h) where the monitor saw
+  // nothing against it (`why` empty).
+  struct BranchRun {
+    BranchSpan span;
+    std::string why;
+    std::string where;  // the `if` statement
+  };
+  const std::vector<BranchRun>& branches() const { return branchRuns_; }
+  // Why the run's records join no other's: its Python told tensors apart
+  // by identity after a branch (branches.h); "" when it did not.
+  const std::string& pathDependent() const { return pathDependent_; }
 
   // The trace function's entry point (a static trampoline forwards here).
   int onEvent(PyFrameObject* frame, int what, PyObject* arg);
@@ -325,6 +345,16 @@ class Monitor : public OpRecorder::Delegate {
   std::string containersDiffer(LoopWatch& w, int first, int previous, bool firstTwo);
   static bool samePlace(const std::vector<StatePart>& before, const std::vector<StatePart>& now, bool first);
 
+  // Branches on a tensor's truth (branches.cpp).
+  void branchJump(ShadowFrame& sf, const Pending& p);
+  void watchBranch(ShadowFrame& sf, const Pending& p);
+  void closeBranch(ShadowFrame& sf);
+  void failBranch(const std::string& why);
+  void branchWrites(NodeId written);
+  void branchMade(const Step& s);
+  void watchIdentity(ShadowFrame& sf, const Pending& p);
+  void finishBranches();
+
   // Nodes, tensors, breaks (monitor.cpp).
   bool externalOpaque(NodeId id) const;
   // callee: the native function the break is about, when an annotation would remove it.
@@ -401,6 +431,22 @@ class Monitor : public OpRecorder::Delegate {
   std::unordered_map<int, size_t> loopOfIndex_;    // index graph nodes -> their loop
   std::unordered_map<NodeId, uint64_t> listRead_;  // a list's last read other than a move, an append or an operator's
   uint64_t step_ = 0;                              // instructions begun since the first loop over a size
+  // The branch whose side runs now: what the frame held at the jump.
+  struct BranchWatch {
+    const ShadowFrame* frame = nullptr;
+    int rejoin = -1;          // the code offset where the jump's two ways meet
+    PyRef cond;
+    std::vector<PyRef> places;  // locals (cells' contents) and stack, without the condition
+    size_t graphAtJump = 0;
+    int run = -1;             // its BranchRun, once the jump ran
+    std::string where;
+    // Containers and iterators the side made (BUILD_LIST, BUILD_MAP, GET_ITER,
+    // ...): it may write and advance them.
+    std::unordered_set<NodeId> made;
+  };
+  std::optional<BranchWatch> branchOpen_;
+  std::vector<BranchRun> branchRuns_;
+  std::string pathDependent_;
   // The analyses, last: they hold references to the members above.
   SizeTracker sizes_;
   NumberLifter numbers_;

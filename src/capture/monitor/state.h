@@ -8,6 +8,9 @@ namespace magpy::capture {
 
 constexpr NodeId kNull = -2;  // a NULL stack slot (PUSH_NULL, LOAD_METHOD's marker)
 
+// Instructions that move a value without reading it (loops.cpp).
+bool movesOnly(Op op);
+
 // The instruction a frame is running: taken at its opcode event, finished
 // at the frame's next one. Each shadow frame reuses one, so the common
 // path allocates nothing per instruction.
