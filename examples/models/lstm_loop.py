@@ -19,7 +19,7 @@ class LoopLM(nn.Module):
         self.decoder = nn.Linear(hidden, vocab)
         self.hidden = hidden
 
-    def init_state(self, batch, like):
+    def init_state(self, batch: int, like: torch.Tensor):  # annotated for torch.jit.script (bench/figure18.py)
         zeros = like.new_zeros(batch, self.hidden)
         return [(zeros, zeros) for _ in self.cells]
 
@@ -37,18 +37,20 @@ class LoopLM(nn.Module):
         return torch.stack(logits, dim=1), state
 
 
-def build(batch=1, small=False, seed=0):
+def build(batch=1, small=False, seed=0, layers=2, hidden=512):
     torch.manual_seed(seed)
-    model = LoopLM(vocab=50, embed=16, hidden=32, layers=2) if small else LoopLM()
+    model = LoopLM(vocab=50, embed=16, hidden=32, layers=2) if small else LoopLM(hidden=hidden, layers=layers)
     return model.eval(), model.embed.num_embeddings
 
 
 def main():
     p = options(__doc__)
     p.add_argument("--lengths", default="8,16,8,32,16", help="the sequence length of each call")
+    p.add_argument("--layers", type=int, default=2, help="LSTM cells stacked (the paper's Figure 18: 10)")
+    p.add_argument("--hidden", type=int, default=512, help="hidden size (Figure 18: 256)")
     args = p.parse_args()
     lengths = [int(n) for n in args.lengths.split(",")]
-    model, vocab = build(args.batch, args.small, args.seed)
+    model, vocab = build(args.batch, args.small, args.seed, args.layers, args.hidden)
 
     def inputs_for(step):
         torch.manual_seed(step)

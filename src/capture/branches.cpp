@@ -115,6 +115,20 @@ std::string makeBranch(Graph& g, const BranchSpan& span) {
   return "";
 }
 
+void nameBranchesInOrder(Graph& g) {
+  auto renamed = [&](const Node& n) {
+    if (record::isIfMarker(n.target)) return true;
+    return n.target == "getitem" && n.args.size() == 2 && n.args[0].kind == Arg::Kind::Node &&
+           g.nodes[size_t(n.args[0].i)].target == record::kIfEnd;
+  };
+  record::Namespace names;
+  for (const Node& n : g.nodes)
+    if (!renamed(n)) names.reserve(n.name);
+  for (Node& n : g.nodes)
+    if (renamed(n)) n.name = names.create(n.target == record::kIf ? "if" : n.target == record::kIfElse ? "if_else"
+                                        : n.target == record::kIfEnd ? "if_end" : "getitem");
+}
+
 namespace {
 
 struct Apart {
@@ -363,16 +377,21 @@ class GraphJoin {
   std::map<int64_t, std::pair<size_t, size_t>> valueOf_;  // a joined getitem -> (its branch, its index)
 };
 
-// A branch whose side is unseen stops a call where it takes that side:
-// only before the graph's first effect may it.
-void sidesStopCleanly(const Graph& g) {
-  size_t effect = replay::firstEffect(g);
-  for (size_t i = effect; i < g.nodes.size(); ++i)
-    if (g.nodes[i].target == record::kIf && !(g.nodes[i].args[1].i && g.nodes[i].args[2].i))
-      throw Apart{"branch %" + g.nodes[i].name + " has a side unseen after the graph wrote its inputs or drew random numbers"};
-}
-
 }  // namespace
+
+std::string stopsCleanly(const Graph& g) {
+  Graph planned = replay::planOrder(g);
+  size_t effect = replay::firstEffect(planned);  // a branch there decides before its sides' effects
+  for (size_t i = effect; i < planned.nodes.size(); ++i) {
+    const Node& n = planned.nodes[i];
+    bool check = record::isCheck(n.target) && !record::decidesOnSizesOnly(planned, n);
+    bool unseen = n.target == record::kIf && i > effect && !(n.args[1].i && n.args[2].i);
+    if (check || unseen)
+      return "%" + n.name + " may stop a call after " + record::nameAndSource(planned.nodes[effect]) +
+             " wrote its inputs in place or drew random numbers";
+  }
+  return "";
+}
 
 Joined mergeBranches(const record::Record& earlier, const record::Record& later) {
   Joined out;
@@ -393,7 +412,7 @@ Joined mergeBranches(const record::Record& earlier, const record::Record& later)
       if (same == r.guards.end()) r.guards.push_back(g);
     }
     r.graph = GraphJoin(earlier.graph, later.graph).run();
-    sidesStopCleanly(r.graph);
+    if (std::string why = stopsCleanly(r.graph); !why.empty()) throw Apart{why};
     out.record = std::move(r);
   } catch (const Apart& a) {
     out.why = a.why;

@@ -44,6 +44,15 @@ struct BranchSpan {
 // Returns "" when it did; otherwise why not, with g unchanged.
 std::string makeBranch(record::Graph& g, const BranchSpan& span);
 
+// Names the branches' markers and values in the order they run (if,
+// if_1, ...; made latest first, they were named the other way round).
+void nameBranchesInOrder(record::Graph& g);
+
+// Where a call may stop (a check, a branch with a side unseen), the graph
+// has had no effect yet, in the order plans run it: "" when so, else why
+// not. Records are made so; branches made or joined must keep it.
+std::string stopsCleanly(const record::Graph& g);
+
 struct Joined {
   std::optional<record::Record> record;
   std::vector<size_t> laterGuards;  // per guard of `later`: its index in the joined record

@@ -383,7 +383,8 @@ struct Session::Impl {
     created.args = built.argPaths;
     created.kwargs = built.kwargPaths;
     created.record = std::move(built.record);
-    created.readSizes = monitor.readSizes();
+    // A joined record keeps the sizes either run's Python read.
+    created.readSizes = monitor.readSizes() || (joined != SIZE_MAX && fn.entries[joined].readSizes);
     size_t slot = replaced == SIZE_MAX ? fn.entries.size() : replaced;
     if (replaced == SIZE_MAX) fn.entries.push_back(std::move(created));
     else fn.entries[replaced] = std::move(created);

@@ -608,12 +608,19 @@ class Builder {
   void makeBranches(record::Graph& g) {
     if (!s_.call.makeBranches) return;  // a static record keeps its checks
     const auto& branches = s_.m.branches();
+    record::Graph made = g;
     for (size_t k = branches.size(); k-- > 0;) {
       std::string why = branches[k].why;
       if (why.empty() && !s_.m.loops().empty()) why = "the run also loops over a size";
-      if (why.empty()) why = makeBranch(g, branches[k].span);
+      if (why.empty()) why = makeBranch(made, branches[k].span);
       if (!why.empty()) s_.out.notes.push_back("the branch at " + branches[k].where + " stays a check: " + why);
     }
+    if (std::string why = stopsCleanly(made); !why.empty()) {  // the checks did: keep them
+      s_.out.notes.push_back("the branches stay checks: " + why);
+      return;
+    }
+    nameBranchesInOrder(made);
+    g = std::move(made);
   }
 
   // Loops the monitor saw over a size (Monitor::loops) are rolled where

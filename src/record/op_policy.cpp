@@ -181,6 +181,9 @@ const char* const kReviewedPrivate[] = {
     "_to_copy",             "_unsafe_view",          "_conj",
     "_neg_view",            "_shape_as_tensor",
     "_unique",              "_unique2",              // torch.unique: one input and flags; sizes from contents
+    // Python's & | ^ on tensors (conditions: `if a & b:`): bitwise_and/or/xor, whose TensorIterator checks
+    // the operands' sizes and dtypes.
+    "__and__", "__or__", "__xor__", "__iand__", "__ior__", "__ixor__",
 };
 
 // Operators that hand out another tensor's internals as a tensor of its

@@ -666,18 +666,19 @@ bool writesItsInputs(const record::Graph& g) {
 namespace {
 
 // An effect in a loop's body happens before the body's next iteration:
-// the loop (the outermost around it) is where effects begin. An effect in
-// a branch's side happens after the branch decided (a call that takes a
-// side capture never saw stops before it).
+// the loop (the outermost region around it) is where effects begin; so for
+// a branch's side (whose branch still decides before them: its IfBegin
+// stops a call cleanly, see Plan).
 size_t firstEffectWith(const record::Graph& g, const StorageUse& use) {
   size_t effect = std::min(use.firstInputWrite, g.nodes.size());
   for (size_t i = 0; i < effect; ++i)
     if (isRandom(g.nodes[i]) && !isEvalDropout(g.nodes[i])) effect = i;
   if (effect == g.nodes.size()) return effect;
   std::vector<int64_t> scope = record::regionScopes(g);
-  for (int64_t s = scope[effect]; s >= 0; s = scope[size_t(s)])
-    if (g.nodes[size_t(s)].target == record::kLoop) effect = size_t(s);
-  return effect;
+  for (int64_t s = scope[effect]; s >= 0; s = scope[size_t(s)]) effect = size_t(s);
+  const Node& at = g.nodes[effect];  // an else side's region is its branch's
+  bool elseSide = at.target == record::kIfElse && !at.args.empty() && at.args[0].kind == Arg::Kind::Node;
+  return elseSide ? size_t(at.args[0].i) : effect;
 }
 
 }  // namespace
@@ -730,7 +731,49 @@ record::Graph hoistChecks(const record::Graph& g) {
 
 }  // namespace
 
-record::Graph planOrder(const record::Graph& g) { return hoistChecks(inputsFirst(g)); }
+namespace {
+
+// A branch's value that every seen side sets to one value from before the
+// branch is that value (a call that takes an unseen side stops at the
+// branch): later nodes take it directly, so checks of it move before the
+// branch where they read nothing else it computes.
+record::Graph passThroughBranches(const record::Graph& g) {
+  if (!record::hasBranches(g)) return g;
+  std::map<int64_t, size_t> elseOf;  // branch node -> its if_else
+  Replacements replacements(g.nodes.size());
+  bool any = false;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (n.target == record::kIfElse && n.args.size() == 2 && n.args[0].kind == Arg::Kind::Node) elseOf[n.args[0].i] = i;
+    if (n.target != "getitem" || n.args.size() != 2 || n.args[0].kind != Arg::Kind::Node || n.args[1].kind != Arg::Kind::Int ||
+        n.args[0].i < 0 || size_t(n.args[0].i) >= i || g.nodes[size_t(n.args[0].i)].target != record::kIfEnd)
+      continue;
+    const Node& end = g.nodes[size_t(n.args[0].i)];
+    int64_t start = end.args[0].i;
+    auto side = elseOf.find(start);
+    if (side == elseOf.end() || g.nodes[size_t(start)].args.size() < 3) continue;
+    int64_t same = -1;
+    bool one = true;
+    for (int k = 0; k < 2; ++k) {
+      if (!g.nodes[size_t(start)].args[size_t(1 + k)].i) continue;  // unseen
+      const std::vector<int64_t>& list = (k == 0 ? g.nodes[side->second] : end).args[1].ints;
+      if (n.args[1].i < 0 || size_t(n.args[1].i) >= list.size()) one = false;
+      else if (same < 0) same = list[size_t(n.args[1].i)];
+      else one = one && same == list[size_t(n.args[1].i)];
+    }
+    if (!one || same < 0 || same >= start) continue;
+    replacements.replace(i, same);
+    any = true;
+  }
+  if (!any) return g;
+  record::Graph out = g;
+  for (Node& n : out.nodes) forEachNodeArg(n, [&](int64_t& j) { j = replacements.resolve(j); });
+  return out;
+}
+
+}  // namespace
+
+record::Graph planOrder(const record::Graph& g) { return hoistChecks(inputsFirst(passThroughBranches(g))); }
 
 Backend parseBackend(const std::string& name) {
   if (name == "aten") return Backend::Aten;

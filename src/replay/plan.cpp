@@ -456,7 +456,8 @@ struct Plan::Impl::Builder {
   }
 
   void addStep(size_t ni, Step step) {
-    step.beforeEffects = ni < firstEffect;
+    // A branch whose sides hold the first effect decides before it.
+    step.beforeEffects = ni < firstEffect || (ni == firstEffect && step.control == Control::IfBegin);
     for (int s : step.operandSlots())
       if (s >= 0) lastUse[size_t(s)] = int(plan.steps.size());
     nodeSlots[ni] = step.outputs;

@@ -95,3 +95,20 @@ class TellsApart(nn.Module):
 
 calls = [(torch.randn(3) + 4,), (torch.randn(3) - 4,), (torch.randn(3) + 4,), (torch.randn(3) - 4,)]
 compare(TellsApart, calls, records=2, graphs=2, breaks=0, hits=2)
+
+
+class DrawsInSide(nn.Module):
+    # A side draws random numbers, and a later decision stays a check: a
+    # plan runs that check before the branch (it reads nothing the side
+    # computes), so a call that decides otherwise stops before any draw.
+    def forward(self, x, a, b):
+        if a:
+            x = x + torch.rand(3)
+        if b:
+            x = x * 3
+        return x
+
+
+T, F = torch.tensor(True), torch.tensor(False)
+calls = [(torch.ones(3), T, F), (torch.ones(3), T, T), (torch.ones(3), F, F), (torch.ones(3), T, F), (torch.ones(3), F, T)]
+compare(DrawsInSide, calls, reseed=True, breaks=0)

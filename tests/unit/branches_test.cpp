@@ -125,7 +125,9 @@ TEST(Branches, JoinedRecordsRunEveryCombinationOfSides) {
   capture::Joined j = capture::mergeBranches(recordOf(branched(trace(true, false))), recordOf(branched(trace(false, true))));
   ASSERT_TRUE(j.record) << j.why;
   for (auto& n : j.record->graph.nodes)
-    if (n.target == record::kIf) EXPECT_TRUE(n.args[1].i && n.args[2].i) << n.name;
+    if (n.target == record::kIf) {
+      EXPECT_TRUE(n.args[1].i && n.args[2].i) << n.name;
+    }
   replay::Plan plan(j.record->graph, {});
   at::Tensor x = at::randn({3});
   for (bool c1 : {false, true})

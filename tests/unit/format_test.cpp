@@ -263,6 +263,15 @@ TEST(Format, SizesOfGraphValuesAndPredicatesRoundTripAndAreValidated) {
   EXPECT_TRUE(contains(errorOf(encode(f)), "neither a number input nor number arithmetic")) << errorOf(encode(f));
 }
 
+// The writer refuses f with its first record's graph changed by `change`,
+// saying `why`.
+void expectRejected(const RecordFile& f, const std::function<void(Graph&)>& change, const std::string& why) {
+  RecordFile bad = f;
+  change(bad.functions[0].records[0].graph);
+  std::string e = errorOf(encode(bad));
+  EXPECT_TRUE(contains(e, why)) << e;
+}
+
 // A loop region round trips and prints indented; the validator holds
 // regions to their shape: carried values right after the loop, nothing
 // after it reads its body but through its end, bounded trip counts and
@@ -276,12 +285,7 @@ TEST(Format, LoopRegionsRoundTripAndAreValidated) {
   EXPECT_TRUE(contains(text, "  %loop = magpy.loop(%size, [%h0])  : int\n    %h = magpy.carried(%loop, 0)")) << text;
   EXPECT_TRUE(contains(text, "\n  %loop_end = magpy.loop_end(%loop, [%add], [%mul])")) << text;
 
-  auto rejects = [&](const std::function<void(Graph&)>& change, const std::string& why) {
-    RecordFile bad = f;
-    change(bad.functions[0].records[0].graph);
-    std::string e = errorOf(encode(bad));
-    EXPECT_TRUE(contains(e, why)) << e;
-  };
+  auto rejects = [&](const std::function<void(Graph&)>& change, const std::string& why) { expectRejected(f, change, why); };
   rejects([](Graph& g) { g.nodes.back().args[0] = Arg::node(6); }, "uses %add of a loop or branch side that has ended");
   rejects([](Graph& g) { g.nodes[11].args[0] = Arg::node(8); }, "only getitem takes apart");
   rejects([](Graph& g) { g.nodes[10].args[1] = Arg::integer(2); }, "takes a value the region does not give");
@@ -313,12 +317,7 @@ TEST(Format, BranchesRoundTripAndAreValidated) {
   EXPECT_TRUE(contains(text, "\n  %if_else = magpy.if_else(%if, [%mul])\n    %neg = aten::neg(%x)")) << text;
   EXPECT_TRUE(contains(text, "\n  %if_end = magpy.if_end(%if, [%neg])\n  %getitem = getitem(%if_end, 0)")) << text;
 
-  auto rejects = [&](const std::function<void(Graph&)>& change, const std::string& why) {
-    RecordFile bad = f;
-    change(bad.functions[0].records[0].graph);
-    std::string e = errorOf(encode(bad));
-    EXPECT_TRUE(contains(e, why)) << e;
-  };
+  auto rejects = [&](const std::function<void(Graph&)>& change, const std::string& why) { expectRejected(f, change, why); };
   rejects([](Graph& g) { g.nodes[9].args[0] = Arg::node(4); }, "uses %mul of a loop or branch side that has ended");
   rejects([](Graph& g) { g.nodes[6].args[0] = Arg::node(3); }, "uses %relu of a loop or branch side that has ended");
   rejects([](Graph& g) { g.nodes[9].args[0] = Arg::node(7); }, "only getitem takes apart");

@@ -323,8 +323,12 @@ TEST(Passes, BranchSidesStayApart) {
   g.nodes[11].args[0] = Arg::node(10);
   auto out = replay::optimize(g, PassOptions(), true);
   for (size_t i = 0; i < out.graph.nodes.size(); ++i) {
-    if (out.graph.nodes[i].name == "relu") EXPECT_FALSE(out.folded[i]);
-    if (out.graph.nodes[i].name == "relu_again") EXPECT_TRUE(out.folded[i]);
+    if (out.graph.nodes[i].name == "relu") {
+      EXPECT_FALSE(out.folded[i]);
+    }
+    if (out.graph.nodes[i].name == "relu_again") {
+      EXPECT_TRUE(out.folded[i]);
+    }
   }
   replay::Plan plan(g, {}, replay::PlanOptions{PassOptions(), true});
   at::Tensor x = at::randn({2, 3});

@@ -49,20 +49,23 @@ inline record::Value tensorValue(uint32_t blob, record::TensorMeta m) {
   return v;
 }
 
+// A placeholder named `name` reading args[index].
+inline record::Node argument(const std::string& name, int64_t index, record::TensorMeta m) {
+  record::Node n;
+  n.kind = record::NodeKind::Placeholder;
+  n.name = n.target = name;
+  n.source = record::AccessPath::arg(index);
+  n.outputs = {std::move(m)};
+  return n;
+}
+
 // A Python loop over the rows of x (args[0], 5x3) from h (args[1], 3):
 //   for t in range(x.size(0)): h = h + x[t]; ys.append(h * 2)
 //   return h, torch.stack(ys)
 inline record::Graph loopGraph() {
   using namespace record;
-  Node x;
-  x.kind = NodeKind::Placeholder;
-  x.name = x.target = "x";
-  x.source = AccessPath::arg(0);
-  x.outputs = {meta({5, 3}, {3, 1})};
-  Node h0 = x;
-  h0.name = h0.target = "h0";
-  h0.source = AccessPath::arg(1);
-  h0.outputs = {meta({3}, {1})};
+  Node x = argument("x", 0, meta({5, 3}, {3, 1}));
+  Node h0 = argument("h0", 1, meta({3}, {1}));
   Node loop = opNode("loop", kLoop, "", {Arg::node(2), Arg::none()});
   loop.args[1].kind = Arg::Kind::NodeList;
   loop.args[1].ints = {1};
@@ -95,15 +98,8 @@ inline record::Graph loopGraph() {
 //   return y + x
 inline record::Graph branchGraph() {
   using namespace record;
-  Node x;
-  x.kind = NodeKind::Placeholder;
-  x.name = x.target = "x";
-  x.source = AccessPath::arg(0);
-  x.outputs = {meta({2, 3}, {3, 1})};
-  Node keep = x;
-  keep.name = keep.target = "keep";
-  keep.source = AccessPath::arg(1);
-  keep.outputs = {meta({}, {})};
+  Node x = argument("x", 0, meta({2, 3}, {3, 1}));
+  Node keep = argument("keep", 1, meta({}, {}));
   Arg places;  // y: the frame's third slot
   places.kind = Arg::Kind::IntList;
   places.ints = {2};
