@@ -72,7 +72,9 @@ void Monitor::watchBranch(ShadowFrame& sf, const Pending& p) {
   BranchWatch& w = *branchOpen_;
   if (w.run < 0) {
     const record::Graph& g = ops_->graph();
-    bool checked = g.nodes.size() > w.graphAtJump && g.nodes.back().target == record::kExpectEqual;
+    // The jump's truth test added the check, and it checks the condition.
+    bool checked = g.nodes.size() > w.graphAtJump && g.nodes.back().target == record::kExpectEqual &&
+                   g.nodes.back().args[0].i == ops_->valueOf(tensorOf(w.cond.get()));
     if (&sf != w.frame || !checked) {  // no check (guards fix t), or t's truth ran Python
       branchOpen_.reset();
       return;
