@@ -38,6 +38,7 @@ sys.path[:0] = [MODELS, os.path.join(ROOT, "python")]  # magpy.compile is the id
 
 import blockdrop  # noqa: E402
 import lstm_loop  # noqa: E402
+from dynamic import replay_time  # noqa: E402  (magpy-run --threads 1 --repeat N: ms per call)
 
 
 def cases(small):
@@ -77,12 +78,7 @@ def measure(work, label, script, options, make, small, repeat):
     if done.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed:\n{done.stdout[-2000:]}{done.stderr[-3000:]}")
     timing = json.loads(re.search(r"MAGPY_TIMING (.*)", done.stdout).group(1))
-    native = subprocess.run([os.path.join(BIN, "magpy-run"), record, "--threads", "1", "--repeat", str(repeat)],
-                            capture_output=True, text=True)
-    if native.returncode != 0:
-        sys.exit(f"magpy-run {record} failed:\n{native.stdout[-2000:]}{native.stderr[-2000:]}")
-    m = re.search(r"median ([\d.]+) (us|ms) per call", native.stdout)
-    native_ms = float(m.group(1)) / (1e3 if m.group(2) == "us" else 1)
+    native_ms, _ = replay_time(record, repeat)
     model, inputs = make()
     eager_ms = per_call_ms(model, inputs, repeat)
     scripted_ms = per_call_ms(torch.jit.script(model), inputs, repeat)

@@ -385,7 +385,7 @@ std::string stopsCleanly(const Graph& g) {
   for (size_t i = effect; i < planned.nodes.size(); ++i) {
     const Node& n = planned.nodes[i];
     bool check = record::isCheck(n.target) && !record::decidesOnSizesOnly(planned, n);
-    bool unseen = n.target == record::kIf && i > effect && !(n.args[1].i && n.args[2].i);
+    bool unseen = i > effect && record::hasUnseenSide(n);
     if (check || unseen)
       return "%" + n.name + " may stop a call after " + record::nameAndSource(planned.nodes[effect]) +
              " wrote its inputs in place or drew random numbers";

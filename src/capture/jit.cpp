@@ -304,8 +304,8 @@ struct Session::Impl {
                                               [](const record::Node& n) {
                                                 // predicates do not count: a comparison has two sides; a
                                                 // branch with a side unseen is a check
-                                                bool oneSided = n.target == record::kIf && !(n.args[1].i && n.args[2].i);
-                                                return oneSided || (record::isCheck(n.target) && n.target != record::kExpectTrue);
+                                                return record::hasUnseenSide(n) ||
+                                                       (record::isCheck(n.target) && n.target != record::kExpectTrue);
                                               });
                          }) < ptrdiff_t(kMaxCheckedRecords);
     auto t3 = Clock::now();

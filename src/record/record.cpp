@@ -53,6 +53,9 @@ bool Node::isOp() const {
 bool isLoopMarker(const std::string& target) { return target == kLoop || target == kCarried || target == kLoopEnd; }
 bool isIfMarker(const std::string& target) { return target == kIf || target == kIfElse || target == kIfEnd; }
 bool isRegionMarker(const std::string& target) { return isLoopMarker(target) || isIfMarker(target); }
+bool hasUnseenSide(const Node& n) {
+  return n.target == kIf && n.args.size() >= 3 && !(n.args[1].i && n.args[2].i);
+}
 
 bool isCheck(const std::string& target) {
   return target == kExpectEqual || target == kExpectSizes || target == kExpectTrue;

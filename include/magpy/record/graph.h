@@ -192,6 +192,8 @@ constexpr const char* kIf = "magpy.if";
 constexpr const char* kIfElse = "magpy.if_else";
 constexpr const char* kIfEnd = "magpy.if_end";
 bool isIfMarker(const std::string& target);
+// A magpy.if with a side capture never saw: a call may stop there, as at a check.
+bool hasUnseenSide(const Node& branch);
 // A loop's or a branch's marker: the bounds of a region.
 bool isRegionMarker(const std::string& target);
 
