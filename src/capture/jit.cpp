@@ -438,7 +438,19 @@ struct Session::Impl::Records {
   }
   std::vector<c10::IValue> run(size_t r) {
     const Entry& e = fn.entries[r];
-    return e.plan->runWith(e.live->inputs(*values), &values->symbols());
+    std::vector<c10::IValue> inputs = e.live->inputs(*values);
+    if (!e.plan->differentiates()) return e.plan->runWith(std::move(inputs), &values->symbols());
+    // torch's autograd engine refuses a caller holding the GIL (as
+    // loss.backward() releases it); the plan touches no Python object.
+    PyThreadState* saved = PyEval_SaveThread();
+    try {
+      auto outputs = e.plan->runWith(std::move(inputs), &values->symbols());
+      PyEval_RestoreThread(saved);
+      return outputs;
+    } catch (...) {
+      PyEval_RestoreThread(saved);
+      throw;
+    }
   }
   void sizesDiffer(size_t r) { s.retire(fn, r); }
   PyObject* mock(size_t r, const std::vector<c10::IValue>& outputs) {

@@ -290,6 +290,38 @@ int OpRecorder::addNode(const std::string& target, const std::string& name, std:
   return int(graph_.nodes.size() - 1);
 }
 
+std::vector<int> OpRecorder::addBackward(int root, int grad, const std::vector<int>& leaves, bool retainGraph,
+                                         const std::vector<record::TensorMeta>& gradients, const std::string& where) {
+  record::Arg leafList;
+  leafList.kind = record::Arg::Kind::NodeList;
+  leafList.ints.assign(leaves.begin(), leaves.end());
+  int node = addNode(record::kBackward, "backward",
+                     {record::Arg::node(root), grad >= 0 ? record::Arg::node(grad) : record::Arg::none(),
+                      std::move(leafList), record::Arg::boolean(retainGraph)},
+                     where);
+  graph_.nodes[size_t(node)].outputs = gradients;
+  std::vector<int> values;
+  for (size_t k = 0; k < gradients.size(); ++k) {
+    int get = addNode("getitem", "grad", {record::Arg::node(node), record::Arg::integer(int64_t(k))}, where);
+    graph_.nodes[size_t(get)].outputs = {gradients[k]};
+    values.push_back(get);
+  }
+  return values;
+}
+
+bool OpRecorder::addAccumulation(const at::Tensor& grad, int gradient, const std::string& where) {
+  int64_t into = tensorArg(grad, "aten::add_.Tensor");
+  if (into < 0) return false;
+  delegate_.beforeWrite(grad);
+  if (grad.has_storage()) lastWrite_[grad.storage().unsafeGetStorageImpl()] = graph_.nodes.size();
+  int node = addNode("aten::add_", "add_", {record::Arg::node(into), record::Arg::node(gradient), record::Arg::integer(1)},
+                     where);
+  graph_.nodes[size_t(node)].overload = "Tensor";
+  graph_.nodes[size_t(node)].outputs = {replay::metaOf(grad)};
+  bind(grad, node);
+  return true;
+}
+
 int OpRecorder::addConstant(const at::Tensor& t, int64_t blob) {
   record::Node n;
   n.kind = record::NodeKind::GetAttr;

@@ -94,6 +94,17 @@ class OpRecorder {
   // of the graph. Returns the check's name.
   std::string addDecisionCheck(int comparison, const std::string& where);
 
+  // What autograd's engine did for the program's backward() (graph.h's
+  // magpy.backward): the node, one getitem per leaf (their nodes are
+  // returned), each the gradient whose metadata is in `gradients`.
+  std::vector<int> addBackward(int root, int grad, const std::vector<int>& leaves, bool retainGraph,
+                               const std::vector<record::TensorMeta>& gradients, const std::string& where);
+  // `grad += gradient` (aten::add_), as the engine accumulates into a
+  // leaf's existing .grad; false (and a break) when grad is no value.
+  bool addAccumulation(const at::Tensor& grad, int gradient, const std::string& where);
+  // A tensor the graph's value `node` is from now on (a gradient autograd stored).
+  void bindTo(const at::Tensor& t, int node) { bind(t, node); }
+
   // The numbers the Python call now running passes (flattened, in order):
   // a size read from a graph value (`value` >= 0: dimension `dim` of it),
   // a lifted number (`node` >= 0), or a plain number. The operators the

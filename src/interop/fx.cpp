@@ -376,10 +376,13 @@ FxExportSummary writeFxExport(const record::RecordFile& file, const FxExportOpti
     throw Error(fn.name + " record " + std::to_string(ri) + " has no operator graph: its calls run Python (" +
                 std::to_string(rec.breaks.size()) + " graph breaks, first " + record::toString(rec.breaks.front()) + ")");
 
-  for (const Node& n : rec.graph.nodes)
-    if (n.target == record::kLoop || n.target == record::kIf)
-      throw Error(fn.name + " record " + std::to_string(ri) + " has a " + (n.target == record::kIf ? "branch" : "loop") +
-                  " (%" + n.name + "), which the torch.fx export does not write yet: replay it with magpy-run");
+  for (const Node& n : rec.graph.nodes) {
+    const char* what = n.target == record::kLoop ? "a loop" : n.target == record::kIf ? "a branch"
+                       : n.target == record::kBackward ? "a backward pass" : nullptr;
+    if (what)
+      throw Error(fn.name + " record " + std::to_string(ri) + " has " + what + " (%" + n.name +
+                  "), which the torch.fx export does not write yet: replay it with magpy-run");
+  }
   std::filesystem::path data = std::filesystem::path(pythonPath).replace_extension(".pt");
   if (data == std::filesystem::path(pythonPath))
     throw Error("the export's data file would overwrite " + pythonPath + "; name the Python file *.py");

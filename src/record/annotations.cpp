@@ -41,7 +41,7 @@ class Loader {
       return n.as<bool>();
     } catch (const YAML::Exception&) {
       fail(n, std::string("'") + key + "' must be true or false" +
-                  (std::string(key) == "value_read" ? " (or metadata, or state)" : ""));
+                  (std::string(key) == "value_read" ? " (or metadata, state or identity)" : ""));
     }
   }
 
@@ -59,13 +59,14 @@ class Loader {
   InputAnnotation input(const YAML::Node& n, InputAnnotation base) const {
     onlyKeys(n, {"value_read", "in_place"}, "an input");
     std::string mode = n["value_read"] && n["value_read"].IsScalar() ? n["value_read"].Scalar() : "";
-    if (mode == "metadata" || mode == "state") {
+    if (mode == "metadata" || mode == "state" || mode == "identity") {
       base.value_read = true;
       base.metadata_only = mode == "metadata";
       base.object_state = mode == "state";
+      base.identity_only = mode == "identity";
     } else if (n["value_read"]) {
       base.value_read = flag(n, "value_read", base.value_read);
-      base.metadata_only = base.object_state = false;
+      base.metadata_only = base.object_state = base.identity_only = false;
     }
     base.in_place = flag(n, "in_place", base.in_place);
     return base;
@@ -236,8 +237,9 @@ uint64_t AnnotationSet::hash() const {
   Hasher h;
   auto one = [&](const FunctionAnnotation& a) {
     h.text(a.name).u64(a.op).u64(a.pure).u64(a.constant).u64(a.module).u64(a.inputs.size());
-    for (auto& i : a.inputs) h.u64(i.value_read).u64(i.metadata_only).u64(i.in_place).u64(i.object_state);
-    h.u64(a.rest.value_read).u64(a.rest.metadata_only).u64(a.rest.in_place).u64(a.rest.object_state);
+    for (auto& i : a.inputs)
+      h.u64(i.value_read).u64(i.metadata_only).u64(i.in_place).u64(i.object_state).u64(i.identity_only);
+    h.u64(a.rest.value_read).u64(a.rest.metadata_only).u64(a.rest.in_place).u64(a.rest.object_state).u64(a.rest.identity_only);
     h.u64(a.output_in_place).u64(a.relations.size());
     for (auto& r : a.relations)
       h.u64(uint64_t(r.kind)).u64(uint64_t(r.mode)).u64(uint64_t(r.from)).u64(uint64_t(r.to))

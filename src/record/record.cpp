@@ -1,5 +1,6 @@
 // Equality and one-line renderings of the record model's parts, and the
 // file's blob bookkeeping.
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -47,7 +48,7 @@ const Node* Graph::output() const {
 
 bool Node::isOp() const {
   return kind == NodeKind::CallFunction && target != "getitem" && number.empty() && !isCheck(target) &&
-         !isRegionMarker(target);
+         !isRegionMarker(target) && target != kBackward;
 }
 
 bool isLoopMarker(const std::string& target) { return target == kLoop || target == kCarried || target == kLoopEnd; }
@@ -152,6 +153,10 @@ std::string numberOpResult(const std::string& target, const std::string& left, c
     case NumberFamily::None: break;
   }
   return "";
+}
+
+bool hasBackward(const Graph& g) {
+  return std::any_of(g.nodes.begin(), g.nodes.end(), [](const Node& n) { return n.target == kBackward; });
 }
 
 size_t Graph::numOps() const {

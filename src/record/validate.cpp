@@ -333,6 +333,7 @@ class Validator {
       }
       number(n, node);
       check(n, node);
+      if (n.target == kBackward) backward(n, g, ni, node);
       if (n.grad != GradMode::Ambient && !n.isOp()) bad(node + " has a grad mode region but is no ATen operator");
       for (auto& a : n.args) {
         bool named = a.kind == Arg::Kind::DType || a.kind == Arg::Kind::Layout ||
@@ -353,6 +354,32 @@ class Validator {
       }
     }
     return outputs;
+  }
+
+  // magpy.backward (graph.h): a root tensor, its gradient or None, the
+  // leaves (distinct tensor inputs that require grad), retain_graph; one
+  // gradient per leaf; outside regions.
+  void backward(const Node& n, const Graph& g, size_t ni, const std::string& node) const {
+    auto tensorBefore = [&](const Arg& a) {
+      return a.kind == Arg::Kind::Node && a.i >= 0 && size_t(a.i) < ni && g.nodes[size_t(a.i)].outputs.size() == 1 &&
+             g.nodes[size_t(a.i)].number.empty() && !isRegionMarker(g.nodes[size_t(a.i)].target);
+    };
+    bool shaped = n.kind == NodeKind::CallFunction && n.args.size() == 4 && tensorBefore(n.args[0]) &&
+                  (n.args[1].kind == Arg::Kind::None || tensorBefore(n.args[1])) &&
+                  n.args[2].kind == Arg::Kind::NodeList && n.args[3].kind == Arg::Kind::Bool && n.number.empty() &&
+                  n.outputs.size() == n.args[2].ints.size();
+    if (!shaped)
+      bad(node + " is magpy.backward but does not take (root, gradient or None, [leaves], retain_graph) and give "
+                 "one gradient per leaf");
+    std::set<int64_t> leaves;
+    for (int64_t j : n.args[2].ints) {
+      bool leaf = j >= 0 && size_t(j) < ni && g.nodes[size_t(j)].isInput() && g.nodes[size_t(j)].number.empty() &&
+                  g.nodes[size_t(j)].blob < 0 && g.nodes[size_t(j)].outputs.size() == 1 &&
+                  g.nodes[size_t(j)].outputs[0].requires_grad;
+      if (!leaf || !leaves.insert(j).second)
+        bad(node + " names a leaf that is not a distinct graph input requiring grad");
+    }
+    if (regionScopes(g)[ni] >= 0) bad(node + " lies inside a loop or branch");
   }
 
   static bool intSizeNode(const Node& n) {

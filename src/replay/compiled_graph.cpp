@@ -25,6 +25,7 @@ std::string loweringRefusal(const std::vector<Step>& steps, bool dynamic) {
     if (step.control != Control::None)
       return step.node + " bounds a loop or a branch, which the compiled backend does not lower yet";
     if (step.number != NumberOp::None) return step.node + " is Python number arithmetic, which replay checks per call";
+    if (step.backward) return step.node + " runs autograd's backward, which the compiled backend does not lower";
     if (step.expect != Expect::None) return step.node + " checks what the program read into Python, which replay does per call";
     if (dynamic && step.op && record::mayHaveDataDependentSizes(step.op->schema().name(), step.op->schema().overload_name()))
       return step.node + " gives results whose sizes depend on tensor contents, in a record with dynamic sizes";

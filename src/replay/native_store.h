@@ -22,6 +22,7 @@ class NativeStore {
   std::string rootMissing(const record::AccessPath& root) const;
   std::string lacks(const Handle& parent, const PathTree& tree, int node) const;
   size_t argCount() const { return state_.args.size(); }
+  const CallState& state() const { return state_; }
 
   bool typeIs(const Handle& v, const record::Check& c, const Expected&) const { return v->typeName() == c.s; }
   bool identityIs(const Handle& v, const record::Check& c, const Expected&) const {

@@ -37,8 +37,10 @@ const c10::FunctionSchema* schemaOf(const Node& n) {
 // never dead code, never folded.
 // Region markers (loops, branches) count: their regions stay whole (dce), nothing merges
 // across their bounds (cse) or moves out of them (hoistChecks).
+// A magpy.backward runs the autograd engine over what came before it.
 bool hasSideEffects(const Node& n) {
-  return writesArguments(n) || isRandom(n) || record::isCheck(n.target) || record::isRegionMarker(n.target);
+  return writesArguments(n) || isRandom(n) || record::isCheck(n.target) || record::isRegionMarker(n.target) ||
+         n.target == record::kBackward;
 }
 
 // The graph's nodes in another order, each after the values it uses.
@@ -784,13 +786,17 @@ Backend parseBackend(const std::string& name) {
 
 OptimizedGraph optimize(const record::Graph& graph, const PassOptions& o, bool inference) {
   OptimizedGraph out;
+  // Gradients follow the operators as the program ran them: merging two
+  // (cse) would sum their gradients in another order.
+  bool differentiates = record::hasBackward(graph);
+  inference = inference && !differentiates;
   out.graph = planOrder(graph);
   auto note = [&](const char* pass, size_t n, const char* what) {
     if (n) out.applied.push_back(std::string(pass) + ": " + std::to_string(n) + " " + what);
   };
   if (inference && o.dropoutEval) note("dropout", dropoutEval(out.graph), "eval-mode dropouts removed");
   if (inference && o.foldConvBatchNorm) note("conv-bn", foldConvBatchNorm(out.graph), "batch norms folded into convolutions");
-  if (o.commonSubexpr) note("cse", commonSubexpressions(out.graph), "duplicate operators merged");
+  if (o.commonSubexpr && !differentiates) note("cse", commonSubexpressions(out.graph), "duplicate operators merged");
   if (o.foldConstants) note("sizes", foldStaticSizes(out.graph), "sizes, number operators and decisions fixed by the guards folded");
   if (o.deadCode) note("dce", eliminateDeadCode(out.graph), "unused nodes removed");
   out.folded.assign(out.graph.nodes.size(), false);

@@ -3,8 +3,11 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/equal.h>
+#include <ATen/ops/ones_like.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <c10/core/GradMode.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/utils/grad_layout_contract.h>
 
 #include <algorithm>
 #include <chrono>
@@ -217,6 +220,29 @@ bool isOptionalTensorList(const c10::Argument& a) {
   return list && list->getElementType()->kind() == c10::TypeKind::OptionalType;
 }
 
+// magpy.backward: libtorch's autograd engine over the graph this call's
+// operators built, each gradient then laid out as autograd's accumulation
+// stores a first one (in grad mode off, as the engine runs it).
+void runBackward(const Step& step, std::vector<c10::IValue>& slots, std::vector<c10::IValue>& stack) {
+  const at::Tensor& root = stack[0].toTensor();
+  if (!root.requires_grad())
+    throw Error("the tensor it differentiates does not require grad in this call: replay it with autograd, "
+                "from state whose leaves require grad");
+  at::Tensor grad = stack[1].isNone() ? at::Tensor() : stack[1].toTensor();
+  if (!grad.defined()) {
+    if (root.numel() != 1) throw Error("a gradient can be made only for a one-element tensor");
+    grad = at::ones_like(root, at::MemoryFormat::Preserve);
+  }
+  std::vector<at::Tensor> leaves = stack[2].toTensorVector();
+  auto grads = torch::autograd::grad({root}, leaves, {grad}, stack[3].toBool(), false, /*allow_unused=*/true);
+  at::NoGradGuard engineMode;
+  for (size_t k = 0; k < leaves.size(); ++k) {
+    if (!grads[k].defined())
+      throw Error("autograd gives leaf " + std::to_string(k) + " no gradient in this call, where capture saw one");
+    slots[size_t(step.outputs[k])] = torch::autograd::utils::clone_obey_contract(grads[k], leaves[k]);
+  }
+}
+
 // Runs one step on the slots: its operands onto the stack, the operator, its
 // results into their slots. Failures are the caller's to attribute to the
 // step's node.
@@ -270,6 +296,7 @@ void runStep(const Step& step, std::vector<c10::IValue>& slots, std::vector<c10:
     return;
   }
   if (step.expect != Expect::None) return expect(step, stack);
+  if (step.backward) return runBackward(step, slots, stack);
   if (step.check == record::ArgumentCheck::Geometry) checkGeometry(step, stack);
   if (step.check == record::ArgumentCheck::BatchSizes) checkBatchSizes(step, stack);
   if (step.grad == record::GradMode::Ambient) {
@@ -292,6 +319,7 @@ void runStep(const Step& step, std::vector<c10::IValue>& slots, std::vector<c10:
 }  // namespace
 
 struct Plan::Impl {
+  bool differentiates = false;
   mutable std::vector<std::string> applied;
   std::vector<PlanConstant> constants;
   // Folding: the inputs folded steps read, and their results as last computed.
@@ -421,6 +449,7 @@ struct Plan::Impl::Builder {
         else if (n.target == record::kIf) ifBegin(ni, where);
         else if (n.target == record::kIfElse || n.target == record::kIfEnd) ifSide(ni, where);
         else if (record::isCheck(n.target)) checkStep(ni, where);
+        else if (n.target == record::kBackward) backwardStep(ni, where);
         else if (!n.number.empty() || record::isNumberOp(n.target)) numberStep(ni, where);
         else opStep(ni, where);
         break;
@@ -469,7 +498,7 @@ struct Plan::Impl::Builder {
   // two steps set.
   int tensorSlot(int64_t node, const std::string& where) const {
     int s = slotOf(node, where);
-    if (slotNumber[size_t(s)] != 0) throw Error(where + ": loops and branches take and give tensors only");
+    if (slotNumber[size_t(s)] != 0) throw Error(where + ": takes a number where it needs a tensor");
     return s;
   }
 
@@ -625,6 +654,35 @@ struct Plan::Impl::Builder {
     if (step.expect == Expect::Sizes) step.expectedSizes = n.args[1].ints;
     if (decision) step.node = record::nameAndSource(optimized.graph.nodes[size_t(n.args[0].i)]);
     addStep(ni, std::move(step));
+  }
+
+  // magpy.backward(root, gradient or None, [leaves], retain_graph), as the
+  // validator shaped it; its plan runs with autograd.
+  void backwardStep(size_t ni, const std::string& where) {
+    const record::Node& n = optimized.graph.nodes[ni];
+    if (options.inference) throw Error(where + ": magpy.backward needs replay with autograd");
+    Step step;
+    step.backward = true;
+    step.name = n.target;
+    step.node = record::nameAndSource(n);
+    auto slot = [&](int64_t node) {
+      Operand op;
+      op.kind = Operand::Kind::Slot;
+      op.slot = tensorSlot(node, where);
+      return op;
+    };
+    step.operands.push_back(slot(n.args[0].i));
+    step.operands.push_back(n.args[1].kind == record::Arg::Kind::Node ? slot(n.args[1].i) : Operand{});
+    Operand leaves;
+    leaves.kind = Operand::Kind::TensorList;
+    for (int64_t leaf : n.args[2].ints) leaves.slots.push_back(tensorSlot(leaf, where));
+    step.operands.push_back(std::move(leaves));
+    step.operands.push_back(Operand{});
+    step.operands.back().constant = c10::IValue(n.args[3].i != 0);
+    for (size_t k = 0; k < n.args[2].ints.size(); ++k) step.outputs.push_back(newSlot(0, false));
+    std::vector<int> values = step.outputs;
+    addStep(ni, std::move(step));
+    nodeSlots[ni] = std::move(values);
   }
 
   // operator.add(a, b) and its kin: each operand a number of the graph
@@ -843,9 +901,12 @@ struct Plan::Impl::Builder {
   }
 };
 
-Plan::Plan(const record::Graph& input, const std::vector<record::TensorBlob>& blobs, const PlanOptions& options)
+Plan::Plan(const record::Graph& input, const std::vector<record::TensorBlob>& blobs, const PlanOptions& given)
     : impl_(std::make_unique<Impl>()) {
   if (std::string why = readsUninitialized(input); !why.empty()) throw Error(why);
+  PlanOptions options = given;
+  impl_->differentiates = record::hasBackward(input);
+  options.inference = options.inference && !impl_->differentiates;  // a backward needs autograd
   OptimizedGraph optimized = optimize(input, options.passes, options.inference);
   impl_->applied = optimized.applied;
   impl_->stopsCleanly = replay::stopsCleanly(optimized.graph);
@@ -875,6 +936,7 @@ bool Plan::changesGeometry() const { return impl_->changesGeometry; }
 bool Plan::dynamic() const { return impl_->dynamic; }
 bool Plan::stopsCleanly() const { return impl_->stopsCleanly; }
 bool Plan::ranCompiled() const { return impl_->ranCompiled; }
+bool Plan::differentiates() const { return impl_->differentiates; }
 
 namespace {
 

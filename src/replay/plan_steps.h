@@ -56,6 +56,9 @@ struct Step {
   size_t jump = 0;
   size_t loop = 0;
   uint8_t seen = 0;  // IfBegin: kThenSeen | kElseSeen
+  // record::kBackward: operands the root, its gradient (or None), the
+  // leaves (a TensorList) and retain_graph; outputs one gradient per leaf.
+  bool backward = false;
   std::string name;          // "aten::add.Tensor"
   std::string node;          // "%add_1 (model.py:14)", for errors
   // Arguments replay checks before the kernel, which trusts them

@@ -199,7 +199,8 @@ Session::Session(record::RecordFile file, const SessionOptions& options) : impl_
         throw Error(fn.name + " record " + std::to_string(ri) + ": " + e.what());
       }
       records.emplace_back(r, plans.back().get());
-      bool cudaGraph = plans.back() && !plans.back()->dynamic() && impl_->device.is_cuda() && options.cudaGraphs;
+      bool cudaGraph = plans.back() && !plans.back()->dynamic() && !plans.back()->differentiates() &&
+                       impl_->device.is_cuda() && options.cudaGraphs;
       graphs.push_back(cudaGraph ? CudaGraphRunner::make(*plans.back(), r.graph) : nullptr);
     }
     impl_->plans.push_back(std::move(plans));
@@ -257,8 +258,12 @@ struct Session::Impl::Records {
   }
   std::vector<c10::IValue> run(size_t r) {
     MemoryBudgetScope budget(p.memoryBudget);
-    c10::impl::ExcludeDispatchKeyGuard belowAutograd(c10::autograd_dispatch_keyset);
     std::vector<c10::IValue> inputs = p.records[f][r].access.inputs(*values);
+    if (p.plans[f][r]->differentiates()) {  // a training step: autograd, in the script's grad mode
+      c10::AutoGradMode scriptMode(store.state().scriptGradMode);
+      return p.plans[f][r]->runWith(inputs, &values->symbols());
+    }
+    c10::impl::ExcludeDispatchKeyGuard belowAutograd(c10::autograd_dispatch_keyset);
     if (auto& cudaGraph = p.cudaGraphs[f][r]) return cudaGraph->run(inputs);
     return p.plans[f][r]->runWith(inputs, &values->symbols());
   }

@@ -20,7 +20,9 @@
 //           (value_read: metadata: of a tensor, only shape, dtype and device:
 //            len(t) is t.shape[0]; other values are read whole;
 //            value_read: state: also the attributes of objects, natively,
-//            not through special methods magpy traces: copy.deepcopy)
+//            not through special methods magpy traces: copy.deepcopy;
+//            value_read: identity: its hash, which for a tensor is its
+//            identity, not its contents: set.add)
 //       rest: {value_read: true} # inputs past the list
 //       output: {in_place: false}
 //       relations:               # reference edges the call reads or creates
@@ -47,6 +49,8 @@ struct InputAnnotation {
   bool metadata_only = false;  // of a tensor, it reads only shape, dtype and device
   bool in_place = false;   // the callee may modify the object
   bool object_state = false;  // it reads objects' attributes natively (value_read: state)
+  bool identity_only = false;  // it hashes the value (value_read: identity): a tensor's
+                               // hash is its identity, not its contents
 };
 
 struct RelationAnnotation {

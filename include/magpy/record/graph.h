@@ -197,11 +197,33 @@ bool hasUnseenSide(const Node& branch);
 // A loop's or a branch's marker: the bounds of a region.
 bool isRegionMarker(const std::string& target);
 
+// Autograd (training steps): the program's `loss.backward()` inside the
+// call is one node, run by libtorch's autograd engine over the autograd
+// graph the call's own operators built (replay runs them with autograd):
+//
+//   %g = magpy.backward(%root, %grad_or_None, [%leaf_0, ..., %leaf_L-1], retain_graph)
+//   getitem(%g, k)          the gradient of leaf k, laid out as autograd
+//                           stores a first gradient (a tensor of its own)
+//
+// %root is the tensor differentiated; %grad its gradient (None: ones, for
+// a one-element root, as torch.autograd.backward makes). The leaves are
+// graph inputs that require grad: every tensor whose .grad the engine
+// accumulates into (capture saw it reach exactly these, with no hooks).
+// The node stores nothing: where a leaf's .grad was None the mock sets it
+// to getitem(%g, k); where it held a tensor, aten::add_ adds getitem(%g, k)
+// into it, as autograd's accumulation does. retain_graph is a Bool.
+// Outside loops and branches only.
+constexpr const char* kBackward = "magpy.backward";
+
 struct Graph {
   std::vector<Node> nodes;
 
   const Node* output() const;
   size_t numOps() const;  // CallFunction nodes that run ATen operators
 };
+
+// Whether the graph differentiates (holds a magpy.backward): replay then
+// runs it with autograd, and no pass may change what autograd records.
+bool hasBackward(const Graph& g);
 
 }  // namespace magpy::record

@@ -82,6 +82,10 @@ class Plan {
   // changed nothing observable (replay::stopsCleanly).
   bool dynamic() const;
   bool stopsCleanly() const;
+  // Whether the graph differentiates (record::hasBackward): it then runs
+  // with autograd whatever PlanOptions::inference says, and its caller
+  // must run it with autograd's dispatch keys and the script's grad mode.
+  bool differentiates() const;
 
  private:
   struct Impl;

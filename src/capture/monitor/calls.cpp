@@ -109,6 +109,10 @@ void Monitor::beginCall(ShadowFrame& sf, Pending& p) {
   if (!takeCallArguments(sf, p)) return;
   PyObject* callable = resolveCallee(p);
   p.calleeName = qualifiedName(callable);
+  if (isBackwardCall(p.calleeName)) {
+    beginBackward(p);
+    return;
+  }
   p.annotation = p.calleeName.empty() ? nullptr : annotations_.find(p.calleeName);
   // A standard layer's forward is summarized only for torch's own classes:
   // a subclass may override what forward calls (_conv_forward) or read
@@ -361,7 +365,7 @@ bool Monitor::breaksOnAnnotatedArgument(const Pending& p, size_t i) {
   const ShadowNode& node = refs_.node(n);
   if (node.kind == NodeKind::Tensor) {
     if (a.input(i).metadata_only && !isSizeCall(p)) sizes_.use(p.calleeName + " reads a size");  // size() is followed
-    bool readsContents = a.input(i).value_read && !a.input(i).metadata_only;
+    bool readsContents = a.input(i).value_read && !a.input(i).metadata_only && !a.input(i).identity_only;
     bool converts = a.constant && !p.suppressOps;  // torch.as_tensor(t): operators (beginAnnotatedCall)
     const at::Tensor& t = tensorOf(node.obj);
     if (readsContents && !a.op && !converts && !ops_->contentsFixedByGuards(t) && !checksContents(t)) {
@@ -428,6 +432,7 @@ bool Monitor::finishCall(Step& s) {
     s.out[0] = returned;
     return true;
   }
+  if (p.backward) return finishBackward(s);
   if (p.inlined) {
     PyObject* f = refs_.node(p.calleeFunction).obj;
     if (f && PyFunction_Check(f) && codeIsGenerator(reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(f)))) {

@@ -149,6 +149,10 @@ bool Monitor::storesItsOwnRequiresGrad(const Step& s) {
 bool Monitor::finishStoreAttr(Step& s) {
   if (refs_.node(s.in(1)).kind == NodeKind::Tensor) {
     if (storesItsOwnRequiresGrad(s)) return true;
+    if (utf8(s.name()) == "grad") {  // a tensor's gradient slot is state like an attribute (torch checked the value)
+      refs_.write(s.in(1), Relation::attr("grad"), s.in(0));
+      return true;
+    }
     graphBreak("writing an attribute of a tensor (" + utf8(s.name()) + ") is not captured" +
                (utf8(s.name()) == "requires_grad" ? " (except requires_grad set to what a tensor the call made has)" : ""));
     return false;
@@ -204,6 +208,11 @@ NodeId Monitor::loadAttr(NodeId owner, PyObject* ownerObj, PyObject* name, PyObj
   const ShadowNode& o = refs_.node(owner);
   switch (o.kind) {
     case NodeKind::Tensor:
+      if (attr == "grad") {  // state like an attribute: autograd and the program store into it
+        NodeId id = refs_.read(owner, Relation::attr(attr), value);
+        registerTensor(id);
+        return id;
+      }
       if (attr == "requires_grad" || attr == "is_leaf" || attr == "grad_fn") {
         readAutogradState(owner, attr);
         return newNode(value);

@@ -8,6 +8,7 @@
 #include "capture/monitor/monitor.h"
 #include "capture/monitor/state.h"
 
+#include <ATen/SequenceNumber.h>
 #include <ATen/core/grad_mode.h>
 #include <frameobject.h>
 
@@ -67,6 +68,7 @@ void Monitor::Pending::clear() {
   callableNode = kNoNode;
   calleeFunction = kNoNode;
   autogradForward = false;
+  backward = false;
   positional.clear();
   positionalObjs.clear();
   keywords.clear();
@@ -110,6 +112,7 @@ PyObject* Monitor::run(const CallSpec& call) {
   call_ = &call;
   numbers_.liftState(!call.varyingNumbers.empty());
   callerFrame_ = PyEval_GetFrame();
+  autogradStart_ = at::sequence_number::peek();
   readRuntimeState("default_dtype");
 
   // Node 0's edges: self and the arguments, counted once the run uses them.

@@ -306,6 +306,11 @@ class Monitor : public OpRecorder::Delegate {
   bool convertsTensor(const Pending& p) const;
   void beginAutogradFunction(Pending& p, PyObject* function);
   bool breaksOnAnnotatedArgument(const Pending& p, size_t i);
+  // loss.backward(), torch.autograd.backward(...) (autograd.cpp).
+  static bool isBackwardCall(const std::string& callee);
+  void beginBackward(Pending& p);
+  bool backwardLeaves(const at::Tensor& root);
+  bool finishBackward(Step& s);
   bool finishPrecall(Step& s);
   bool finishCall(Step& s);
   NodeId applyAnnotation(Pending& p, PyObject* result);
@@ -417,6 +422,21 @@ class Monitor : public OpRecorder::Delegate {
   bool done_ = false;
   std::map<std::string, record::Atom> runtimeReads_;
   std::string forwardOnly_;
+  // Autograd nodes made before the run have smaller sequence numbers.
+  uint64_t autogradStart_ = 0;
+  // The backward() call under way: its root, gradient and leaves as they were.
+  struct BackwardCall {
+    struct Leaf {
+      at::Tensor variable;
+      NodeId node = kNoNode;
+      int value = -1;
+      at::Tensor gradBefore;  // undefined: .grad was None
+    };
+    int root = -1, grad = -1;
+    bool retainGraph = false;
+    std::vector<Leaf> leaves;
+  };
+  BackwardCall backward_;
   std::set<std::string> runtimeWrites_;  // interpreter state the program set (grad mode regions)
   record::GraphBreak gradSwitch_;        // where it last switched grad mode (where, function, opcode)
   std::map<std::string, record::GraphBreak> checkLocations_;  // check node's name -> where Python read the value

@@ -39,6 +39,7 @@ struct Monitor::Pending {
   const record::FunctionAnnotation* annotation = nullptr;
   bool inlined = false;
   bool autogradForward = false;  // F.apply(*args): its frame is calleeFunction, F.forward(ctx, *args)
+  bool backward = false;         // loss.backward(): Monitor::backward_ holds what it began with
   const char* numberCall = nullptr;  // min(n, 512), math.sqrt(d): the graph's number operator for it
   int loopTrip = -1;                 // range(n), n a size: n's graph node (loops.cpp)
 
