@@ -35,6 +35,10 @@ bool isMetadataOp(const std::string& name) {
   return kOps.count(name) > 0;
 }
 
+// A profiler range's start or end (torch.autograd.profiler.record_function):
+// it computes nothing, and a record replays without a profiler.
+bool isProfilerRange(const std::string& name) { return name.rfind("profiler::_record_function_", 0) == 0; }
+
 // Operators that give Python a number or bool computed from their tensor
 // arguments' contents alone (is_pinned, q_scale and the like read other
 // things: they stay breaks).
@@ -621,7 +625,7 @@ std::vector<int> OpRecorder::takeUnliftedNumbers() {
 
 void OpRecorder::onOperator(const std::string& name, const std::string& overload,
                             const std::vector<c10::IValue>& inputs, const std::vector<c10::IValue>& outputs) {
-  if (isMetadataOp(name) || readsFixedNumbers(inputs, outputs)) return;
+  if (isMetadataOp(name) || isProfilerRange(name) || readsFixedNumbers(inputs, outputs)) return;
   std::string op = overload.empty() ? name : name + "." + overload;
   if (name == "aten::requires_grad_" || name == "aten::retain_grad") {
     delegate_.breakGraph(op + " changes a tensor's autograd flags, which a record cannot replay");

@@ -384,9 +384,11 @@ class MockMaker {
     auto& mock = s_.out.record.mock;
     mock.result = expr(s_.m.resultNode());
     // Entry nodes with more than one version were changed in place (Algorithm 1, lines 22-24).
+    // A tensor's versions are in-place writes of its contents, which the
+    // graph does, and stores into its .grad, which the mock does.
     for (NodeId id : s_.entry.order) {
       const ShadowNode& n = s_.g.node(id);
-      if (n.versions.size() < 2 || n.kind == NodeKind::Tensor || n.kind == NodeKind::Atom) continue;
+      if (n.versions.size() < 2 || n.kind == NodeKind::Atom) continue;
       const AccessPath& path = s_.entry.first[id];
       const auto& before = n.versions.front().refs;
       const auto& after = n.versions.back().refs;
@@ -404,7 +406,7 @@ class MockMaker {
         if (!same) mock.effects.push_back(std::move(e));
         continue;
       }
-      // Objects, modules (globals), cells: attribute by attribute.
+      // Objects, modules (globals), cells, tensors (.grad): attribute by attribute.
       bool globals = n.kind == NodeKind::Module;
       for (auto& edge : after) {
         NodeId was = n.refOf(edge.rel, 0);

@@ -15,7 +15,7 @@ import magpy
 def same(a, b):
     if isinstance(a, torch.Tensor):
         return (isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and
-                a.requires_grad == b.requires_grad and torch.equal(a, b))
+                a.requires_grad == b.requires_grad and torch.equal(a, b) and same_grad(a, b))
     if isinstance(a, dict):
         return isinstance(b, dict) and list(a) == list(b) and all(same(a[k], b[k]) for k in a)
     if isinstance(a, (list, tuple)):
@@ -23,6 +23,15 @@ def same(a, b):
     if isinstance(a, torch.nn.Module) or (hasattr(a, "__dict__") and not callable(a) and not isinstance(a, type)):
         return type(a) == type(b) and same_state(a, b)
     return type(a) == type(b) and a == b
+
+
+def same_grad(a, b):
+    """Leaves' gradients agree (training steps write them)."""
+    if not (a.is_leaf and b.is_leaf):
+        return True
+    if a.grad is None or b.grad is None:
+        return a.grad is None and b.grad is None
+    return same(a.grad, b.grad)
 
 
 def same_state(a, b):

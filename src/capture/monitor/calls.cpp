@@ -113,6 +113,12 @@ void Monitor::beginCall(ShadowFrame& sf, Pending& p) {
     beginBackward(p);
     return;
   }
+  if (p.calleeName == "torch.Tensor.requires_grad_" && keepsRequiresGrad(p)) {
+    p.returnsSelf = true;
+    p.traceCallees = false;
+    p.suppressOps = true;
+    return;
+  }
   p.annotation = p.calleeName.empty() ? nullptr : annotations_.find(p.calleeName);
   // A standard layer's forward is summarized only for torch's own classes:
   // a subclass may override what forward calls (_conv_forward) or read
@@ -433,6 +439,10 @@ bool Monitor::finishCall(Step& s) {
     return true;
   }
   if (p.backward) return finishBackward(s);
+  if (p.returnsSelf) {
+    s.out[0] = p.positional[0];
+    return true;
+  }
   if (p.inlined) {
     PyObject* f = refs_.node(p.calleeFunction).obj;
     if (f && PyFunction_Check(f) && codeIsGenerator(reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(f)))) {
@@ -470,6 +480,23 @@ bool Monitor::finishCall(Step& s) {
     }
   }
   return s.out[0] != kNoNode;
+}
+
+// t.requires_grad_(flag) where t's flag already is `flag` (the optimizers'
+// zero_grad on a gradient): nothing changes. For a tensor of the state its
+// guard holds the flag; for one the run made, the grad mode decides it.
+bool Monitor::keepsRequiresGrad(const Pending& p) {
+  if (p.positional.empty() || p.positional[0] < 0 || !isTensor(p.positionalObjs[0]) || p.positionalObjs.size() > 2)
+    return false;
+  PyObject* flag = p.positionalObjs.size() == 2 ? p.positionalObjs[1] : Py_True;
+  for (size_t k = 0; k < p.keywords.size(); ++k)
+    flag = p.keywords[k].first == "requires_grad" && p.positionalObjs.size() == 1 ? p.keywordObjs[k] : nullptr;
+  if (!flag || !PyBool_Check(flag) || tensorOf(p.positionalObjs[0]).requires_grad() != (flag == Py_True)) return false;
+  for (NodeId n : p.positional) refs_.use(n);
+  for (auto& kw : p.keywords) refs_.use(kw.second);
+  const ShadowNode& t = refs_.node(p.positional[0]);
+  if (!t.external || t.versions.size() > 1) readRuntimeState("grad_enabled");
+  return true;
 }
 
 // torch.ones(..., requires_grad=True), torch.tensor(data, requires_grad=True):

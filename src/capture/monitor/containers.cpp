@@ -2,6 +2,9 @@
 // the in-place updates of displays and comprehensions. Elements of tuples,
 // lists and dicts are followed as edges (at(i), keyed(k)), so a value read
 // back out keeps its provenance.
+#include <algorithm>
+#include <iterator>
+
 #include "capture/monitor/monitor.h"
 #include "capture/monitor/state.h"
 
@@ -15,12 +18,38 @@ bool Monitor::breaksOnOpaqueContents(NodeId id, PyObject* obj, const char* doing
   return true;
 }
 
+// d[k] where a defaultdict lacked k: its default_factory made the value
+// and the dict keeps it under k. A write the graph's state follows where k
+// is an atom and the factory a builtin container or number type.
+bool Monitor::missingKeyInserted(Step& s) {
+  PyObject *container = s.inObj(0), *key = s.inObj(1);
+  PyObject* factory = PyObject_GetAttrString(container, "default_factory");
+  PyRef held = PyRef::steal(factory);
+  if (!factory) PyErr_Clear();
+  static PyObject* const kFactories[] = {reinterpret_cast<PyObject*>(&PyDict_Type), reinterpret_cast<PyObject*>(&PyList_Type),
+                                         reinterpret_cast<PyObject*>(&PySet_Type), reinterpret_cast<PyObject*>(&PyLong_Type),
+                                         reinterpret_cast<PyObject*>(&PyFloat_Type)};
+  bool builtin = factory && std::find(std::begin(kFactories), std::end(kFactories), factory) != std::end(kFactories);
+  auto k = dictKey(key);
+  if (!builtin || !k || refs_.node(s.in(0)).kind != NodeKind::Dict) {
+    graphBreak(std::string("d[k] on a ") + Py_TYPE(container)->tp_name + " that lacks k inserts a value " +
+               (k ? "its default_factory makes" : "under a key magpy cannot name (an object)") + ", which is not captured");
+    return false;
+  }
+  refs_.read(s.in(0), Relation::attr("default_factory"), factory);
+  s.out[0] = newNode(s.outObj(0));
+  refs_.write(s.in(0), Relation::keyed(*k), s.out[0]);
+  return true;
+}
+
 // inputs: container, key
 bool Monitor::finishBinarySubscr(Step& s) {
   PyObject *container = s.inObj(0), *key = s.inObj(1), *value = s.outObj(0);
   NodeKind kind = refs_.node(s.in(0)).kind;
   if (NodeId computed = s.p.calleeReturned(value); computed != kNoNode) {
     s.out[0] = computed;
+  } else if (s.p.keyAbsent && PyDict_Check(container) && PyDict_Contains(container, key) == 1) {
+    return missingKeyInserted(s);
   } else if ((kind == NodeKind::List || kind == NodeKind::Tuple) && PyLong_CheckExact(key)) {
     Py_ssize_t i = PyLong_AsSsize_t(key);
     if (i < 0) i += PySequence_Size(container);

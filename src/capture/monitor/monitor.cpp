@@ -69,6 +69,8 @@ void Monitor::Pending::clear() {
   calleeFunction = kNoNode;
   autogradForward = false;
   backward = false;
+  keyAbsent = false;
+  returnsSelf = false;
   positional.clear();
   positionalObjs.clear();
   keywords.clear();
@@ -446,6 +448,13 @@ bool Monitor::takeInputs(ShadowFrame& sf, const Instruction& ins) {
     p.inputObjs.push_back(PyRef::borrow(sf.view.stack(i)));
     // The instruction may look names up on its inputs' classes.
     if (p.traceCallees && sf.view.stack(i)) readClassOf(sf.view.stack(i));
+  }
+  // A dict subclass's __missing__ (defaultdict's inserts) runs where the key is absent.
+  if (ins.op == Op::BINARY_SUBSCR && p.inputObjs.size() == 2 && PyDict_Check(p.inputObjs[0].get()) &&
+      !PyDict_CheckExact(p.inputObjs[0].get())) {
+    int has = PyDict_Contains(p.inputObjs[0].get(), p.inputObjs[1].get());
+    if (has < 0) PyErr_Clear();
+    p.keyAbsent = has == 0;
   }
   return true;
 }

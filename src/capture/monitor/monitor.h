@@ -265,6 +265,7 @@ class Monitor : public OpRecorder::Delegate {
 
   // Containers: subscripts, unpacking, displays (containers.cpp).
   bool finishBinarySubscr(Step& s);
+  bool missingKeyInserted(Step& s);
   bool finishStoreSubscr(Step& s);
   bool finishDeleteSubscr(Step& s);
   bool finishUnpackSequence(Step& s);
@@ -311,6 +312,7 @@ class Monitor : public OpRecorder::Delegate {
   void beginBackward(Pending& p);
   bool backwardLeaves(const at::Tensor& root);
   bool finishBackward(Step& s);
+  bool keepsRequiresGrad(const Pending& p);
   bool finishPrecall(Step& s);
   bool finishCall(Step& s);
   NodeId applyAnnotation(Pending& p, PyObject* result);

@@ -40,6 +40,8 @@ struct Monitor::Pending {
   bool inlined = false;
   bool autogradForward = false;  // F.apply(*args): its frame is calleeFunction, F.forward(ctx, *args)
   bool backward = false;         // loss.backward(): Monitor::backward_ holds what it began with
+  bool keyAbsent = false;        // d[k] on a dict subclass (defaultdict) that lacked k
+  bool returnsSelf = false;      // t.requires_grad_(flag) that changes nothing: it returns t
   const char* numberCall = nullptr;  // min(n, 512), math.sqrt(d): the graph's number operator for it
   int loopTrip = -1;                 // range(n), n a size: n's graph node (loops.cpp)
 
