@@ -687,6 +687,7 @@ class Builder {
         v.kind = record::Value::Kind::Tensor;
         v.meta = s_.m.entryMeta(id) ? *s_.m.entryMeta(id) : replay::metaOf(t);
         v.blob = blobs_.add(before ? *before : t);
+        tensorGrad(n, v, ids);
         break;
       }
       case NodeKind::Tuple:
@@ -708,6 +709,14 @@ class Builder {
     }
     open_.erase(id);
     return v;
+  }
+
+  // A tensor's .grad as the run first read it, where it held a tensor.
+  void tensorGrad(const ShadowNode& n, record::Value& v, std::map<NodeId, uint32_t>& ids) {
+    NodeId grad = n.refOf(Relation::attr("grad"), 0);
+    if (grad == kNoNode || s_.g.node(grad).kind != NodeKind::Tensor) return;
+    v.names = {"grad"};
+    v.items = {entryValue(grad, ids)};
   }
 
   void entryState() {

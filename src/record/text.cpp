@@ -165,6 +165,8 @@ void flatten(const Value& v, const std::string& path, const RecordFile& file, st
       return;
     default:
       out.push_back({path, describeValue(v, file) + id});
+      for (size_t i = 0; i < v.items.size() && i < v.names.size(); ++i)  // a tensor's .grad
+        flatten(v.items[i], path + "." + v.names[i], file, out);
   }
 }
 

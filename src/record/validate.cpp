@@ -149,7 +149,11 @@ class Validator {
     if (v.kind == Value::Kind::Object && v.atom.kind != A::None && !baseValue)
       bad("an object of type " + v.type + " has a value that is not an int, float or str");
     bool container = v.kind != Value::Kind::Atom && v.kind != Value::Kind::Tensor;
-    if (!container && !v.items.empty()) bad("a scalar or tensor value has elements");
+    bool gradient = v.kind == Value::Kind::Tensor && v.names == std::vector<std::string>{"grad"} && v.items.size() == 1 &&
+                    v.items[0].kind == Value::Kind::Tensor && v.items[0].items.empty() && v.items[0].meta.shape == v.meta.shape &&
+                    v.items[0].meta.dtype == v.meta.dtype && v.items[0].meta.device == v.meta.device;
+    if (!container && !gradient && (!v.items.empty() || !v.names.empty()))
+      bad("a scalar or tensor value has elements (a tensor only its .grad, a tensor like it)");
     for (auto& item : v.items) value(item, ids);
     if (v.id) ids[v.id] = Id::Done;
   }

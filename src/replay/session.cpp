@@ -76,7 +76,10 @@ std::vector<uint32_t> blobsReadAgain(const record::RecordFile& f) {
 // Moves every tensor in a value to the device (heap objects visited once).
 void moveTo(Value& v, const c10::Device& device, std::set<const HeapObject*>& seen) {
   if (v.kind == Value::Kind::Tensor) {
-    if (v.tensor.device() != device) v.tensor = v.tensor.to(device);
+    if (v.tensor.device() == device) return;
+    at::Tensor grad = v.tensor.grad();
+    v.tensor = v.tensor.to(device);
+    if (grad.defined()) v.tensor.mutable_grad() = grad.to(device);
     return;
   }
   if (!v.heap || !seen.insert(v.heap.get()).second) return;

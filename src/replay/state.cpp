@@ -157,7 +157,10 @@ Value build(const record::Value& v, const BlobSource& file, std::map<uint32_t, V
   Value out;
   switch (v.kind) {
     case K::Atom: out = Value::ofAtom(v.atom); break;
-    case K::Tensor: out = Value::ofTensor(file.tensor(v)); break;
+    case K::Tensor:
+      out = Value::ofTensor(file.tensor(v));
+      if (!v.items.empty()) out.tensor.mutable_grad() = build(v.items[0], file, made).tensor;  // validated: a tensor like it
+      break;
     case K::Tuple:
     case K::List:
     case K::Dict:

@@ -117,7 +117,8 @@ struct TensorBlob {
 struct Value {
   enum class Kind : uint8_t {
     Atom,
-    Tensor,  // blob = index into RecordFile::blobs, meta = its metadata
+    Tensor,  // blob = index into RecordFile::blobs, meta = its metadata; names/items:
+             // its .grad where the state held one (names == {"grad"}, a Tensor)
     Tuple, List, Dict,
     Object,  // an instance of a user or library class: type + read attributes
     Opaque,  // something replay cannot build (function, module, class): type names it
