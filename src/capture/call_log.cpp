@@ -34,12 +34,13 @@ uint64_t shallowHash(PyObject* c, std::vector<PyRef>& held) {
   return h.u64(uint64_t(PyObject_Length(c))).digest();
 }
 
-// A tensor below its Python object: its memory, layout and contents.
+// A tensor below its Python object: its memory, layout, contents and
+// requires_grad (freezing a parameter changes what a backward does).
 // `w.data = t` swaps the memory under w, and writes through `w.data` bump
 // a version counter of their own, not w's: neither shows in w's version.
 uint64_t tensorFingerprint(const at::Tensor& t) {
   Hasher h;
-  h.u64(uint64_t(t.scalar_type())).u64(uint64_t(t.dim()));
+  h.u64(uint64_t(t.scalar_type())).u64(uint64_t(t.dim())).u64(t.requires_grad());
   for (int64_t d = 0; d < t.dim(); ++d) h.u64(uint64_t(t.size(d))).u64(uint64_t(t.stride(d)));
   if (!t.has_storage() || !t.is_cpu() || t.layout() != c10::kStrided) return h.digest();
   h.u64(reinterpret_cast<uintptr_t>(t.storage().data())).u64(uint64_t(t.storage_offset()));

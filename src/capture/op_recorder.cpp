@@ -326,6 +326,12 @@ bool OpRecorder::addAccumulation(const at::Tensor& grad, int gradient, const std
   return true;
 }
 
+void OpRecorder::addDetached(const at::Tensor& alias, int value, const std::string& where) {
+  int node = addNode("aten::detach", "data", {record::Arg::node(value)}, where);
+  graph_.nodes[size_t(node)].outputs = {replay::metaOf(alias)};
+  bind(alias, node);
+}
+
 int OpRecorder::addConstant(const at::Tensor& t, int64_t blob) {
   record::Node n;
   n.kind = record::NodeKind::GetAttr;

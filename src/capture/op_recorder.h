@@ -104,6 +104,9 @@ class OpRecorder {
   bool addAccumulation(const at::Tensor& grad, int gradient, const std::string& where);
   // A tensor the graph's value `node` is from now on (a gradient autograd stored).
   void bindTo(const at::Tensor& t, int node) { bind(t, node); }
+  // t.data: aten::detach(%value) for `alias` (the storage, no autograd),
+  // so writes through it do not write a leaf that requires grad.
+  void addDetached(const at::Tensor& alias, int value, const std::string& where);
 
   // The numbers the Python call now running passes (flattened, in order):
   // a size read from a graph value (`value` >= 0: dimension `dim` of it),

@@ -7,6 +7,7 @@
 #include <ATen/ops/scalar_tensor.h>
 #include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/utils/grad_layout_contract.h>
 
 #include <algorithm>
@@ -220,6 +221,20 @@ bool isOptionalTensorList(const c10::Argument& a) {
   return list && list->getElementType()->kind() == c10::TypeKind::OptionalType;
 }
 
+}  // namespace
+
+std::string autogradHooks(const at::Tensor& leaf) {
+  const auto* meta = torch::autograd::impl::get_autograd_meta(leaf);
+  if (!meta) return "";
+  if (!meta->hooks_.empty() || meta->retains_grad_ >= 0) return "the tensor has hooks (register_hook, retain_grad)";
+  auto accumulator = meta->grad_accumulator_.lock();
+  if (accumulator && (!accumulator->pre_hooks().empty() || !accumulator->post_hooks().empty()))
+    return "the node that accumulates its gradient has hooks";
+  return "";
+}
+
+namespace {
+
 // magpy.backward: libtorch's autograd engine over the graph this call's
 // operators built, each gradient then laid out as autograd's accumulation
 // stores a first one (in grad mode off, as the engine runs it).
@@ -320,6 +335,7 @@ void runStep(const Step& step, std::vector<c10::IValue>& slots, std::vector<c10:
 
 struct Plan::Impl {
   bool differentiates = false;
+  std::vector<size_t> leafInputs;  // inputs a magpy.backward accumulates into (indices into inputSlots)
   mutable std::vector<std::string> applied;
   std::vector<PlanConstant> constants;
   // Folding: the inputs folded steps read, and their results as last computed.
@@ -675,7 +691,12 @@ struct Plan::Impl::Builder {
     step.operands.push_back(n.args[1].kind == record::Arg::Kind::Node ? slot(n.args[1].i) : Operand{});
     Operand leaves;
     leaves.kind = Operand::Kind::TensorList;
-    for (int64_t leaf : n.args[2].ints) leaves.slots.push_back(tensorSlot(leaf, where));
+    for (int64_t leaf : n.args[2].ints) {
+      leaves.slots.push_back(tensorSlot(leaf, where));
+      auto input = std::find(plan.inputSlots.begin(), plan.inputSlots.end(), leaves.slots.back());
+      if (input == plan.inputSlots.end()) throw Error(where + ": a leaf of magpy.backward is not a graph input");
+      plan.leafInputs.push_back(size_t(input - plan.inputSlots.begin()));
+    }
     step.operands.push_back(std::move(leaves));
     step.operands.push_back(Operand{});
     step.operands.back().constant = c10::IValue(n.args[3].i != 0);
@@ -1060,6 +1081,14 @@ std::vector<c10::IValue> Plan::runWith(std::vector<c10::IValue> inputs, const Sy
                   (number == 'i' ? "an int" : number == 'f' ? "a float" : "a tensor") + ", got a " + v.tagKind());
   }
   p.ranCompiled = false;
+  for (size_t i : p.leafInputs) {
+    std::string hooks = autogradHooks(inputs[i].toTensor());
+    if (hooks.empty()) continue;
+    SizeMismatch e("graph input " + record::toString(p.inputPaths[i]) + " is a leaf of the record's backward pass, and " +
+                   hooks + ": the record does not describe this call");
+    e.changedNothing = e.decidedOtherwise = true;  // before the first step
+    throw e;
+  }
   // Some operators write their arguments without a version bump (batch
   // norm's running statistics in training mode); a compiled graph of
   // another record that froze them must see they changed. (Only with a

@@ -34,6 +34,13 @@ struct SizeMismatch : Error {
   bool decidedOtherwise = false;
 };
 
+// What a backward pass over `leaf` would run beyond its gradient formulas:
+// hooks on the tensor (register_hook, retain_grad) or on the node that
+// accumulates into its .grad (as DistributedDataParallel's). "" for none.
+// A graph that differentiates refuses a call whose leaves have any, before
+// its first step (a miss: SizeMismatch, decidedOtherwise).
+std::string autogradHooks(const at::Tensor& leaf);
+
 struct PlanOptions {
   PassOptions passes = PassOptions::none();
   bool inference = false;      // no autograd: parameter-only results may be cached

@@ -18,6 +18,7 @@
 
 #include "capture/monitor/monitor.h"
 #include "capture/monitor/state.h"
+#include "magpy/replay/plan.h"
 #include "magpy/replay/tensors.h"
 
 namespace magpy::capture {
@@ -145,8 +146,8 @@ bool Monitor::backwardLeaves(const at::Tensor& root) {
       int value = ops_->valueOf(leaf);
       if (node == tensorNodes_.end() || value < 0 || !ops_->graph().nodes[size_t(value)].isInput())
         return refuse("a tensor autograd accumulates a gradient into is not one the call read");
-      if (!torch::autograd::impl::hooks(leaf).empty() || leaf.retains_grad())
-        return refuse("a tensor autograd accumulates a gradient into has hooks");
+      if (std::string hooks = replay::autogradHooks(leaf); !hooks.empty())
+        return refuse("a tensor autograd accumulates a gradient into has hooks: " + hooks);
       BackwardCall::Leaf l{leaf, node->second, value, leaf.grad()};
       if (l.gradBefore.defined() && (l.gradBefore.is_sparse() || l.gradBefore.requires_grad()))
         return refuse("a leaf's .grad is sparse or requires grad");
@@ -177,6 +178,10 @@ bool Monitor::finishBackward(Step& s) {
   for (auto& l : backward_.leaves) {
     const at::Tensor& after = l.variable.grad();
     bool accumulated = l.gradBefore.defined();
+    if (after.defined() && after.layout() != at::kStrided) {
+      graphBreak("backward() gave a sparse gradient (an embedding with sparse=True), which records do not hold");
+      return false;
+    }
     if (!after.defined() || (accumulated && after.unsafeGetTensorImpl() != l.gradBefore.unsafeGetTensorImpl())) {
       graphBreak("backward() left a leaf's .grad other than by storing or adding one gradient");
       return false;

@@ -213,6 +213,17 @@ NodeId Monitor::loadAttr(NodeId owner, PyObject* ownerObj, PyObject* name, PyObj
         registerTensor(id);
         return id;
       }
+      if (attr == "data" && isTensor(value)) {  // the same memory without autograd (p.data.add_(...))
+        const at::Tensor& t = tensorOf(ownerObj);
+        int source = ops_->valueOf(t);
+        if (source < 0) source = externalTensor(t);
+        if (source >= 0 && t.requires_grad()) {
+          NodeId id = newNode(value);
+          ops_->addDetached(tensorOf(value), source, currentLocation());
+          tensorNodes_[tensorOf(value).unsafeGetTensorImpl()] = owner;  // its writes are the owner's
+          return id;
+        }
+      }
       if (attr == "requires_grad" || attr == "is_leaf" || attr == "grad_fn") {
         readAutogradState(owner, attr);
         return newNode(value);

@@ -372,11 +372,14 @@ int Monitor::pythonDataTensor(const at::Tensor& t) {
   return node;
 }
 
+// `t` may be an alias the monitor tied to a node (p.data): the entry
+// contents kept are the node's own tensor's.
 void Monitor::beforeWrite(const at::Tensor& t) {
-  auto impl = t.unsafeGetTensorImpl();
-  if (!entryContent_.count(impl) && tensorNodes_.count(impl)) entryContent_.emplace(impl, t.detach().clone());
-  auto it = tensorNodes_.find(impl);
-  if (it != tensorNodes_.end()) refs_.changedInPlace(it->second);
+  auto it = tensorNodes_.find(t.unsafeGetTensorImpl());
+  if (it == tensorNodes_.end()) return;
+  const at::Tensor& own = tensorOf(refs_.node(it->second).obj);
+  if (!entryContent_.count(own.unsafeGetTensorImpl())) entryContent_.emplace(own.unsafeGetTensorImpl(), own.detach().clone());
+  refs_.changedInPlace(it->second);
 }
 
 // An object of a native class that was part of the entry state: native
