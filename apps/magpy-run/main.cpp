@@ -18,7 +18,14 @@ int main(int argc, char** argv) {
   app.add_option("--inputs", opt.inputs,
                  "Call with inputs from a torch.save file instead of the logged calls: a tuple is the positional "
                  "arguments, a dict the keyword arguments, anything else the one argument");
-  app.add_option("--function", opt.function, "The compiled function to call with --inputs (name or unique suffix)");
+  app.add_option("--batches", opt.batches,
+                 "Train natively: call the function on each element of a torch.save'd list in turn (each element as "
+                 "--inputs takes it), with grad mode on; each call's writes to the state are the next call's state");
+  app.add_option("--save-state", opt.saveState,
+                 "With --inputs or --batches: afterwards, save the module's state dict (its self, or the one module "
+                 "its globals hold) for Python's model.load_state_dict(torch.load(...))");
+  app.add_option("--function", opt.function,
+                 "The compiled function to call with --inputs or --batches (name or unique suffix)");
   app.add_option("--output", opt.output, "With --inputs: save the result with the torch.save format");
   app.add_option("--state", opt.state,
                  "With --inputs: load weights from a torch.save'd state dict (model.state_dict()) into the compiled "
@@ -28,7 +35,7 @@ int main(int argc, char** argv) {
   app.add_flag("--eval", opt.eval, "With --inputs: set every module's training flag to False first, as model.eval()");
   app.add_flag("--grad-enabled", opt.gradEnabled,
                "With --inputs: call as the script would with grad mode on (default: off, as under torch.no_grad()); "
-               "results are computed without autograd either way");
+               "only records that differentiate (a training step) compute with autograd");
   app.add_option("--repeat", opt.repeat, "After replaying, time N more calls per function with the first logged inputs")
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--no-check", noCheck, "Do not compare results with the captured ones");

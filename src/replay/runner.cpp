@@ -138,6 +138,71 @@ int runInputs(Session& session, const RunOptions& opt) {
   return 0;
 }
 
+// A one-element tensor's value (a loss), else what the value is.
+std::string resultText(const Value& v) {
+  std::string text = describe(v);
+  if (v.kind == Value::Kind::Tensor && v.tensor.numel() == 1 && v.tensor.is_cpu() &&
+      at::isFloatingType(v.tensor.scalar_type()))
+    text += " = " + formatDouble(v.tensor.item<double>());
+  return text;
+}
+
+// --batches: the function on each element of a torch.save'd list in turn,
+// as a training loop calls its step: grad mode on, and each call's writes
+// to the state (weights, optimizer buffers) are the next call's state.
+int runBatches(Session& session, const RunOptions& opt) {
+  size_t f = chooseFunction(session, opt);
+  prepareState(session, f, opt);
+  session.setScriptGradMode(true);
+  Value batches = loadValueFile(opt.batches);
+  if (batches.kind != Value::Kind::List && batches.kind != Value::Kind::Tuple)
+    throw Error(opt.batches + ": its object is a " + describe(batches) + ", not a list of batches (each a tuple of "
+                "arguments, a dict of keyword arguments, or the one argument)");
+  const auto& items = batches.heap->items;
+  std::cout << "train " << session.file().functions[f].name << " on " << items.size() << " batches from " << opt.batches
+            << " (grad mode on)\n";
+  for (size_t k = 0; k < items.size(); ++k) {
+    std::vector<Value> args;
+    Value kwargs = Value::dict({}, {});
+    splitInputs(items[k], args, kwargs);
+    std::cout << "batch " << k << "  ";
+    try {
+      CallOutcome out = session.call(f, args, kwargs);
+      std::cout << "record " << out.record << "  result: " << resultText(out.result) << "\n";
+    } catch (const NoMatchingRecord& e) {
+      std::cout << "no record matches\n";
+      printMisses(e.misses(), SIZE_MAX);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+// --save-state: the trained module's state dict, as torch.load gives it
+// to model.load_state_dict: the function's self where it is a module,
+// else the one module among the globals of the function's module.
+void saveState(Session& session, const RunOptions& opt) {
+  size_t f = chooseFunction(session, opt);
+  Value* module = isModule(session.self(f)) ? &session.self(f) : nullptr;
+  if (!module) {
+    const std::string& home = session.file().functions[f].module;
+    Value& globals = session.globals().of(home);
+    std::string found;
+    for (size_t k = 0; globals.kind == Value::Kind::Dict && k < globals.heap->items.size(); ++k) {
+      if (!isModule(globals.heap->items[k])) continue;
+      if (module) throw Error("--save-state: " + session.file().functions[f].name + " reads more than one module (" +
+                              found + ", " + record::toString(globals.heap->keys[k]) + "); compile the module's step as "
+                              "a method of one module, or save its weights in Python");
+      module = &globals.heap->items[k];
+      found = record::toString(globals.heap->keys[k]);
+    }
+    if (!module) throw Error("--save-state: " + session.file().functions[f].name + " reads no module's state");
+  }
+  StateDict dict = stateDictOf(*module);
+  saveStateDict(opt.saveState, dict);
+  std::cout << "wrote " << dict.entries.size() << " tensors of the trained state to " << opt.saveState << "\n";
+}
+
 void time(Session& session, const RunOptions& opt) {
   const auto& file = session.file();
   for (size_t f = 0; f < file.functions.size(); ++f) {
@@ -198,9 +263,11 @@ void showOptimizations(const Session& session) {
 int runRecord(const RunOptions& opt) {
   if (!opt.output.empty() && opt.inputs.empty()) throw Error("--output needs --inputs");
   if (opt.profile && opt.repeat == 0) throw Error("--profile needs --repeat N (the calls it profiles)");
-  if ((!opt.state.empty() || opt.eval || opt.gradEnabled) && opt.inputs.empty())
-    throw Error("--state, --eval and --grad-enabled need --inputs (the logged calls ran with the captured weights, "
-                "flags and grad mode)");
+  if (!opt.inputs.empty() && !opt.batches.empty()) throw Error("--inputs and --batches do not go together");
+  bool ownCalls = !opt.inputs.empty() || !opt.batches.empty();
+  if ((!opt.state.empty() || opt.eval || opt.gradEnabled || !opt.saveState.empty()) && !ownCalls)
+    throw Error("--state, --eval, --grad-enabled and --save-state need --inputs or --batches (the logged calls ran "
+                "with the captured weights, flags and grad mode)");
   if (opt.threads > 0) at::set_num_threads(opt.threads);
   SessionOptions sessionOptions;
   sessionOptions.passes = PassOptions::parse(opt.optimize);
@@ -223,7 +290,10 @@ int runRecord(const RunOptions& opt) {
             << env.python_version << ", torch " << env.torch_version << "; replaying on libtorch " << libtorchVersion()
             << " with " << at::get_num_threads() << " threads, no Python)\n";
   if (opt.repeat > 0) std::cout << "loaded in " << std::fixed << std::setprecision(1) << loadMs << " ms\n" << std::defaultfloat;
-  int status = opt.inputs.empty() ? replayLog(session, opt) : runInputs(session, opt);
+  int status = !opt.batches.empty() ? runBatches(session, opt)
+               : !opt.inputs.empty() ? runInputs(session, opt)
+                                     : replayLog(session, opt);
+  if (status == 0 && !opt.saveState.empty()) saveState(session, opt);
   if (status == 0 && opt.repeat > 0) {
     time(session, opt);
     rusage usage{};

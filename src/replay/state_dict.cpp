@@ -11,6 +11,7 @@
 
 #include "magpy/record/path.h"
 #include "magpy/replay/tensors.h"
+#include "magpy/replay/value_files.h"
 #include "magpy/support/error.h"
 #include "magpy/support/strings.h"
 #include "replay/torch_save.h"
@@ -121,6 +122,44 @@ StateLoadReport loadStateInto(Value& self, const StateDict& dict, bool partial) 
       for (size_t k = 0; k < params->heap->keys.size(); ++k) missing(prefix + params->heap->keys[k].s, params->heap->items[k]);
   });
   return report;
+}
+
+bool isModule(const Value& v) {
+  if (v.kind != Value::Kind::Object) return false;
+  for (const char* name : {record::kModuleSubmodules, record::kModuleParameters, record::kModuleBuffers, "training",
+                           "_forward_hooks", "_forward_pre_hooks", "_backward_hooks"})
+    if (v.heap->attr(name)) return true;
+  return false;
+}
+
+StateDict stateDictOf(Value& module) {
+  StateDict out;
+  std::set<std::string> keys;
+  auto add = [&](const std::string& key, const Value& v) {
+    if (v.kind == Value::Kind::Tensor && keys.insert(key).second) out.entries.push_back({key, v.tensor.detach()});
+  };
+  std::set<const HeapObject*> seen;
+  eachModule(module, "", seen, [&](Value& m, const std::string& prefix) {
+    for (size_t k = 0; k < m.heap->names.size(); ++k) {
+      const std::string& name = m.heap->names[k];
+      Value& v = m.heap->items[k];
+      if (!name.empty() && name[0] != '_') add(prefix + name, v);
+      bool holds = name == record::kModuleParameters || name == record::kModuleBuffers;
+      if (holds && v.kind == Value::Kind::Dict)
+        for (size_t e = 0; e < v.heap->keys.size(); ++e) add(prefix + v.heap->keys[e].s, v.heap->items[e]);
+    }
+  });
+  return out;
+}
+
+void saveStateDict(const std::string& path, const StateDict& dict) {
+  std::vector<record::Atom> keys;
+  std::vector<Value> tensors;
+  for (auto& [key, t] : dict.entries) {
+    keys.push_back(record::Atom::string(key));
+    tensors.push_back(Value::ofTensor(t));
+  }
+  saveValueFile(path, Value::dict(std::move(keys), std::move(tensors)));
 }
 
 size_t setEvalMode(Value& self) {

@@ -338,6 +338,48 @@ TEST(Format, BranchesRoundTripAndAreValidated) {
   }, "nests loops and branches deeper than 4");
 }
 
+// A backward node round trips; the validator holds it to its shape: a
+// root, its gradient or None, distinct leaves that are graph inputs
+// requiring grad, retain_graph, one gradient per leaf, outside regions.
+TEST(Format, BackwardNodesRoundTripAndAreValidated) {
+  RecordFile f = sample::sampleFile();
+  Graph& g = f.functions[0].records[0].graph;
+  g = sample::backwardGraph();
+  RecordFile back = decode(encode(f));
+  std::string text = printGraph(back.functions[0].records[0].graph);
+  EXPECT_TRUE(contains(text, "  %backward = magpy.backward(%sum, None, [%w], False)  : float32[3]\n")) << text;
+  EXPECT_FALSE(contains(text, "outside the operator policy")) << text;
+
+  auto rejects = [&](const std::function<void(Graph&)>& change, const std::string& why) { expectRejected(f, change, why); };
+  const std::string shape = "does not take (root, gradient or None, [leaves], retain_graph)";
+  rejects([](Graph& g) { g.nodes[4].outputs.push_back(g.nodes[4].outputs[0]); }, shape);
+  rejects([](Graph& g) { g.nodes[4].args[3] = Arg::integer(0); }, shape);
+  rejects([](Graph& g) { g.nodes[4].args[0] = Arg::node(5); }, shape);
+  rejects([](Graph& g) { g.nodes[4].args[2].ints = {2}; }, "not a distinct graph input requiring grad");
+  rejects([](Graph& g) { g.nodes[4].args[2].ints = {1}; }, "not a distinct graph input requiring grad");
+  rejects([](Graph& g) {
+    g.nodes[4].args[2].ints = {0, 0};
+    g.nodes[4].outputs.push_back(g.nodes[4].outputs[0]);
+  }, "not a distinct graph input requiring grad");
+}
+
+// A state tensor may carry its .grad, a tensor like it, and nothing else.
+TEST(Format, StateTensorsCarryTheirGradients) {
+  RecordFile f = sample::sampleFile();
+  Value& w = f.functions[0].self.items[0];
+  ASSERT_EQ(w.kind, Value::Kind::Tensor);
+  w.names = {"grad"};
+  w.items = {sample::tensorValue(1, w.meta)};
+  RecordFile back = decode(encode(f));
+  EXPECT_EQ(back.functions[0].self.items[0].names, std::vector<std::string>{"grad"});
+  EXPECT_TRUE(contains(printCanonical(back), ".grad = tensor float32[2]")) << printCanonical(back);
+  f.functions[0].self.items[0].names = {"data"};
+  EXPECT_THROW(decode(encode(f)), Error);
+  f.functions[0].self.items[0].names = {"grad"};
+  f.functions[0].self.items[0].items[0].meta.shape = {1};
+  EXPECT_THROW(decode(encode(f)), Error);
+}
+
 // Without the call log, its tensors go; references to the others follow
 // them to their new places.
 TEST(Format, UnusedBlobsAreDropped) {

@@ -311,6 +311,37 @@ TEST(Plan, GradModeRegionsSwitchAroundTheirOperatorsOnly) {
   EXPECT_TRUE(c10::GradMode::is_enabled());
 }
 
+// magpy.backward runs libtorch's autograd over the graph the plan's own
+// operators built (with autograd even where the options say inference):
+// d/dw sum(w * x) = x, a tensor of its own; the node stores no .grad. A
+// leaf that has a hook stops the call before its first step (a miss).
+TEST(Plan, BackwardGivesEachLeafItsGradient) {
+  Graph g = sample::backwardGraph();
+  at::Tensor w = at::randn({3}).requires_grad_(), x = at::randn({3});
+  replay::PlanOptions inference;
+  inference.inference = true;
+  replay::Plan plan(g, {}, inference);
+  EXPECT_TRUE(plan.differentiates());
+  c10::AutoGradMode on(true);
+  auto out = plan.runWith({w, x});
+  EXPECT_TRUE(at::equal(out[1].toTensor(), x));
+  EXPECT_FALSE(out[1].toTensor().is_same(x));
+  EXPECT_FALSE(w.grad().defined());
+
+  EXPECT_EQ(replay::autogradHooks(w), "");
+  w.register_hook([](at::Tensor grad) { return at::mul(grad, at::scalar_tensor(2.0)); });
+  EXPECT_NE(replay::autogradHooks(w), "");
+  try {
+    plan.runWith({w, x});
+    FAIL() << "a leaf with a hook ran";
+  } catch (const replay::SizeMismatch& e) {
+    EXPECT_TRUE(e.changedNothing);
+    EXPECT_NE(std::string(e.what()).find("args[0] is a leaf"), std::string::npos) << e.what();
+  }
+  at::Tensor fixed = at::randn({3});  // no autograd: a clear error naming the node
+  EXPECT_THROW(plan.runWith({fixed, x}), Error);
+}
+
 // Checks of what the program read into Python: the sum of x (a constant
 // holding 3) and the sizes of nonzero's result. A call where either
 // differs stops at its check with SizeMismatch (a miss); the checks are

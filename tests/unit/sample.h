@@ -126,6 +126,33 @@ inline record::Graph branchGraph() {
   return g;
 }
 
+// A training step on a leaf w (args[0], 3, requires grad) and data x (args[1]):
+//   loss = (w * x).sum(); loss.backward()   (w.grad was None: it becomes the gradient)
+//   return loss, the gradient
+inline record::Graph backwardGraph() {
+  using namespace record;
+  TensorMeta leaf = meta({3}, {1});
+  leaf.requires_grad = true;
+  Node w = argument("w", 0, leaf);
+  Node x = argument("x", 1, meta({3}, {1}));
+  Node product = opNode("mul", "aten::mul", "Tensor", {Arg::node(0), Arg::node(1)});
+  product.outputs = {leaf};
+  TensorMeta scalar = meta({}, {});
+  scalar.requires_grad = true;
+  Node loss = opNode("sum", "aten::sum", "", {Arg::node(2), Arg::none()});
+  loss.outputs = {scalar};
+  Arg leaves;
+  leaves.kind = Arg::Kind::NodeList;
+  leaves.ints = {0};
+  Node backward = opNode("backward", kBackward, "", {Arg::node(3), Arg::none(), leaves, Arg::boolean(false)});
+  backward.outputs = {meta({3}, {1})};
+  Node grad = opNode("grad", "getitem", "", {Arg::node(4), Arg::integer(0)});
+  grad.outputs = {meta({3}, {1})};
+  Graph g;
+  g.nodes = {w, x, product, loss, backward, grad, output({Arg::node(3), Arg::node(5)})};
+  return g;
+}
+
 // y = relu(x * w) * scale, with `self.calls` counted up by the mock.
 inline record::RecordFile sampleFile() {
   using namespace record;

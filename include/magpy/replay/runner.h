@@ -15,6 +15,7 @@ struct RunOptions {
   std::string record;
   std::string function, inputs, output;  // --function, --inputs, --output
   std::string state;                     // --state
+  std::string batches, saveState;        // --batches, --save-state
   bool statePartial = false, eval = false, gradEnabled = false;  // --state-partial, --eval, --grad-enabled
   int repeat = 0, threads = 0;
   std::string optimize = "default", backend = "aten", device = "cpu";

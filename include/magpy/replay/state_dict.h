@@ -37,6 +37,22 @@ struct StateLoadReport {
 // Errors too.
 StateLoadReport loadStateInto(Value& self, const StateDict& dict, bool partial);
 
+// The state dict of `module` as native state holds it, as Python's
+// model.state_dict() names it ("fc.weight"): each tensor attribute and
+// each entry of _parameters and _buffers of the module and the modules
+// under it, once, in the order the state holds them. The record holds
+// what its calls read: tensors no record read are not there.
+StateDict stateDictOf(Value& module);
+
+// Whether a native value is an nn.Module (an object with a module's
+// dicts, hook dicts or training flag, as calling one reads them).
+bool isModule(const Value& v);
+
+// Writes a state dict that Python's torch.load gives back as a dict of
+// str -> tensor (model.load_state_dict takes it), through a temporary
+// file and a rename.
+void saveStateDict(const std::string& path, const StateDict& dict);
+
 // Sets every module's `training` flag under self to False, as
 // model.eval() does; returns how many it set.
 size_t setEvalMode(Value& self);
