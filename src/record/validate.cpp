@@ -149,9 +149,12 @@ class Validator {
     if (v.kind == Value::Kind::Object && v.atom.kind != A::None && !baseValue)
       bad("an object of type " + v.type + " has a value that is not an int, float or str");
     bool container = v.kind != Value::Kind::Atom && v.kind != Value::Kind::Tensor;
-    bool gradient = v.kind == Value::Kind::Tensor && v.names == std::vector<std::string>{"grad"} && v.items.size() == 1 &&
-                    v.items[0].kind == Value::Kind::Tensor && v.items[0].items.empty() && v.items[0].meta.shape == v.meta.shape &&
-                    v.items[0].meta.dtype == v.meta.dtype && v.items[0].meta.device == v.meta.device;
+    // A .grad shared with another tensor is a Ref, which materializing checks.
+    const Value* g = v.items.size() == 1 ? &v.items[0] : nullptr;
+    bool like = g && g->kind == Value::Kind::Tensor && g->items.empty() && g->meta.shape == v.meta.shape &&
+                g->meta.dtype == v.meta.dtype && g->meta.device == v.meta.device;
+    bool gradient = v.kind == Value::Kind::Tensor && v.names == std::vector<std::string>{"grad"} && g &&
+                    (like || g->kind == Value::Kind::Ref);
     if (!container && !gradient && (!v.items.empty() || !v.names.empty()))
       bad("a scalar or tensor value has elements (a tensor only its .grad, a tensor like it)");
     for (auto& item : v.items) value(item, ids);

@@ -159,7 +159,13 @@ Value build(const record::Value& v, const BlobSource& file, std::map<uint32_t, V
     case K::Atom: out = Value::ofAtom(v.atom); break;
     case K::Tensor:
       out = Value::ofTensor(file.tensor(v));
-      if (!v.items.empty()) out.tensor.mutable_grad() = build(v.items[0], file, made).tensor;  // validated: a tensor like it
+      if (!v.items.empty()) {  // its .grad (validated: a tensor like it, or a Ref checked here)
+        Value grad = build(v.items[0], file, made);
+        if (grad.kind != Value::Kind::Tensor || !grad.tensor.sizes().equals(out.tensor.sizes()) ||
+            grad.tensor.scalar_type() != out.tensor.scalar_type())
+          throw Error("the record is corrupted: a tensor's .grad is not a tensor like it");
+        out.tensor.mutable_grad() = grad.tensor;
+      }
       break;
     case K::Tuple:
     case K::List:

@@ -88,7 +88,8 @@ TEST(Deploy, StateFileErrorsArePrecise) {
 
   Result noInputs = s.run("magpy-run train_cnn.mgp --state net.pt");
   EXPECT_EQ(noInputs.status, 2);
-  EXPECT_TRUE(contains(noInputs.err, "--state, --eval and --grad-enabled need --inputs")) << noInputs.err;
+  EXPECT_TRUE(contains(noInputs.err, "--state, --eval, --grad-enabled and --save-state need --inputs or --batches"))
+      << noInputs.err;
 }
 
 TEST(Deploy, StateAtExitCarriesTheTrainedWeights) {
@@ -169,4 +170,31 @@ TEST(Deploy, GradModeOfServedCallsIsChosen) {
   EXPECT_EQ(on.status, 0) << on.out << on.err;
   Result value = s.run(std::string(kPython) + "'import torch; y = torch.load(\"y.pt\"); print(y.tolist(), y.requires_grad)'");
   EXPECT_EQ(value.out, "[2.0, 2.0] False\n") << value.err;
+}
+
+// A whole training step (forward, backward, update) captured over three
+// batches, then trained natively on twenty: the state dict magpy-run saves
+// is what eager training on those batches gives, and Python loads it.
+TEST(Deploy, NativeTrainingGivesEagerTrainingsWeights) {
+  Scratch s("native_training");
+  Result cap = s.run("magpy-capture " + example("train_step.py") + " .");
+  ASSERT_EQ(cap.status, 0) << cap.out << cap.err;
+  EXPECT_TRUE(contains(cap.out, "3 calls, 1 records (1 graphs, 0 breaks), 2 replayed from a record")) << cap.out;
+  Result run = s.run("magpy-run train_step.mgp --batches batches.pt --save-state trained.pt");
+  ASSERT_EQ(run.status, 0) << run.out << run.err;
+  EXPECT_TRUE(contains(run.out, "train __main__.step on 20 batches from batches.pt (grad mode on)")) << run.out;
+  EXPECT_TRUE(contains(run.out, "batch 19  record 0  result: tensor float32[]")) << run.out;
+  EXPECT_TRUE(contains(run.out, "wrote 9 tensors of the trained state to trained.pt")) << run.out;
+  Result check = s.run("PYTHONPATH=" + sourceDir() + "/python /usr/bin/python3 " + example("train_step.py") + " --check .");
+  ASSERT_EQ(check.status, 0) << check.out << check.err;
+  EXPECT_TRUE(contains(check.out, "trained natively = trained eagerly: 9 tensors")) << check.out;
+
+  // Refusals: --save-state without calls of its own, a file that is not a list.
+  Result alone = s.run("magpy-run train_step.mgp --save-state other.pt");
+  EXPECT_EQ(alone.status, 2);
+  EXPECT_TRUE(contains(alone.err, "--save-state need --inputs or --batches")) << alone.err;
+  Result notList = s.run("magpy-run train_step.mgp --batches trained.pt");
+  EXPECT_EQ(notList.status, 2);
+  EXPECT_TRUE(contains(notList.err, "not a list of batches")) << notList.err;
+  EXPECT_FALSE(s.exists("other.pt"));
 }

@@ -673,6 +673,42 @@ void branchCases(std::vector<Case>& out) {
                  2, "is not the innermost region open"});
 }
 
+// Backward passes from others (magpy.backward): leaves are graph inputs
+// that require grad; a call whose root does not require grad is refused
+// with the node's name; a state tensor's .grad is a tensor like it.
+void backwardCases(std::vector<Case>& out) {
+  auto record = [](int64_t leaf, bool argRequiresGrad) {
+    TensorMeta leafMeta = meta({2});
+    leafMeta.requires_grad = true;
+    Node neg = op("neg", "aten::neg", "", {Arg::node(0)});
+    neg.outputs = {leafMeta};
+    Node sum = op("sum", "aten::sum", "", {Arg::node(1), Arg::none()});
+    sum.outputs = {meta({})};
+    Arg leaves;
+    leaves.kind = Arg::Kind::NodeList;
+    leaves.ints = {leaf};
+    Node backward = op("backward", record::kBackward, "", {Arg::node(2), Arg::none(), leaves, Arg::boolean(false)});
+    backward.outputs = {meta({2})};
+    TensorMeta given = meta({2});
+    given.requires_grad = argRequiresGrad;
+    RecordFile f = oneCall({placeholder(0, leafMeta), neg, sum, backward, op("grad", "getitem", "", {Arg::node(3), Arg::integer(0)})},
+                           container(Value::Kind::Tuple, {tensorValue(0, given)}));
+    f.blobs.push_back(floatBlob({2}, 2));
+    return encode(f);
+  };
+  out.push_back({"backward_leaf_computed", record(1, true), 2, "names a leaf that is not a distinct graph input requiring grad"});
+  out.push_back({"backward_without_autograd", record(0, false), 2, "does not require grad in this call", true});
+
+  RecordFile f = oneCall({});
+  f.blobs.push_back(floatBlob({2}, 2));
+  Value w = tensorValue(0, meta({2}));
+  w.names = {"grad"};
+  w.items = {tensorValue(0, meta({1}))};
+  f.functions[0].self.names = {"w"};
+  f.functions[0].self.items = {w};
+  out.push_back({"state_grad_other_shape", encode(f), 2, "a tensor only its .grad, a tensor like it"});
+}
+
 }  // namespace
 
 std::vector<Case> cases() {
@@ -681,6 +717,7 @@ std::vector<Case> cases() {
   replayCases(out);
   loopCases(out);
   branchCases(out);
+  backwardCases(out);
   return out;
 }
 

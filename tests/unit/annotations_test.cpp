@@ -88,5 +88,14 @@ TEST(Annotations, MetadataReadsAndReasons) {
   std::string e = loadError("version: 1\nfunctions:\n  - name: m.f\n    reason: why\n");
   EXPECT_NE(e.find(":4: 'reason' is a sentence, for an entry with pure: false"), std::string::npos) << e;
   e = loadError("version: 1\nfunctions:\n  - name: m.f\n    inputs: [{value_read: shape}]\n");
-  EXPECT_NE(e.find("'value_read' must be true or false (or metadata, or state)"), std::string::npos) << e;
+  EXPECT_NE(e.find("'value_read' must be true or false (or metadata, state or identity)"), std::string::npos) << e;
+
+  // identity: of a tensor, its hash (set membership), not its contents.
+  AnnotationSet hashed;
+  hashed.load(write("version: 1\nfunctions:\n  - name: m.add\n    inputs: [{in_place: true}]\n"
+                    "    rest: {value_read: identity}\n"));
+  const auto* add = hashed.find("m.add");
+  ASSERT_NE(add, nullptr);
+  EXPECT_TRUE(add->input(1).value_read && add->input(1).identity_only && !add->input(1).object_state);
+  EXPECT_TRUE(add->input(0).in_place);  // listed inputs start from rest
 }

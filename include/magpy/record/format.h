@@ -1,10 +1,11 @@
-// The .mgp file format, version 11 (2 added the RefGraph view to records
+// The .mgp file format, version 12 (2 added the RefGraph view to records
 // and tuple dict keys, 3 when the state was taken, 4 the dict class of
 // mock expressions, 5 dynamic sizes in tensor metadata, 6 lifted numbers,
 // 7 the Distinct check, names without control characters, and mock Refs,
 // 8 an operator's grad mode region and forward-only records, 9 sizes that
 // are graph values and number arithmetic's values at capture, 10 loop
-// regions, 11 branches, graph.h). This header is the only place that knows
+// regions, 11 branches, 12 backward nodes and a state tensor's .grad,
+// graph.h and value.h). This header is the only place that knows
 // the byte layout; everything else works on RecordFile.
 //
 // Grammar (all integers little-endian; "varint" is unsigned LEB128, "zigzag"
@@ -48,6 +49,7 @@
 //   blob        := dtype:string shape:zigzags hash:u64 bytes:string
 //   value       := kind:u8 atom blob:varint meta type:string
 //                  count:varint value* keys:atoms names:strings id:varint
+//                  (a tensor's values and names: its .grad, or nothing)
 //   path        := root:u8 index:zigzag name:string count:varint step*
 //   step        := kind:u8 name:string index:zigzag key:atom
 //   atom        := kind:u8 i:zigzag f:f64 s:string count:varint atom*
@@ -74,7 +76,7 @@
 
 namespace magpy::record {
 
-constexpr uint32_t kFormatVersion = 11;
+constexpr uint32_t kFormatVersion = 12;
 
 // Values, constants and mock expressions nest at most this deep, and access
 // paths have at most this many steps: the reader refuses deeper ones (so no

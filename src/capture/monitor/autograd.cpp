@@ -99,6 +99,7 @@ void Monitor::beginBackward(Pending& p) {
     return;
   }
   const at::Tensor& root = tensorOf(a.tensors);
+  readRuntimeState("grad_enabled");  // with grad mode off the call's operators build no autograd graph
   backward_ = BackwardCall{};
   backward_.root = ops_->valueOf(root);
   backward_.retainGraph = a.retainGraph == Py_True;
@@ -154,6 +155,7 @@ bool Monitor::backwardLeaves(const at::Tensor& root) {
       PyObject* grad = l.gradBefore.defined() ? THPVariable_Wrap(l.gradBefore) : Py_NewRef(Py_None);
       registerTensor(refs_.read(l.node, Relation::attr("grad"), grad));
       Py_DECREF(grad);  // the RefGraph holds it
+      if (l.gradBefore.defined()) keepEntryContents(l.gradBefore);  // the engine adds into it before finishBackward
       backward_.leaves.push_back(std::move(l));
       continue;
     }

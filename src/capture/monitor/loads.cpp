@@ -215,6 +215,11 @@ NodeId Monitor::loadAttr(NodeId owner, PyObject* ownerObj, PyObject* name, PyObj
       }
       if (attr == "data" && isTensor(value)) {  // the same memory without autograd (p.data.add_(...))
         const at::Tensor& t = tensorOf(ownerObj);
+        if (t.requires_grad() && !t.is_leaf()) {
+          graphBreak("reading .data of a tensor autograd computed (not a leaf) is not captured: writes through it "
+                     "bypass autograd, which replay's operators cannot");
+          return newNode(value);
+        }
         int source = ops_->valueOf(t);
         if (source < 0) source = externalTensor(t);
         if (source >= 0 && t.requires_grad()) {

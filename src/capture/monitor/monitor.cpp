@@ -298,7 +298,8 @@ void Monitor::registerTensor(NodeId id) {
   ShadowNode& n = refs_.node(id);
   if (n.kind != NodeKind::Tensor) return;
   const at::Tensor& t = tensorOf(n.obj);
-  tensorNodes_.emplace(t.unsafeGetTensorImpl(), id);
+  bool added = tensorNodes_.emplace(t.unsafeGetTensorImpl(), id).second;
+  if (added && t.has_storage()) nodesByStorage_[t.storage().unsafeGetStorageImpl()].push_back(id);
   if (!entryMeta_.count(id)) entryMeta_.emplace(id, replay::metaOf(t));
 }
 
@@ -372,14 +373,26 @@ int Monitor::pythonDataTensor(const at::Tensor& t) {
   return node;
 }
 
-// `t` may be an alias the monitor tied to a node (p.data): the entry
-// contents kept are the node's own tensor's.
+// A write through any tensor changes every tensor on its memory (a slice,
+// p.detach(), a .grad that is another tensor's view): each keeps its
+// contents from before the first such write, for the entry state of those
+// that turn out to be part of it (marked external later, when first used).
+void Monitor::keepEntryContents(const at::Tensor& written) {
+  if (!written.has_storage()) return;
+  auto sharing = nodesByStorage_.find(written.storage().unsafeGetStorageImpl());
+  if (sharing == nodesByStorage_.end()) return;
+  for (NodeId id : sharing->second) {
+    const at::Tensor& own = tensorOf(refs_.node(id).obj);
+    if (!entryContent_.count(own.unsafeGetTensorImpl())) entryContent_.emplace(own.unsafeGetTensorImpl(), own.detach().clone());
+  }
+}
+
+// `t` may be an alias the monitor tied to a node (p.data): the node is
+// the one written.
 void Monitor::beforeWrite(const at::Tensor& t) {
+  keepEntryContents(t);
   auto it = tensorNodes_.find(t.unsafeGetTensorImpl());
-  if (it == tensorNodes_.end()) return;
-  const at::Tensor& own = tensorOf(refs_.node(it->second).obj);
-  if (!entryContent_.count(own.unsafeGetTensorImpl())) entryContent_.emplace(own.unsafeGetTensorImpl(), own.detach().clone());
-  refs_.changedInPlace(it->second);
+  if (it != tensorNodes_.end()) refs_.changedInPlace(it->second);
 }
 
 // An object of a native class that was part of the entry state: native

@@ -381,6 +381,7 @@ class Monitor : public OpRecorder::Delegate {
   std::string where(const ShadowFrame& sf) const;
   std::string currentLocation() const;  // where(the innermost frame), or "" outside any
   void registerTensor(NodeId id);
+  void keepEntryContents(const at::Tensor& written);
   void readRuntimeState(const std::string& name);
   bool writeRuntimeState(const Pending& p, const std::string& name);
   bool storesItsOwnRequiresGrad(const Step& s);
@@ -408,6 +409,7 @@ class Monitor : public OpRecorder::Delegate {
   // so `for s in scales` reads scales[k] (keeping a scalar's provenance).
   std::unordered_map<NodeId, std::pair<NodeId, Py_ssize_t>> sequenceIterators_;
   std::unordered_map<c10::TensorImpl*, at::Tensor> entryContent_;
+  std::unordered_map<const c10::StorageImpl*, std::vector<NodeId>> nodesByStorage_;  // tensors by their memory
   std::unordered_map<NodeId, record::TensorMeta> entryMeta_;
   std::vector<std::pair<int, NodeId>> inputs_;
   std::vector<std::pair<int, at::Tensor>> constants_;
