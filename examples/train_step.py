@@ -8,10 +8,12 @@ batches, then trained natively on more and checked against eager.
 
 --check trains the same model from the same start on the same batches in
 plain Python and compares every tensor of OUT_DIR/trained.pt with it
-(rtol 1e-4), then loads it with model.load_state_dict.
+(rtol 1e-4), then loads it with model.load_state_dict. --model resnet18
+trains torchvision's ResNet-18 (10 classes) on 8x3x64x64 batches instead
+of the small CNN (give it to each of the three commands' script runs).
 """
+import argparse
 import os
-import sys
 
 import torch
 import torch.nn as nn
@@ -31,8 +33,22 @@ class Net(nn.Module):
         return self.fc(F.relu(self.bn(self.conv(x))).flatten(1))
 
 
-torch.manual_seed(0)
-model = Net()
+parser = argparse.ArgumentParser()
+parser.add_argument("out_dir", nargs="?", default=".")
+parser.add_argument("--check", action="store_true")
+parser.add_argument("--model", choices=["cnn", "resnet18"], default="cnn")
+options = parser.parse_args()
+
+
+def make_model():
+    torch.manual_seed(0)
+    if options.model == "cnn":
+        return Net()
+    import torchvision
+    return torchvision.models.resnet18(num_classes=10)
+
+
+model = make_model()
 params = list(model.parameters())
 momentum = [torch.zeros_like(p) for p in params]
 
@@ -50,7 +66,8 @@ def step(x, y):
 
 def make_batches(count):
     generator = torch.Generator().manual_seed(1)
-    return [(torch.randn(8, 3, 8, 8, generator=generator), torch.randint(0, 10, (8,), generator=generator))
+    side = 8 if options.model == "cnn" else 64
+    return [(torch.randn(8, 3, side, side, generator=generator), torch.randint(0, 10, (8,), generator=generator))
             for _ in range(count)]
 
 
@@ -64,15 +81,14 @@ def check(out_dir):
     for key, value in expected.items():
         assert torch.allclose(trained[key].double(), value.double(), rtol=1e-4, atol=1e-6), key
         worst = max(worst, (trained[key].double() - value.double()).abs().max().item())
-    Net().load_state_dict(trained)
+    make_model().load_state_dict(trained)
     print(f"trained natively = trained eagerly: {len(expected)} tensors, max abs diff {worst:g}")
 
 
-if __name__ == "__main__":
-    if sys.argv[1:2] == ["--check"]:
-        check(sys.argv[2])
-        sys.exit(0)
-    out_dir = sys.argv[1] if len(sys.argv) > 1 else "."
+if options.check:
+    check(options.out_dir)
+else:
+    out_dir = options.out_dir
     os.makedirs(out_dir, exist_ok=True)
     batches = make_batches(20)
     torch.save(batches, os.path.join(out_dir, "batches.pt"))
