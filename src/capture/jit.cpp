@@ -338,7 +338,7 @@ struct Session::Impl {
     size_t joined = breaks.empty() ? joinBranches(fn, monitor, built, classes, functions) : SIZE_MAX;
     Placement placed = joined != SIZE_MAX ? Placement{joined, {}}
                                           : fn.policy.place(inUse(fn), built.record, monitor.readSizes(),
-                                                            spec.varyingNumbers, monitor.numberUse());
+                                                            spec.varyingNumbers, built.numberUse);
     size_t replaced = placed.replaces;
     for (auto& note : placed.notes) explain(fn, note);
     for (auto& note : built.notes) explain(fn, note);

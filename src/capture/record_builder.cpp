@@ -144,6 +144,24 @@ class GuardMaker {
     addGuard(AccessPath::allKwargs(), keys);
   }
 
+  // Whether a call may take the number at any value: the graph stops
+  // nowhere after an effect, or the number only scales values (a learning
+  // rate: no size or check depends on it).
+  bool stopsWhereverItsValue(NodeId id) {
+    if (s_.graphStopsCleanly()) return true;
+    int node = s_.m.liftedNumber(id);
+    return node >= 0 && replay::onlyScalesValues(s_.m.ops().graph(), node);
+  }
+
+  void keptBecause(NodeId id, const AccessPath& path) {
+    std::string why = s_.m.numberUse(id);
+    if (why.empty())
+      why = "a size, check or region depends on it after the call writes its inputs in place or draws random numbers, "
+            "so a call with another value could stop half-way";
+    std::string& all = s_.out.numberUse;
+    all += (all.empty() ? "" : "; ") + record::toString(path) + ": " + why;
+  }
+
   // What a value of the entry state must be, by the kind of its node.
   void nodeGuards(NodeId id) {
     using K = record::Check::Kind;
@@ -152,7 +170,7 @@ class GuardMaker {
     record::Check c;
     switch (n.kind) {
       case NodeKind::Atom:
-        if (s_.call.varyingNumbers.count(path) && s_.m.numberFree(id) && s_.graphStopsCleanly()) {
+        if (s_.call.varyingNumbers.count(path) && s_.m.numberFree(id) && stopsWhereverItsValue(id)) {
           // A lifted number whose value the run did not depend on (MagPy 6.2.1):
           // any value of its type will do. A run that can stop half-way (a
           // size check failing after an in-place write) keeps the value.
@@ -161,6 +179,7 @@ class GuardMaker {
           addGuard(path, c, reinterpret_cast<PyObject*>(isInt ? &PyLong_Type : &PyFloat_Type));
           break;
         }
+        if (s_.call.varyingNumbers.count(path)) keptBecause(id, path);
         c.kind = K::Equals;
         c.atom = n.atom;
         addGuard(path, c);

@@ -28,6 +28,9 @@ struct BuiltRecord {
   std::map<std::string, PathTrie> kwargPaths;
   // What --explain says about the record: branches that stay checks.
   std::vector<std::string> notes;
+  // Why numbers of the state that vary between calls keep their value
+  // ("self.lr: ..."), for the record-set policy's notes.
+  std::string numberUse;
 };
 
 // Builds the record of a run without graph breaks. Throws Error with the

@@ -128,8 +128,9 @@ Placement RecordSetPolicy::place(const std::vector<RecordInUse>& inUse, record::
     out.notes.push_back("this record computes with " + lifted + " in its graph, for any value" +
                         (out.replaces == SIZE_MAX ? "" : "; it replaces record " + std::to_string(out.replaces)));
   if (!kept.empty())
-    out.notes.push_back("this record keeps the value of " + kept + ": " +
-                        (numberUse.empty() ? "the run may stop half-way (it writes its inputs in place or draws random numbers)"
+    out.notes.push_back("this record keeps the value of " +
+                        (numberUse.empty() ? kept + ": the run may stop half-way (it writes its inputs in place or draws "
+                                                    "random numbers)"
                                            : numberUse));
   if (out.replaces == SIZE_MAX && made.breaks.empty() && !madeReadSizes)
     out.replaces = generalizeInto(inUse, made, out.notes);

@@ -62,7 +62,8 @@ class RecordSetPolicy {
 
   // Where `made` goes (it may become a dynamic record). madeReadSizes: its
   // run read sizes in Python. liftedWith: the varying numbers its run was
-  // given; numberUse: why the run kept some of them (Monitor::numberUse).
+  // given; numberUse: why the run kept some of them ("self.lr: a Linear
+  // reads ...", BuiltRecord::numberUse).
   Placement place(const std::vector<RecordInUse>& inUse, record::Record& made, bool madeReadSizes,
                   const std::set<record::AccessPath>& liftedWith, const std::string& numberUse) const;
 

@@ -809,4 +809,33 @@ OptimizedGraph optimize(const record::Graph& graph, const PassOptions& o, bool i
   return out;
 }
 
+bool onlyScalesValues(const record::Graph& g, int number) {
+  static const std::set<std::string> kScalars = {"alpha", "beta", "value", "other", "exponent", "min", "max"};
+  static const std::set<record::NumberOp> kExact = {NumberOp::Add, NumberOp::Sub, NumberOp::Mul, NumberOp::Neg,
+                                                    NumberOp::Abs};
+  std::vector<bool> reached(g.nodes.size(), false);
+  reached[size_t(number)] = true;
+  for (size_t i = size_t(number) + 1; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    for (size_t a = 0; a < n.args.size(); ++a) {
+      const Arg& arg = n.args[a];
+      bool takes = arg.kind == Arg::Kind::Node && arg.i >= 0 && reached[size_t(arg.i)];
+      bool inList = (arg.kind == Arg::Kind::NodeList || arg.kind == Arg::Kind::SizeList) &&
+                    std::any_of(arg.ints.begin(), arg.ints.end(), [&](int64_t j) { return j >= 0 && size_t(j) < i && reached[size_t(j)]; });
+      if (inList) return false;
+      if (!takes || n.kind == NodeKind::Output) continue;  // returned or stored by the mock
+      if (kExact.count(numberOpOf(n.target)) && n.number == "float") {
+        reached[i] = true;
+        continue;
+      }
+      const c10::FunctionSchema* schema = n.isOp() ? schemaOf(n) : nullptr;
+      if (!schema || a >= schema->arguments().size()) return false;
+      const c10::Argument& param = schema->arguments()[a];
+      bool wrapped = param.type()->kind() == c10::TypeKind::TensorType;
+      if (!wrapped && !kScalars.count(param.name())) return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace magpy::replay

@@ -23,7 +23,9 @@ through super().__setattr__, a module built on every call, sizes
 through arithmetic, min/max, math functions and comparisons, and loops
 over range() of a size (some roll into loop regions, some must not), and
 `if` on a one-element bool tensor that varies by call (some join both
-sides into one record, some must keep a record per side).
+sides into one record, some must keep a record per side), and a training
+step (loss.backward() and an SGD update) whose gradients, hooks and
+parameters change between calls.
 The program also defines perturb(i, rng), the changes made after call i:
 class dict entries replaced (dunders and properties included), instance
 attributes set and deleted, globals and module aliases rebound, __code__,
@@ -655,6 +657,30 @@ def tensor_branches(r, k):
              [("global rebound", [f"g{k} = rng.choice([0.25, 2.0])"])],
              state=[f"g{k}", f"cnt{k}"], rebinds=[f"g{k}"], params=[f"c{k}"],
              args=[f"out.append(torch.tensor({signs}[i]))"])
+
+
+@feature
+def training_step(r, k):
+    # A training step in f: loss.backward() into a Linear's parameters and an SGD update, the
+    # gradients left set (they accumulate over calls) or cleared. Between calls the gradients are
+    # set or cleared from outside, a hook is registered, a parameter is frozen or changed in place,
+    # the learning rate is rebound. Results, weights and .grad must equal eager's at every call.
+    source = r.choice(["y.detach()", "y"])
+    clear = [f"            p{k}.grad = None"] if r.random() < 0.5 else []
+    body = [f"loss{k} = (lin{k}({source}) ** 2).mean()", f"loss{k}.backward()", "with torch.no_grad():",
+            f"    for p{k} in lin{k}.parameters():", f"        if p{k}.grad is not None:",
+            f"            p{k}.sub_(lr{k} * p{k}.grad)"] + clear + [f"y = y + loss{k}.detach()"]
+    setup = [f"lin{k} = torch.nn.Linear(3, 3)", "with torch.no_grad():",
+             f"    lin{k}.weight.copy_(torch.arange(9.0).reshape(3, 3) / 10 - 0.4)", f"    lin{k}.bias.fill_(0.1)",
+             f"lr{k} = 0.1"]
+    return F(setup, body,
+             [("gradient set", [f"lin{k}.weight.grad = torch.full((3, 3), rng.choice([0.5, -1.0]))"]),
+              ("gradient cleared", [f"lin{k}.bias.grad = None"]),
+              ("hook registered", [f"lin{k}.weight.register_hook(lambda g: g * 2)"]),
+              ("parameter frozen", [f"lin{k}.bias.requires_grad_(False)"]),
+              ("parameter changed in place", [f"lin{k}.weight.data.mul_(rng.choice([0.5, 2.0]))"]),
+              ("global rebound", [f"lr{k} = rng.choice([0.05, 0.2])"])],
+             state=[f"lin{k}.weight", f"lin{k}.bias", f"lin{k}.weight.grad", f"lin{k}.bias.grad"], rebinds=[f"lr{k}"])
 
 
 def program(seed, keep=lambda i, j: True):

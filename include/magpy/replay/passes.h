@@ -64,6 +64,15 @@ size_t eliminateDeadCode(record::Graph& graph);
 // guards admit computes them alike. Returns how many nodes it removed.
 size_t foldStaticSizes(record::Graph& graph);
 
+// Whether the number node `number` reaches only values: operators take it
+// (or float arithmetic on it: add, sub, mul, neg, abs) as a Python number
+// in a Tensor operand (a 0-dim wrapped number, which broadcasts) or as a
+// scalar that scales or shifts values (alpha, beta, value, other,
+// exponent, min, max). No result's sizes depend on it and no check or
+// region reads it: a call with any value stops nowhere another would not
+// (a learning rate).
+bool onlyScalesValues(const record::Graph& graph, int number);
+
 // Facts about an ATen operator that passes need, from its schema.
 bool writesArguments(const record::Node& node);  // in-place, out=, running statistics
 bool isRandom(const record::Node& node);         // draws from a generator

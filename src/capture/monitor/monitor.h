@@ -100,6 +100,7 @@ class Monitor : public OpRecorder::Delegate {
   int liftedNumber(NodeId id) { return numbers_.active() && numbers_.liftable(id) ? numbers_.graphNode(id) : -1; }
   // the first use that fixes a number, and where
   const std::string& numberUse() const { return numbers_.firstUse(); }
+  std::string numberUse(NodeId id) const { return numbers_.useOf(id); }  // what fixed this number
   NodeId resultNode() const { return result_; }
   // A copy of a tensor's contents from before the run first wrote it.
   const at::Tensor* entryContent(const at::Tensor& t) const;

@@ -69,11 +69,12 @@ void NumberLifter::bindIndex(NodeId n, int node) {
   indexNodes_.insert(node);
 }
 
-void NumberLifter::noteUse(const std::string& how) {
-  if (!firstUse_.empty()) return;
-  firstUse_ = how;
+void NumberLifter::noteUse(NodeId n, const std::string& how) {
+  if (uses_.count(n)) return;
   std::string where = location_();
-  if (!where.empty()) firstUse_ += " at " + where;
+  std::string use = where.empty() ? how : how + " at " + where;
+  uses_.emplace(n, use);
+  if (firstUse_.empty()) firstUse_ = use;
 }
 
 void NumberLifter::fix(NodeId n, const std::string& how, int depth) {
@@ -88,7 +89,7 @@ void NumberLifter::fix(NodeId n, const std::string& how, int depth) {
     if (graph >= 0) {
       fixGraphNumber(graph, how);
     } else {
-      noteUse(how);
+      noteUse(n, how);
       fixed_.insert(n);
     }
     return;
@@ -125,9 +126,11 @@ void NumberLifter::fixGraphNumber(int node, const std::string& how) {
     const record::Node& n = g.nodes[size_t(i)];
     if (indexNodes_.count(i) && onIndexFixed_) onIndexFixed_(i, how);
     if (n.isInput()) {
-      noteUse(how);
       for (auto& [value, shadow] : inputs_)
-        if (value == i) fixed_.insert(shadow);
+        if (value == i) {
+          noteUse(shadow, how);
+          fixed_.insert(shadow);
+        }
     } else if (n.number.empty()) {  // an aten::size.int node
       sizes_.use(how);
     } else {

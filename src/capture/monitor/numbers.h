@@ -87,6 +87,11 @@ class NumberLifter {
   // finished and that none of them took.
   void fixUntaken();
   const std::string& firstUse() const { return firstUse_; }
+  // The use that fixed the state's number n, and where ("" if none did).
+  std::string useOf(NodeId n) const {
+    auto it = uses_.find(n);
+    return it == uses_.end() ? "" : it->second;
+  }
 
  private:
   // "int" or "float" for a number the graph may take as an operand (a
@@ -96,7 +101,7 @@ class NumberLifter {
   bool operandsOf(const std::vector<NodeId>& operands, std::vector<record::Arg>& args, std::string types[2]);
   void fixAll(const std::vector<NodeId>& operands, const std::string& how);
   void fixGraphNumber(int node, const std::string& how);
-  void noteUse(const std::string& how);
+  void noteUse(NodeId n, const std::string& how);
   int indexOf(int node) const;  // a loop index graph node `node` is computed from, or -1
 
   const RefGraph& refs_;
@@ -114,6 +119,7 @@ class NumberLifter {
   std::function<void(int, int)> onIndexUntaken_;
   bool allFixed_ = false;            // a use too deep to follow: all of them
   std::string firstUse_;
+  std::map<NodeId, std::string> uses_;  // by number of the state: the use that fixed it
 };
 
 }  // namespace magpy::capture
