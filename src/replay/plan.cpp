@@ -673,10 +673,9 @@ struct Plan::Impl::Builder {
   }
 
   // magpy.backward(root, gradient or None, [leaves], retain_graph), as the
-  // validator shaped it; its plan runs with autograd.
+  // validator shaped it; its plan runs with autograd (Plan::differentiates).
   void backwardStep(size_t ni, const std::string& where) {
     const record::Node& n = optimized.graph.nodes[ni];
-    if (options.inference) throw Error(where + ": magpy.backward needs replay with autograd");
     Step step;
     step.backward = true;
     step.name = n.target;
