@@ -103,15 +103,6 @@ def run_step(model_name, small, steps, record=None):
     return timing
 
 
-def native_ms(record, repeat):
-    done = subprocess.run([os.path.join(BIN, "magpy-run"), record, "--threads", "1", "--repeat", str(repeat)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        sys.exit(f"magpy-run {record} failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
-    m = re.search(r"median ([\d.]+) (us|ms) per call", done.stdout)
-    return float(m.group(1)) / (1e3 if m.group(2) == "us" else 1)
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--small", action="store_true", help="small configurations (a quick check of the script)")
@@ -124,13 +115,15 @@ def main():
         return step_script(args.step, args.small, args.steps)
 
     import torch
+    sys.path.insert(0, HERE)
+    from dynamic import replay_time  # magpy-run --threads 1 --repeat N: ms per call
     rows = []
     with tempfile.TemporaryDirectory() as work:
         for name, label in (("cnn", "small CNN"), ("resnet18", "ResNet-18 (torchvision)")):
             record = os.path.join(work, name + ".mgp")
             eager = run_step(name, args.small, args.repeat + 3)
             jit = run_step(name, args.small, args.repeat + 3, record)
-            native = native_ms(record, args.repeat)
+            native, _ = replay_time(record, args.repeat)
             rows.append((label, jit["stats"], eager["median_ms"], jit["median_ms"], native,
                          os.path.getsize(record) / 2**20, eager["peak_mb"], jit["peak_mb"]))
     lines = ["# Training steps", "",
