@@ -46,6 +46,7 @@ PyRef LiveStore::keyOf(const replay::PathTree::Node& n) {
     case replay::PathTree::StepKind::Attr:
     case replay::PathTree::StepKind::InstanceAttr: return PyRef::steal(PyUnicode_InternFromString(n.step.name.c_str()));
     case replay::PathTree::StepKind::Key: break;
+    case replay::PathTree::StepKind::ObjectKey: return {};  // the key is the object at its path
   }
   return atomObject(n.step.key);
 }
@@ -179,6 +180,7 @@ PyRef stepOn(PyObject* cur, replay::PathTree::StepKind kind, int64_t index, PyOb
     case K::Index:
       v = PySequence_Check(cur) ? PySequence_GetItem(cur, Py_ssize_t(index)) : nullptr;
       break;
+    case K::ObjectKey: break;  // LiveStore::itemOf
     case K::Key:
       if (PyDict_Check(cur)) {
         v = PyDict_GetItemWithError(cur, key);
@@ -193,6 +195,16 @@ PyRef stepOn(PyObject* cur, replay::PathTree::StepKind kind, int64_t index, PyOb
 }
 
 }  // namespace
+
+// By identity, as Python finds an identityKey: no __hash__ or __eq__ runs.
+PyRef LiveStore::itemOf(const PyRef& parent, const PyRef& key) const {
+  if (!PyDict_Check(parent.get()) || !identityKey(key.get())) return {};
+  PyObject *k, *v;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(parent.get(), &pos, &k, &v))
+    if (k == key.get()) return PyRef::borrow(v);
+  return {};
+}
 
 PyRef LiveStore::root(const record::AccessPath& path) const {
   const LiveRoots& roots = roots_;
@@ -231,6 +243,8 @@ std::string LiveStore::lacks(const PyRef& parent, const replay::PathTree& tree, 
     case replay::PathTree::StepKind::InstanceAttr: return " (" + describe(parent) + ") has no attribute '" + n.step.name + "'";
     case replay::PathTree::StepKind::Index: return " (" + describe(parent) + ") has no element " + std::to_string(n.step.index);
     case replay::PathTree::StepKind::Key: return " (" + describe(parent) + ") has no key " + record::toString(n.step.key);
+    case replay::PathTree::StepKind::ObjectKey:
+      return " (" + describe(parent) + ") has no key that is the tensor at " + record::toString(n.step.keyOf.at(0));
   }
   return " lacks it";
 }
@@ -350,6 +364,11 @@ void LiveStore::delAttr(const PyRef& target, const std::string& name) const {
 
 void LiveStore::setItem(const PyRef& target, const record::Atom& key, PyRef value) const {
   ensure(PyObject_SetItem(target.get(), atomObject(key).get(), value.get()));
+}
+
+void LiveStore::setItemOf(const PyRef& target, const PyRef& key, PyRef value) const {
+  if (!PyDict_Check(target.get())) throw Error("the target is " + describe(target) + ", not a dict");
+  ensure(PyObject_SetItem(target.get(), key.get(), value.get()));
 }
 
 void LiveStore::delItem(const PyRef& target, const record::Atom& key) const {
@@ -575,6 +594,7 @@ record::Value snap(PyObject* o, const PathTrie& wanted, SnapshotContext& ctx) {
   if (plainKeys) {
     v.kind = record::Value::Kind::Dict;
     if (!PyDict_CheckExact(o)) v.type = typeName(Py_TYPE(o));
+    v.atom = defaultFactoryName(o);
     forEachDictItem(o, [&](PyObject* k, PyObject* val) {
       record::Atom key = *dictKey(k);
       v.keys.push_back(key);
@@ -600,6 +620,15 @@ record::Value snap(PyObject* o, const PathTrie& wanted, SnapshotContext& ctx) {
 }
 
 }  // namespace
+
+record::Atom defaultFactoryName(PyObject* dict) {
+  static PyObject* const defaultdict = processAttr("collections", "defaultdict");
+  if (PyDict_CheckExact(dict) || !defaultdict || !PyObject_TypeCheck(dict, reinterpret_cast<PyTypeObject*>(defaultdict)))
+    return {};
+  PyRef factory = PyRef::steal(PyObject_GetAttrString(dict, "default_factory"));
+  if (!factory) PyErr_Clear();
+  return factory && factory.get() != Py_None ? record::Atom::string(qualifiedName(factory.get())) : record::Atom();
+}
 
 record::Value snapshot(PyObject* o, const PathTrie& wanted, BlobPool& blobs, const ContentLookup& content) {
   SnapshotContext ctx{blobs, content, {}, 0};

@@ -39,6 +39,7 @@ class LiveStore {
 
   PyRef root(const record::AccessPath& root) const;
   PyRef step(const PyRef& parent, const replay::PathTree& tree, int node) const;
+  PyRef itemOf(const PyRef& parent, const PyRef& key) const;
   std::string rootMissing(const record::AccessPath&) const { return "it is not in the call's state"; }
   std::string lacks(const PyRef& parent, const replay::PathTree& tree, int node) const;
   size_t argCount() const { return roots_.args ? size_t(PyTuple_GET_SIZE(roots_.args)) : 0; }
@@ -63,6 +64,7 @@ class LiveStore {
   bool setAttr(const PyRef& target, const std::string& name, PyRef value) const;
   void delAttr(const PyRef& target, const std::string& name) const;
   void setItem(const PyRef& target, const record::Atom& key, PyRef value) const;
+  void setItemOf(const PyRef& target, const PyRef& key, PyRef value) const;
   void delItem(const PyRef& target, const record::Atom& key) const;
   void assignContents(const PyRef& target, const PyRef& value) const;
 
@@ -80,6 +82,10 @@ namespace magpy::replay {
 extern template class Resolution<capture::LiveStore>;
 }  // namespace magpy::replay
 namespace magpy::capture {
+
+// A defaultdict's default_factory as state values name it (record::Value's
+// atom of a Dict); None for other dicts.
+record::Atom defaultFactoryName(PyObject* dict);
 
 // Whether reading obj.name would run Python code: a property's getter, a
 // descriptor's __get__, a __getattribute__ or __getattr__ (a module's

@@ -191,6 +191,13 @@ bool sameBinding(PyObject* a, PyObject* b);
 
 // Tensors (implemented in pyobjects_torch.cpp).
 bool isTensor(PyObject* o);
+// A dict key found by identity: a torch.Tensor or nn.Parameter, whose hash
+// is its id (torch.optim keys its state by parameter). Access paths name
+// it by the path of the object ("[@path]").
+bool identityKey(PyObject* key);
+// Whether dict d holds key; an identityKey is found by identity, without
+// running its Python __hash__. False on errors (none left pending).
+bool dictHolds(PyObject* d, PyObject* key);
 // torch.Tensor or nn.Parameter, not a subclass with behaviour of its own.
 bool plainTensorType(PyTypeObject* t);
 const at::Tensor& tensorOf(PyObject* o);    // o must be a tensor

@@ -18,6 +18,21 @@ bool isTensor(PyObject* o) {
   }
 }
 
+bool identityKey(PyObject* key) { return isTensor(key) && plainTensorType(Py_TYPE(key)); }
+
+bool dictHolds(PyObject* d, PyObject* key) {
+  if (identityKey(key)) {
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(d, &pos, &k, &v))
+      if (k == key) return true;
+    return false;
+  }
+  int has = PyDict_Contains(d, key);
+  if (has < 0) PyErr_Clear();
+  return has == 1;
+}
+
 bool plainTensorType(PyTypeObject* t) {
   // torch.Tensor, or nn.Parameter (which adds no __torch_function__ of its own).
   static PyObject* parameter = processAttr("torch.nn.parameter", "Parameter");

@@ -46,6 +46,17 @@ struct Paths {
   // Other paths to a module or function (`backend = math`; `act = F.relu`):
   // each path must lead to it, so each gets the identity guard.
   std::vector<std::pair<AccessPath, NodeId>> namedAgain;
+  // A dict of the state keyed by an object that no other path reaches:
+  // no path names its element, so no record can hold it.
+  std::string unnamedKey;
+
+  // The path of a KeyOf relation's key, or null (other relations, or a
+  // key the state does not hold).
+  const AccessPath* keyPath(const Relation& r) const {
+    if (r.kind != Relation::Kind::KeyOf) return nullptr;
+    auto it = first.find(NodeId(r.index));
+    return it == first.end() ? nullptr : &it->second;
+  }
 };
 
 // Algorithm 1's search over version 0, keeping the access path of each node.
@@ -53,7 +64,7 @@ Paths entryPaths(const RefGraph& g, const std::string& home) {
   Paths p;
   p.first[kExternal] = AccessPath::self();
   g.search([&](NodeId from, const Edge& e, bool firstVisit) {
-    AccessPath path = extend(p.first[from], e.rel, home);
+    AccessPath path = extend(p.first[from], e.rel, home, p.keyPath(e.rel));
     if (firstVisit) {
       p.first[e.target] = path;
       p.order.push_back(e.target);
@@ -64,6 +75,10 @@ Paths entryPaths(const RefGraph& g, const std::string& home) {
     if (k == NodeKind::Module || k == NodeKind::Function) p.namedAgain.push_back({path, e.target});
     else p.aliases.push_back({path, e.target});
   });
+  for (NodeId id : p.order)
+    for (auto& e : g.node(id).versions.front().refs)
+      if (e.rel.kind == Relation::Kind::KeyOf && !p.keyPath(e.rel) && p.unnamedKey.empty())
+        p.unnamedKey = record::toString(p.first[id]) + " is a dict keyed by a tensor that no other path of the state reaches";
   return p;
 }
 
@@ -205,13 +220,20 @@ class GuardMaker {
         c.s = typeName(Py_TYPE(n.obj));
         addGuard(path, c, reinterpret_cast<PyObject*>(Py_TYPE(n.obj)));
         record::Check len;
-        if (n.kind == NodeKind::Dict) {
+        std::vector<const Edge*> entries;  // not a defaultdict's .default_factory
+        for (auto& e : n.versions.front().refs)
+          if (e.rel.kind != Relation::Kind::Attr) entries.push_back(&e);
+        bool keyedByObjects = std::any_of(entries.begin(), entries.end(),
+                                          [](const Edge* e) { return e->rel.kind == Relation::Kind::KeyOf; });
+        if (n.kind == NodeKind::Dict && !keyedByObjects) {
           if (!n.unsupported.empty()) break;  // a break record: its keys are not all known
           len.kind = K::DictKeys;
-          for (auto& e : n.versions.front().refs) len.keys.push_back(e.rel.key);
+          for (auto* e : entries) len.keys.push_back(e->rel.key);
         } else {
+          // Keys that are objects: as many, each present (its element's
+          // guards resolve it), none absent that the run relied on.
           len.kind = K::Length;
-          len.i = int64_t(n.versions.front().refs.size());
+          len.i = int64_t(entries.size());
         }
         addGuard(path, len);
         break;
@@ -288,7 +310,9 @@ class GuardMaker {
     std::set<std::string> seen;
     for (auto& [id, rel] : s_.m.absences()) {
       if (!s_.entry.first.count(id) || s_.g.node(id).refOf(rel, 0) != kNoNode) continue;
-      AccessPath path = extend(s_.entry.first[id], rel, s_.call.homeModule);
+      // A key the call made cannot have been in the dict at entry.
+      if (rel.kind == Relation::Kind::KeyOf && !s_.entry.keyPath(rel)) continue;
+      AccessPath path = extend(s_.entry.first[id], rel, s_.call.homeModule, s_.entry.keyPath(rel));
       if (!seen.insert(record::toString(path)).second) continue;
       record::Check c;
       c.kind = K::Absent;
@@ -411,16 +435,21 @@ class MockMaker {
       const AccessPath& path = s_.entry.first[id];
       const auto& before = n.versions.front().refs;
       const auto& after = n.versions.back().refs;
+      if (n.kind == NodeKind::Dict && s_.g.keyedByObjects(id)) {
+        itemWrites(id, path);
+        continue;
+      }
       if (n.kind == NodeKind::List || n.kind == NodeKind::Dict) {
         record::Effect e;
         e.kind = record::Effect::Kind::Assign;
         e.target = path;
         e.value.kind = n.kind == NodeKind::List ? record::ValueExpr::Kind::List : record::ValueExpr::Kind::Dict;
-        bool same = before.size() == after.size();
-        for (size_t i = 0; i < after.size(); ++i) {
-          same = same && before[i].rel == after[i].rel && before[i].target == after[i].target;
-          e.value.items.push_back(expr(after[i].target));
-          if (n.kind == NodeKind::Dict) e.value.keys.push_back(keyAtom(after[i].rel));
+        std::vector<Edge> was = items(before), now = items(after);
+        bool same = was.size() == now.size();
+        for (size_t i = 0; i < now.size(); ++i) {
+          same = same && was[i].rel == now[i].rel && was[i].target == now[i].target;
+          e.value.items.push_back(expr(now[i].target));
+          if (n.kind == NodeKind::Dict) e.value.keys.push_back(keyAtom(now[i].rel));
         }
         if (!same) mock.effects.push_back(std::move(e));
         continue;
@@ -466,6 +495,33 @@ class MockMaker {
   const std::vector<int>& outputs() const { return outputs_; }
 
  private:
+  // A dict keyed by objects changes key by key (no Assign: its keys are
+  // named by paths, not values): d[k] = v for each element new or changed.
+  void itemWrites(NodeId id, const AccessPath& path) {
+    const ShadowNode& n = s_.g.node(id);
+    for (auto& edge : n.versions.front().refs)
+      if (n.refOf(edge.rel, n.versions.size() - 1) == kNoNode)
+        throw Error("the function removes a key from " + record::toString(path) +
+                    ", a dict keyed by tensors, which a record cannot repeat yet");
+    for (auto& edge : items(n.last().refs)) {
+      if (n.refOf(edge.rel, 0) == edge.target) continue;
+      record::Effect e;
+      e.target = path;
+      if (edge.rel.kind == Relation::Kind::KeyOf) {
+        const AccessPath* key = s_.entry.keyPath(edge.rel);
+        if (!key)
+          throw Error("the function stores into " + record::toString(path) + " under a tensor the call made");
+        e.kind = record::Effect::Kind::SetObjectItem;
+        e.keyPath = *key;
+      } else {
+        e.kind = record::Effect::Kind::SetItem;
+        e.key = edge.rel.key;
+      }
+      e.value = expr(edge.target);
+      s_.out.record.mock.effects.push_back(std::move(e));
+    }
+  }
+
   // The mock's expression for node n as the run left it.
   record::ValueExpr expr(NodeId id, int depth = 0) {
     if (depth > 64) throw Error("a value the function returns or stores is nested too deeply (or cyclic)");
@@ -509,7 +565,9 @@ class MockMaker {
         e.type = dictType;
         e.kind = n.kind == NodeKind::Tuple ? record::ValueExpr::Kind::Tuple
                  : n.kind == NodeKind::List ? record::ValueExpr::Kind::List : record::ValueExpr::Kind::Dict;
-        for (auto& edge : std::vector<Edge>(n.last().refs)) {
+        for (auto& edge : items(n.last().refs)) {
+          if (edge.rel.kind == Relation::Kind::KeyOf)
+            throw Error("the function returns or stores a new dict keyed by tensors, which a record cannot rebuild yet");
           e.items.push_back(expr(edge.target, depth + 1));
           if (n.kind == NodeKind::Dict)
             e.keys.push_back(edge.rel.key);
@@ -526,6 +584,14 @@ class MockMaker {
     auto it = std::find(outputs_.begin(), outputs_.end(), value);
     if (it == outputs_.end()) it = outputs_.insert(outputs_.end(), value);
     return record::ValueExpr::output(int64_t(it - outputs_.begin()));
+  }
+
+  // A container's elements: not a defaultdict's .default_factory.
+  static std::vector<Edge> items(const std::vector<Edge>& edges) {
+    std::vector<Edge> out;
+    for (auto& e : edges)
+      if (e.rel.kind != Relation::Kind::Attr) out.push_back(e);
+    return out;
   }
 
   static record::Atom keyAtom(const Relation& r) {
@@ -561,6 +627,7 @@ class Builder {
   }
 
   BuiltRecord build() {
+    if (!s_.entry.unnamedKey.empty()) throw Error(s_.entry.unnamedKey + ", so no path names its element");
     for (NodeId id : s_.entry.order) {
       const ShadowNode& n = s_.g.node(id);
       if (!n.unsupported.empty()) throw Error(n.unsupported + " is read, and no record can hold it");
@@ -691,8 +758,22 @@ class Builder {
       bool attributes = n.kind != NodeKind::Dict && n.kind != NodeKind::Tuple && n.kind != NodeKind::List;
       for (auto& e : std::vector<Edge>(n.versions.front().refs)) {
         if (attributes && open_.count(e.target)) continue;
-        if (n.kind == NodeKind::Dict) into.keys.push_back(e.rel.key);
-        else if (n.kind != NodeKind::Tuple && n.kind != NodeKind::List) into.names.push_back(e.rel.name);
+        if (n.kind == NodeKind::Dict && e.rel.kind == Relation::Kind::Attr) {
+          // A defaultdict's default_factory: named, for native guards.
+          if (e.rel.name == "default_factory") into.atom = defaultFactoryName(n.obj);
+          continue;
+        }
+        if (e.rel.kind == Relation::Kind::KeyOf) {
+          // The key's node for now: resolveKeys makes it the key's id.
+          into.keyRefs.resize(into.keys.size());
+          into.keyRefs.push_back(uint32_t(e.rel.index));
+          into.keys.push_back(record::Atom::none());
+        } else if (n.kind == NodeKind::Dict) {
+          into.keys.push_back(e.rel.key);
+          if (!into.keyRefs.empty()) into.keyRefs.push_back(0);
+        } else if (n.kind != NodeKind::Tuple && n.kind != NodeKind::List) {
+          into.names.push_back(e.rel.name);
+        }
         into.items.push_back(entryValue(e.target, ids));
       }
     };
@@ -719,6 +800,7 @@ class Builder {
         break;
       case NodeKind::Module:
         objectShell(n.obj, v);  // a module's attributes are globals, read as G(module)[...]
+        if (!RefGraph::registeredModule(n.obj)) edgesInto(v);  // or attributes, where unregistered
         break;
       case NodeKind::Function:
       case NodeKind::Object:
@@ -738,6 +820,18 @@ class Builder {
     v.items = {entryValue(grad, ids)};
   }
 
+  // A dict's keys that are objects, from the nodes entryValue left to the
+  // ids of those nodes' values in the same tree.
+  static void resolveKeys(record::Value& v, const std::map<NodeId, uint32_t>& ids) {
+    for (uint32_t& key : v.keyRefs) {  // 0: an atom key (node 0 is never a key)
+      if (!key) continue;
+      auto it = ids.find(NodeId(key));
+      if (it == ids.end()) throw Error("a dict of the state is keyed by a tensor held by another part of it");
+      key = it->second;
+    }
+    for (auto& item : v.items) resolveKeys(item, ids);
+  }
+
   void entryState() {
     std::map<NodeId, uint32_t> ids;  // one id space per tree, compacted below
     for (auto& e : s_.g.node(kExternal).versions.front().refs) {
@@ -745,16 +839,19 @@ class Builder {
         case Relation::Kind::Self:
           ids.clear();
           s_.out.selfEntry = entryValue(e.target, ids);
+          resolveKeys(s_.out.selfEntry, ids);
           record::compactIds(s_.out.selfEntry);
           break;
         case Relation::Kind::Arg:
           ids.clear();
           s_.out.argsEntry[size_t(e.rel.index)] = entryValue(e.target, ids);
+          resolveKeys(s_.out.argsEntry[size_t(e.rel.index)], ids);
           record::expandRefs(s_.out.argsEntry[size_t(e.rel.index)]);
           break;
         case Relation::Kind::Kwarg:
           ids.clear();
           s_.out.kwargsEntry[e.rel.name] = entryValue(e.target, ids);
+          resolveKeys(s_.out.kwargsEntry[e.rel.name], ids);
           record::expandRefs(s_.out.kwargsEntry[e.rel.name]);
           break;
         case Relation::Kind::Module: {
@@ -766,6 +863,7 @@ class Builder {
             globals.keys.push_back(record::Atom::string(g.rel.name));
             globals.items.push_back(entryValue(g.target, ids));
           }
+          resolveKeys(globals, ids);
           record::compactIds(globals);
           if (!globals.items.empty()) s_.out.globalsEntry[e.rel.name] = std::move(globals);
           break;

@@ -17,11 +17,13 @@ std::string toString(const Relation& r) {
     case Relation::Kind::Attr: return "." + r.name;
     case Relation::Kind::Index: return "[" + std::to_string(r.index) + "]";
     case Relation::Kind::Key: return "[" + record::toString(r.key) + "]";
+    case Relation::Kind::KeyOf: return "[@node " + std::to_string(r.index) + "]";
   }
   return "?";
 }
 
-record::AccessPath extend(const record::AccessPath& base, const Relation& r, const std::string& homeModule) {
+record::AccessPath extend(const record::AccessPath& base, const Relation& r, const std::string& homeModule,
+                          const record::AccessPath* keyPath) {
   switch (r.kind) {
     case Relation::Kind::Self: return record::AccessPath::self();
     case Relation::Kind::Arg: return record::AccessPath::arg(r.index);
@@ -38,6 +40,9 @@ record::AccessPath extend(const record::AccessPath& base, const Relation& r, con
       return base.attr(r.name);
     case Relation::Kind::Index: return base.item(r.index);
     case Relation::Kind::Key: return base.key(r.key);
+    case Relation::Kind::KeyOf:
+      if (!keyPath) throw Error("a dict key is an object the call's state holds nowhere else, which no path can name");
+      return base.keyedBy(*keyPath);
   }
   return base;
 }
@@ -63,12 +68,13 @@ NodeKind RefGraph::classify(PyObject* o) {
   if (PyTuple_Check(o)) return NodeKind::Tuple;
   if (PyList_Check(o)) return NodeKind::List;
   if (PyDict_Check(o)) {
-    // Dicts with keys access paths cannot name (objects) stay opaque; one
-    // that gains such a key later is marked `unsupported`.
+    // Dicts with keys access paths cannot name (objects other than
+    // tensors) stay opaque; one that gains such a key later is marked
+    // `unsupported`.
     PyObject *k, *v;
     Py_ssize_t pos = 0;
     while (PyDict_Next(o, &pos, &k, &v))
-      if (!dictKey(k)) return NodeKind::Object;
+      if (!dictKey(k) && !identityKey(k)) return NodeKind::Object;
     return NodeKind::Dict;
   }
   if (PyModule_Check(o)) return NodeKind::Module;
@@ -80,6 +86,29 @@ NodeKind RefGraph::classify(PyObject* o) {
 }
 
 bool RefGraph::isAtom(PyObject* o) { return capture::isAtom(o); }
+
+bool RefGraph::registeredModule(PyObject* m) {
+  const char* name = PyModule_GetName(m);
+  PyObject* nameObject = name ? PyModule_GetNameObject(m) : nullptr;
+  PyObject* registered = nameObject ? PyImport_GetModule(nameObject) : nullptr;
+  Py_XDECREF(nameObject);
+  Py_XDECREF(registered);  // compared by address only
+  if (!registered) PyErr_Clear();
+  return name && registered == m;
+}
+
+bool RefGraph::keyedByObjects(NodeId id) const {
+  for (auto& v : node(id).versions)
+    for (auto& e : v.refs)
+      if (e.rel.kind == Relation::Kind::KeyOf) return true;
+  return false;
+}
+
+std::optional<Relation> RefGraph::dictRelation(PyObject* key) {
+  if (auto k = dictKey(key)) return Relation::keyed(*k);
+  if (identityKey(key)) return Relation::keyOf(nodeFor(key));
+  return std::nullopt;
+}
 
 NodeId RefGraph::add(NodeKind kind, PyObject* obj) {
   ShadowNode n;
@@ -113,16 +142,10 @@ NodeId RefGraph::nodeFor(PyObject* obj) {
     // its attributes are named G(module)['x'] however it was reached. Only
     // a module sys.modules holds under that name can be found by it (one
     // made by types.ModuleType is an object like any other).
-    const char* name = PyModule_GetName(obj);
-    PyObject* nameObject = name ? PyModule_GetNameObject(obj) : nullptr;
-    PyObject* registered = nameObject ? PyImport_GetModule(nameObject) : nullptr;
-    Py_XDECREF(nameObject);
-    Py_XDECREF(registered);  // compared by address only
-    if (name && registered == obj) {
+    if (registeredModule(obj)) {
+      const char* name = PyModule_GetName(obj);
       for (auto& v : nodes_[0].versions) v.refs.push_back({Relation::module(name), id});
       node(id).external = true;
-    } else {
-      PyErr_Clear();
     }
   }
   observeElements(id);
@@ -154,13 +177,12 @@ void RefGraph::observeElements(NodeId id) {
     }
   } else if (kind == NodeKind::Dict) {
     forEachDictItem(o, [&](PyObject* k, PyObject* v) {
-      auto key = dictKey(k);
-      if (!key) {
+      auto r = dictRelation(k);
+      if (!r) {
         node(id).unsupported = std::string("a dict with a key of type ") + Py_TYPE(k)->tp_name;
         return;
       }
-      Relation r = Relation::keyed(*key);
-      refs.push_back({r, element(r, v)});
+      refs.push_back({*r, element(*r, v)});
     });
   } else {
     return;
@@ -251,15 +273,29 @@ void RefGraph::search(const std::function<void(NodeId, const Edge&, bool)>& visi
   std::vector<bool> seen(nodes_.size(), false);
   seen[size_t(kExternal)] = true;
   std::deque<NodeId> queue{kExternal};
+  std::vector<std::pair<NodeId, const Edge*>> waiting;  // keyed by objects not reached yet
+  auto reach = [&](NodeId from, const Edge& e) {
+    bool first = !seen[size_t(e.target)];
+    seen[size_t(e.target)] = true;
+    if (first) queue.push_back(e.target);
+    visit(from, e, first);
+  };
   while (!queue.empty()) {
-    NodeId cur = queue.front();
-    queue.pop_front();
-    for (auto& e : node(cur).versions.front().refs) {
-      bool first = !seen[size_t(e.target)];
-      seen[size_t(e.target)] = true;
-      if (first) queue.push_back(e.target);
-      visit(cur, e, first);
+    while (!queue.empty()) {
+      NodeId cur = queue.front();
+      queue.pop_front();
+      for (auto& e : node(cur).versions.front().refs) {
+        if (e.rel.kind == Relation::Kind::KeyOf && !seen[size_t(e.rel.index)]) waiting.push_back({cur, &e});
+        else reach(cur, e);
+      }
     }
+    // Edges whose keys are reached now, in the order they were met.
+    std::vector<std::pair<NodeId, const Edge*>> still;
+    for (auto& [from, e] : waiting) {
+      if (seen[size_t(e->rel.index)]) reach(from, *e);
+      else still.push_back({from, e});
+    }
+    waiting = std::move(still);
   }
 }
 

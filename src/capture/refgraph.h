@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -33,6 +34,7 @@ struct Relation {
   enum class Kind : uint8_t {
     Self, Arg, Kwarg, Module,  // from node 0: the roots of access paths
     Attr, Index, Key,          // attribute, sequence position, dict key
+    KeyOf,                     // dict key that is an object (identityKey): node `index`
   };
   Kind kind = Kind::Attr;
   std::string name;   // Kwarg, Module (module name), Attr
@@ -47,6 +49,7 @@ struct Relation {
   static Relation at(int64_t i) { return {Kind::Index, {}, i, {}}; }
   static Relation keyed(record::Atom k) { return {Kind::Key, {}, 0, std::move(k)}; }
   static Relation keyed(std::string k) { return keyed(record::Atom::string(std::move(k))); }
+  static Relation keyOf(int32_t keyNode) { return {Kind::KeyOf, {}, keyNode, {}}; }
   bool operator==(const Relation& o) const {
     return kind == o.kind && name == o.name && index == o.index && key == o.key;
   }
@@ -56,7 +59,10 @@ struct Relation {
 std::string toString(const Relation& r);
 
 // Extends an access path by one relation (roots for edges out of node 0).
-record::AccessPath extend(const record::AccessPath& base, const Relation& r, const std::string& homeModule);
+// A KeyOf relation needs the path of its key's node (keyPath); without
+// one it throws Error.
+record::AccessPath extend(const record::AccessPath& base, const Relation& r, const std::string& homeModule,
+                          const record::AccessPath* keyPath = nullptr);
 
 struct Edge {
   Relation rel;
@@ -136,7 +142,9 @@ class RefGraph {
   // edges of each node's first version (the state the call began with).
   // visit(from, edge, firstVisit) is called for every edge reached;
   // firstVisit is true the first time its target is reached (that path
-  // names it in guards), false for the other paths to it (aliases).
+  // names it in guards), false for the other paths to it (aliases). An
+  // edge keyed by an object waits until its key has been reached (its path
+  // names the key); one whose key never is, is not visited.
   void search(const std::function<void(NodeId from, const Edge& edge, bool firstVisit)>& visit) const;
 
   // Called for every tensor node made, including container elements.
@@ -144,7 +152,17 @@ class RefGraph {
   // Called for every node written (write, remove, changedInPlace).
   void onWrite(std::function<void(NodeId)> f) { onWrite_ = std::move(f); }
 
+  // Whether a dict node has, or had, a key that is an object (KeyOf).
+  bool keyedByObjects(NodeId id) const;
+  // The relation of key `key` in a dict node (Key or KeyOf); nothing for
+  // keys no path can name.
+  std::optional<Relation> dictRelation(PyObject* key);
+
   static NodeKind classify(PyObject* obj);
+  // A module sys.modules holds under its name: reached as G(name), its
+  // attributes are its globals (one made by types.ModuleType, or
+  // torch.ops.profiler, is an object like any other).
+  static bool registeredModule(PyObject* m);
   static bool isAtom(PyObject* obj);
 
  private:

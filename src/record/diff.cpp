@@ -53,7 +53,7 @@ class Leaves {
       case Value::Kind::Dict:
         out_[path] = "dict keys " + std::to_string(value->items.size());
         for (size_t i = 0; i < value->items.size(); ++i)
-          walk(value->items[i], path + "[" + toString(value->keys[i]) + "]", depth + 1);
+          walk(value->items[i], path + "[" + keyText(*value, i) + "]", depth + 1);
         return;
       case Value::Kind::Object:
       case Value::Kind::Opaque:

@@ -135,7 +135,7 @@ class Reader {
   void leave() { ctx_.pop_back(); }
   void descend(const char*) {
     if (++depth_ > kMaxNesting)
-      fail("values, constants or mock expressions nest more than " + std::to_string(kMaxNesting) + " levels deep");
+      fail("values, constants, mock expressions or key paths nest more than " + std::to_string(kMaxNesting) + " levels deep");
   }
   void ascend() { --depth_; }
   bool atEnd() const { return pos_ == in_.size(); }
@@ -259,14 +259,20 @@ template <class Ar> void io(Ar& ar, TensorMeta& m) {
   });
 }
 
+template <class Ar> void io(Ar& ar, AccessPath& p);
+
 template <class Ar> void io(Ar& ar, PathStep& s) {
-  ioEnum(ar, s.kind, PathStep::Kind::Key);
+  ioEnum(ar, s.kind, PathStep::Kind::ObjectKey);
   ar.text(s.name);
   ar.zigzag(s.index);
   io(ar, s.key);
+  ioVec(ar, "key paths", s.keyOf, [&](AccessPath& k) { io(ar, k); });
+  if (s.keyOf.size() != (s.kind == PathStep::Kind::ObjectKey ? 1u : 0u))
+    ar.fail("an access path step has " + std::to_string(s.keyOf.size()) + " key paths");
 }
 
 template <class Ar> void io(Ar& ar, AccessPath& p) {
+  Nested<Ar> nested(ar, "an access path");
   ioEnum(ar, p.root, AccessPath::Root::Runtime);
   ar.zigzag(p.index);
   ar.text(p.name);
@@ -305,6 +311,7 @@ template <class Ar> void io(Ar& ar, Value& v) {
   ar.text(v.type);
   ioVec(ar, "items", v.items, [&](Value& x) { io(ar, x); });
   io(ar, v.keys);
+  ioVec(ar, "key refs", v.keyRefs, [&](uint32_t& k) { ioU32(ar, k, "a key's object id"); });
   io(ar, v.names);
   ioU32(ar, v.id, "a value id");
 }
@@ -365,11 +372,12 @@ template <class Ar> void io(Ar& ar, ValueExpr& e) {
 }
 
 template <class Ar> void io(Ar& ar, Effect& e) {
-  ioEnum(ar, e.kind, Effect::Kind::Assign);
+  ioEnum(ar, e.kind, Effect::Kind::SetObjectItem);
   io(ar, e.target);
   ar.text(e.name);
   io(ar, e.key);
   io(ar, e.value);
+  io(ar, e.keyPath);
 }
 
 template <class Ar> void io(Ar& ar, Record& r) {

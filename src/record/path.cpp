@@ -9,8 +9,19 @@
 
 namespace magpy::record {
 
+PathStep PathStep::keyedBy(AccessPath keyPath) {
+  PathStep s;
+  s.kind = Kind::ObjectKey;
+  s.keyOf.push_back(std::move(keyPath));
+  return s;
+}
+
+bool PathStep::operator==(const PathStep& o) const {
+  return kind == o.kind && name == o.name && index == o.index && key == o.key && keyOf == o.keyOf;
+}
+
 bool PathStep::operator<(const PathStep& o) const {
-  return std::tie(kind, index, name, key) < std::tie(o.kind, o.index, o.name, o.key);
+  return std::tie(kind, index, name, key, keyOf) < std::tie(o.kind, o.index, o.name, o.key, o.keyOf);
 }
 
 AccessPath AccessPath::global(std::string module, std::string key) {
@@ -33,6 +44,12 @@ AccessPath AccessPath::item(int64_t i) const {
 AccessPath AccessPath::key(Atom k) const {
   AccessPath p = *this;
   p.steps.push_back(PathStep::keyed(std::move(k)));
+  return p;
+}
+
+AccessPath AccessPath::keyedBy(AccessPath keyPath) const {
+  AccessPath p = *this;
+  p.steps.push_back(PathStep::keyedBy(std::move(keyPath)));
   return p;
 }
 
@@ -61,7 +78,9 @@ class PathParser {
  public:
   explicit PathParser(const std::string& text) : t_(text) {}
 
-  AccessPath parse() {
+  // `nested`: a key's path inside "[@...]", which ends at its closing ']'.
+  AccessPath parse(bool nested = false) {
+    if (++depth_ > kMaxKeyNesting) fail("a key path nested at most " + std::to_string(kMaxKeyNesting) + " deep");
     AccessPath p;
     if (eat("self")) {
       p.root = AccessPath::Root::Self;
@@ -91,11 +110,12 @@ class PathParser {
     } else {
       fail("self, args[i], kwargs['k'], G['k'], G(module)['k'] or runtime.name");
     }
-    while (pos_ < t_.size()) {
+    while (pos_ < t_.size() && !(nested && peek() == ']')) {
       if (eat(".")) {
         p.steps.push_back(PathStep::attr(peek() == '\'' ? string() : identifier()));
       } else if (eat("[")) {
-        if (eat("#")) p.steps.push_back(PathStep::keyed(Atom::integer(integer())));
+        if (eat("@")) p.steps.push_back(PathStep::keyedBy(parse(true)));
+        else if (eat("#")) p.steps.push_back(PathStep::keyed(Atom::integer(integer())));
         else if (peek() == '-' || std::isdigit(static_cast<unsigned char>(peek()))) p.steps.push_back(PathStep::at(integer()));
         else p.steps.push_back(PathStep::keyed(atom()));
         expect(']');
@@ -103,6 +123,7 @@ class PathParser {
         fail("'.' or '['");
       }
     }
+    --depth_;
     return p;
   }
 
@@ -187,8 +208,10 @@ class PathParser {
     throw Error("cannot read access path '" + t_ + "': expected " + wanted + " at character " + std::to_string(pos_ + 1));
   }
 
+  static constexpr int kMaxKeyNesting = 16;
   const std::string& t_;
   size_t pos_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace
@@ -210,6 +233,7 @@ std::string toString(const AccessPath& p) {
       case PathStep::Kind::Key:
         out += "[" + (s.key.kind == Atom::Kind::Int ? "#" + std::to_string(s.key.i) : toString(s.key)) + "]";
         break;
+      case PathStep::Kind::ObjectKey: out += "[@" + (s.keyOf.empty() ? std::string("?") : toString(s.keyOf[0])) + "]"; break;
     }
   }
   return out;

@@ -230,6 +230,7 @@ std::string toString(const Effect& e) {
     case Effect::Kind::DelAttr: return "del " + target + "." + e.name;
     case Effect::Kind::DelItem: return "del " + target + "[" + toString(e.key) + "]";
     case Effect::Kind::Assign: return target + "[:] = " + toString(e.value);
+    case Effect::Kind::SetObjectItem: return target + "[@" + toString(e.keyPath) + "] = " + toString(e.value);
   }
   return "?";
 }

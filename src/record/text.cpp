@@ -156,7 +156,7 @@ void flatten(const Value& v, const std::string& path, const RecordFile& file, st
       return;
     case Value::Kind::Dict:
       out.push_back({path, "dict len " + std::to_string(v.items.size()) + (v.type.empty() ? "" : " " + v.type) + id});
-      for (size_t i = 0; i < v.items.size(); ++i) flatten(v.items[i], path + "[" + toString(v.keys[i]) + "]", file, out);
+      for (size_t i = 0; i < v.items.size(); ++i) flatten(v.items[i], path + "[" + keyText(v, i) + "]", file, out);
       return;
     case Value::Kind::Object:
     case Value::Kind::Opaque:

@@ -122,11 +122,32 @@ class Validator {
   // tree, and not one that contains it: replay's values are shared
   // pointers, and a container that holds itself would never be freed.
   enum class Id : uint8_t { Unseen, Open, Done };
+  // A dict's key may be an object of the same tree, defined anywhere in
+  // it (before or after the dict): a tensor, whose hash is its identity.
+  struct TreeIds {
+    std::vector<Id> state;
+    std::set<uint32_t> tensors, keys;
+  };
   void tree(const Value& root) const {
-    std::vector<Id> ids;
+    TreeIds ids;
     value(root, ids);
+    for (uint32_t k : ids.keys)
+      if (!ids.tensors.count(k)) bad("a dict's key is object #" + std::to_string(k) + ", which is no tensor of its tree");
   }
-  void value(const Value& v, std::vector<Id>& ids) const {
+  void keyRefs(const Value& v, TreeIds& ids) const {
+    if (v.keyRefs.empty()) return;
+    if (v.kind != Value::Kind::Dict || v.keyRefs.size() != v.keys.size())
+      bad("a value has " + std::to_string(v.keyRefs.size()) + " object keys for " + std::to_string(v.keys.size()) + " keys");
+    std::set<uint32_t> seen;
+    for (size_t i = 0; i < v.keyRefs.size(); ++i) {
+      if (!v.keyRefs[i]) continue;
+      if (v.keys[i].kind != Atom::Kind::None || !seen.insert(v.keyRefs[i]).second)
+        bad("a dict has object key #" + std::to_string(v.keyRefs[i]) + " twice, or beside an atom");
+      ids.keys.insert(v.keyRefs[i]);
+    }
+  }
+  void value(const Value& v, TreeIds& tree) const {
+    std::vector<Id>& ids = tree.state;
     if (v.kind == Value::Kind::Ref) {
       if (v.id == 0 || v.id >= ids.size() || ids[v.id] == Id::Unseen)
         bad("a value refers to object #" + std::to_string(v.id) + ", defined nowhere before");
@@ -139,6 +160,8 @@ class Validator {
       ids[v.id] = Id::Open;
     }
     if (v.kind == Value::Kind::Tensor) tensor(v.blob, v.meta, "a tensor value");
+    if (v.kind == Value::Kind::Tensor && v.id) tree.tensors.insert(v.id);
+    keyRefs(v, tree);
     if (v.kind == Value::Kind::Dict && v.keys.size() != v.items.size())
       bad("a dict has " + std::to_string(v.keys.size()) + " keys for " + std::to_string(v.items.size()) + " values");
     if ((v.kind == Value::Kind::Object || v.kind == Value::Kind::Opaque) && v.names.size() != v.items.size())
@@ -157,7 +180,7 @@ class Validator {
                     (like || g->kind == Value::Kind::Ref);
     if (!container && !gradient && (!v.items.empty() || !v.names.empty()))
       bad("a scalar or tensor value has elements (a tensor only its .grad, a tensor like it)");
-    for (auto& item : v.items) value(item, ids);
+    for (auto& item : v.items) value(item, tree);
     if (v.id) ids[v.id] = Id::Done;
   }
 

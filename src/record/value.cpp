@@ -100,9 +100,13 @@ namespace {
 
 void collectRefs(const Value& v, std::map<uint32_t, uint32_t>& used) {
   if (v.kind == Value::Kind::Ref) used.emplace(v.id, 0);
+  for (uint32_t k : v.keyRefs)
+    if (k) used.emplace(k, 0);
   for (auto& item : v.items) collectRefs(item, used);
 }
 
+// Ids are given in depth-first order of definitions; a key may name an
+// object defined later, so keys are renamed once every id is known.
 void renumber(Value& v, std::map<uint32_t, uint32_t>& used, uint32_t& next) {
   if (v.kind == Value::Kind::Ref) {
     v.id = used[v.id];
@@ -115,7 +119,23 @@ void renumber(Value& v, std::map<uint32_t, uint32_t>& used, uint32_t& next) {
   for (auto& item : v.items) renumber(item, used, next);
 }
 
+void renumberKeys(Value& v, const std::map<uint32_t, uint32_t>& used) {
+  for (uint32_t& k : v.keyRefs) {
+    if (!k) continue;
+    k = used.at(k);
+    if (!k) throw Error("a dict's key names an object its tree does not hold");
+  }
+  for (auto& item : v.items) renumberKeys(item, used);
+}
+
 void expand(Value& v, std::map<uint32_t, Value>& seen) {
+  if (!v.keyRefs.empty()) {
+    Value opaque;
+    opaque.kind = Value::Kind::Opaque;
+    opaque.type = "a dict keyed by objects of another tree";
+    v = std::move(opaque);
+    return;
+  }
   if (v.kind == Value::Kind::Ref) {
     auto it = seen.find(v.id);
     if (it == seen.end()) throw Error("a value refers to an object it does not contain");
@@ -137,6 +157,12 @@ void compactIds(Value& root) {
   collectRefs(root, used);
   uint32_t next = 0;
   renumber(root, used, next);
+  renumberKeys(root, used);
+}
+
+std::string keyText(const Value& dict, size_t i) {
+  if (i < dict.keyRefs.size() && dict.keyRefs[i]) return "@" + std::to_string(dict.keyRefs[i]);
+  return toString(dict.keys[i]);
 }
 
 void expandRefs(Value& root) {

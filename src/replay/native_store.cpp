@@ -85,6 +85,8 @@ NativeStore::Handle NativeStore::step(const Handle& parent, const PathTree& tree
   switch (n.kind) {
     case PathTree::StepKind::Attr:
       if (p.kind == Value::Kind::Tensor) return tensorAttribute(p, n.step.name);
+      if (p.kind == Value::Kind::Dict && n.step.name == "default_factory" && p.atom.kind == record::Atom::Kind::Str)
+        return Value::opaque(p.atom.s);
       [[fallthrough]];
     case PathTree::StepKind::InstanceAttr:  // native objects hold only instance attributes
       if (!hasAttributes(p)) return std::nullopt;
@@ -98,7 +100,14 @@ NativeStore::Handle NativeStore::step(const Handle& parent, const PathTree& tree
       if (p.kind != Value::Kind::Dict) return std::nullopt;
       if (Value* v = p.heap->item(n.step.key)) return *v;
       return std::nullopt;
+    case PathTree::StepKind::ObjectKey: break;  // itemOf
   }
+  return std::nullopt;
+}
+
+NativeStore::Handle NativeStore::itemOf(const Handle& parent, const Handle& key) const {
+  if (parent->kind != Value::Kind::Dict || key->kind != Value::Kind::Tensor) return std::nullopt;
+  if (Value* v = parent->heap->itemOf(*key)) return *v;
   return std::nullopt;
 }
 
@@ -119,6 +128,9 @@ std::string NativeStore::lacks(const Handle& parent, const PathTree& tree, int n
     case PathTree::StepKind::Key:
       if (p.kind != Value::Kind::Dict) return " is " + replay::describe(p) + ", not a dict";
       return " has no key " + record::toString(n.step.key);
+    case PathTree::StepKind::ObjectKey:
+      if (p.kind != Value::Kind::Dict) return " is " + replay::describe(p) + ", not a dict";
+      return " has no key that is the tensor at " + record::toString(n.step.keyOf.at(0));
   }
   return " lacks it";
 }
@@ -136,7 +148,7 @@ std::optional<int64_t> NativeStore::length(const Handle& v) const {
 }
 
 std::optional<std::vector<record::Atom>> NativeStore::keys(const Handle& v) const {
-  if (v->kind == Value::Kind::Dict) return v->heap->keys;
+  if (v->kind == Value::Kind::Dict && v->heap->keyObjects.empty()) return v->heap->keys;
   return std::nullopt;
 }
 
@@ -205,6 +217,12 @@ void NativeStore::setItem(const Handle& target, const record::Atom& key, Handle 
   target->heap->setItem(key, std::move(*value));
 }
 
+void NativeStore::setItemOf(const Handle& target, const Handle& key, Handle value) const {
+  require(target->kind == Value::Kind::Dict, *target, "a dict");
+  if (key->kind != Value::Kind::Tensor) throw Error("its key is " + describe(*key) + ", not a tensor");
+  target->heap->setItemOf(*key, std::move(*value));
+}
+
 void NativeStore::delItem(const Handle& target, const record::Atom& key) const {
   require(target->kind == Value::Kind::Dict, *target, "a dict");
   target->heap->delItem(key);
@@ -215,6 +233,7 @@ void NativeStore::assignContents(const Handle& target, const Handle& value) cons
           *target, "a list or dict of the assigned kind");
   target->heap->items = value->heap->items;
   target->heap->keys = value->heap->keys;
+  target->heap->keyObjects = value->heap->keyObjects;
 }
 
 template class Resolution<NativeStore>;

@@ -19,6 +19,7 @@ class NativeStore {
 
   Handle root(const record::AccessPath& root) const;
   Handle step(const Handle& parent, const PathTree& tree, int node) const;
+  Handle itemOf(const Handle& parent, const Handle& key) const;
   std::string rootMissing(const record::AccessPath& root) const;
   std::string lacks(const Handle& parent, const PathTree& tree, int node) const;
   size_t argCount() const { return state_.args.size(); }
@@ -32,7 +33,7 @@ class NativeStore {
   bool exactAtom(const Handle& v) const { return v->kind == Value::Kind::Atom; }
   std::optional<int64_t> length(const Handle& v) const;
   bool keysAre(const Handle& v, const std::vector<record::Atom>& keys) const {
-    return v->kind == Value::Kind::Dict && v->heap->keys == keys;
+    return v->kind == Value::Kind::Dict && v->heap->keyObjects.empty() && v->heap->keys == keys;
   }
   std::optional<std::vector<record::Atom>> keys(const Handle& v) const;
   const at::Tensor* tensor(const Handle& v) const { return v->kind == Value::Kind::Tensor ? &v->tensor : nullptr; }
@@ -48,6 +49,7 @@ class NativeStore {
   bool setAttr(const Handle& target, const std::string& name, Handle value) const;
   void delAttr(const Handle& target, const std::string& name) const;
   void setItem(const Handle& target, const record::Atom& key, Handle value) const;
+  void setItemOf(const Handle& target, const Handle& key, Handle value) const;
   void delItem(const Handle& target, const record::Atom& key) const;
   void assignContents(const Handle& target, const Handle& value) const;
 

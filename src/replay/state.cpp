@@ -117,6 +117,9 @@ void assign(const record::AccessPath& path, Value value, const CallState& state)
       case record::PathStep::Kind::Attr: store.setAttr(parent, last.name, std::move(value)); return;
       case record::PathStep::Kind::Key: store.setItem(parent, last.key, std::move(value)); return;
       case record::PathStep::Kind::Index: store.setItem(parent, record::Atom::integer(last.index), std::move(value)); return;
+      case record::PathStep::Kind::ObjectKey:
+        store.setItemOf(parent, resolvePath(store, last.keyOf.at(0)), std::move(value));
+        return;
     }
   } catch (const Error& e) {
     throw Error("cannot store " + record::toString(path) + ": " + e.what());
@@ -139,13 +142,33 @@ struct BlobSource {
   }
 };
 
-// Builds runtime values depth first; `made` maps value ids to what was
-// built for them, so a Ref is the same heap object (or tensor) again.
-Value build(const record::Value& v, const BlobSource& file, std::map<uint32_t, Value>& made) {
+// What build() has made: values by id, so a Ref is the same heap object
+// (or tensor) again, and the dicts whose keys are objects, which may be
+// defined after the dict: their keys are set once the tree is built.
+struct Made {
+  std::map<uint32_t, Value> byId;
+  std::vector<std::pair<std::shared_ptr<HeapObject>, const std::vector<uint32_t>*>> objectKeyed;
+
+  void setObjectKeys() {
+    for (auto& [dict, refs] : objectKeyed) {
+      dict->keyObjects.resize(refs->size());
+      for (size_t i = 0; i < refs->size(); ++i) {
+        if (!(*refs)[i]) continue;
+        auto it = byId.find((*refs)[i]);
+        if (it == byId.end() || it->second.kind != Value::Kind::Tensor)
+          throw Error("the record is corrupted: a dict's key is object #" + std::to_string((*refs)[i]) + ", no tensor");
+        dict->keyObjects[i] = it->second;
+      }
+    }
+  }
+};
+
+// Builds runtime values depth first.
+Value build(const record::Value& v, const BlobSource& file, Made& made) {
   using K = record::Value::Kind;
   if (v.kind == K::Ref) {
-    auto it = made.find(v.id);
-    if (it == made.end()) throw Error("the record is corrupted: a value refers to object #" + std::to_string(v.id) + ", defined nowhere before");
+    auto it = made.byId.find(v.id);
+    if (it == made.byId.end()) throw Error("the record is corrupted: a value refers to object #" + std::to_string(v.id) + ", defined nowhere before");
     return it->second;
   }
   auto children = [&] {
@@ -172,33 +195,39 @@ Value build(const record::Value& v, const BlobSource& file, std::map<uint32_t, V
     case K::Dict:
       out = v.kind == K::Tuple ? Value::tuple({}) : v.kind == K::List ? Value::list({}) : Value::dict(v.keys, {});
       if (!v.type.empty()) out.heap->type = v.type;  // torch.Size, OrderedDict, ...
-      if (v.id) made[v.id] = out;  // registered before its elements: they may refer to it
+      out.atom = v.atom;  // a defaultdict's default_factory, by name
+      if (v.id) made.byId[v.id] = out;  // registered before its elements: they may refer to it
+      if (!v.keyRefs.empty()) made.objectKeyed.emplace_back(out.heap, &v.keyRefs);
       out.heap->items = children();
       return out;
     case K::Object:
     case K::Opaque:
       out = v.kind == K::Object ? Value::object(v.type) : Value::opaque(v.type);
       if (v.kind == K::Object) out.atom = v.atom;  // an int, float or str subclass: its value
-      if (v.id) made[v.id] = out;
+      if (v.id) made.byId[v.id] = out;
       out.heap->names = v.names;
       out.heap->items = children();
       return out;
     case K::Ref: break;
   }
-  if (v.id) made[v.id] = out;
+  if (v.id) made.byId[v.id] = out;
   return out;
 }
 
 }  // namespace
 
 Value materialize(const record::Value& v, const record::RecordFile& file) {
-  std::map<uint32_t, Value> made;
-  return build(v, BlobSource{file}, made);
+  Made made;
+  Value out = build(v, BlobSource{file}, made);
+  made.setObjectKeys();
+  return out;
 }
 
 Value materializeAdopting(const record::Value& v, record::RecordFile& file, const std::vector<bool>& adoptable) {
-  std::map<uint32_t, Value> made;
-  return build(v, BlobSource{file, &file, &adoptable}, made);
+  Made made;
+  Value out = build(v, BlobSource{file, &file, &adoptable}, made);
+  made.setObjectKeys();
+  return out;
 }
 
 namespace {
@@ -238,10 +267,13 @@ void compareInto(const Value& actual, const Value& expected, const Tolerance& to
       if (!compared.insert({actual.heap.get(), expected.heap.get()}).second) return;
       auto& ai = actual.heap->items;
       auto& ei = expected.heap->items;
-      if (ai.size() != ei.size() || actual.heap->keys != expected.heap->keys)
+      bool sameKeys = actual.heap->keys == expected.heap->keys;
+      for (size_t i = 0; sameKeys && i < ai.size(); ++i)  // object keys: in the same places
+        sameKeys = actual.heap->objectKeyAt(i) == expected.heap->objectKeyAt(i);
+      if (ai.size() != ei.size() || !sameKeys)
         return differ("expected " + describe(expected) + ", got " + describe(actual));
       for (size_t i = 0; i < ai.size(); ++i) {
-        std::string sub = actual.kind == Value::Kind::Dict ? where + "[" + record::toString(actual.heap->keys[i]) + "]"
+        std::string sub = actual.kind == Value::Kind::Dict ? where + "[" + actual.heap->keyText(i) + "]"
                                                            : where + "[" + std::to_string(i) + "]";
         compareInto(ai[i], ei[i], tol, sub, out, compared);
       }

@@ -10,6 +10,7 @@ PathTree::StepKind PathTree::kindOf(record::PathStep::Kind kind) {
     case record::PathStep::Kind::Attr: return StepKind::Attr;
     case record::PathStep::Kind::Index: return StepKind::Index;
     case record::PathStep::Kind::Key: break;
+    case record::PathStep::Kind::ObjectKey: return StepKind::ObjectKey;
   }
   return StepKind::Key;
 }
@@ -29,8 +30,10 @@ int PathTree::add(const record::AccessPath& path) {
     } else {
       kind = kindOf(step.kind);
     }
+    // The key's own path first: resolving this step resolves it.
+    int keyNode = kind == StepKind::ObjectKey ? add(step.keyOf.at(0)) : -1;
     auto [child, added] = children_.emplace(std::make_tuple(node, kind, step), int(nodes_.size()));
-    if (added) nodes_.push_back({node, {}, kind, std::move(step)});
+    if (added) nodes_.push_back({node, {}, kind, std::move(step), keyNode});
     node = child->second;
   }
   return node;
@@ -85,6 +88,7 @@ RecordAccess::RecordAccess(const std::vector<record::Guard>& guards, const std::
   addMockReads(mock_.result);
   for (auto& e : mock_.effects) {
     mockReads_.push_back(tree_.add(e.target));
+    if (e.kind == record::Effect::Kind::SetObjectItem) mockReads_.push_back(tree_.add(e.keyPath));
     addMockReads(e.value);
   }
 }

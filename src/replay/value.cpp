@@ -102,7 +102,7 @@ bool HeapObject::delAttr(const std::string& name) {
 
 Value* HeapObject::item(const record::Atom& key) {
   for (size_t i = 0; i < keys.size(); ++i)
-    if (keys[i] == key) return &items[i];
+    if (keys[i] == key && !objectKeyAt(i)) return &items[i];
   return nullptr;
 }
 
@@ -112,17 +112,40 @@ void HeapObject::setItem(const record::Atom& key, Value v) {
   } else {
     keys.push_back(key);
     items.push_back(std::move(v));
+    if (!keyObjects.empty()) keyObjects.resize(keys.size());
   }
 }
 
 bool HeapObject::delItem(const record::Atom& key) {
   for (size_t i = 0; i < keys.size(); ++i)
-    if (keys[i] == key) {
+    if (keys[i] == key && !objectKeyAt(i)) {
       keys.erase(keys.begin() + long(i));
       items.erase(items.begin() + long(i));
+      if (i < keyObjects.size()) keyObjects.erase(keyObjects.begin() + long(i));
       return true;
     }
   return false;
+}
+
+Value* HeapObject::itemOf(const Value& key) {
+  for (size_t i = 0; i < keyObjects.size(); ++i)
+    if (objectKeyAt(i) && keyObjects[i].sameAs(key)) return &items[i];
+  return nullptr;
+}
+
+void HeapObject::setItemOf(const Value& key, Value v) {
+  if (Value* slot = itemOf(key)) {
+    *slot = std::move(v);
+    return;
+  }
+  keyObjects.resize(keys.size());
+  keys.push_back(record::Atom::none());
+  keyObjects.push_back(key);
+  items.push_back(std::move(v));
+}
+
+std::string HeapObject::keyText(size_t i) const {
+  return objectKeyAt(i) ? "<" + describe(keyObjects[i]) + ">" : record::toString(keys[i]);
 }
 
 std::string describe(const Value& v) {

@@ -709,6 +709,31 @@ void backwardCases(std::vector<Case>& out) {
   out.push_back({"state_grad_other_shape", encode(f), 2, "a tensor only its .grad, a tensor like it"});
 }
 
+// Dicts keyed by objects (optimizer state): keys that name no tensor, a
+// write under a key that is no tensor.
+void objectKeyCases(std::vector<Case>& out) {
+  RecordFile f = oneCall({});
+  Value d = container(Value::Kind::Dict);
+  d.keys = {Atom::none()};
+  d.keyRefs = {1};
+  d.items = {Value::ofAtom(Atom::integer(1))};
+  Value l = container(Value::Kind::List);
+  l.id = 1;
+  f.functions[0].self.names = {"d", "l"};
+  f.functions[0].self.items = {d, l};
+  out.push_back({"object_key_not_tensor", encode(f), 2, "which is no tensor of its tree"});
+
+  f.functions[0].self.items[0].keyRefs.clear();
+  f.functions[0].self.items[0].keys = {Atom::string("k")};
+  Effect put;
+  put.kind = Effect::Kind::SetObjectItem;
+  put.target = AccessPath::self().attr("d");
+  put.keyPath = AccessPath::self().attr("l");
+  put.value = ValueExpr::constant(Atom::integer(2));
+  f.functions[0].records[0].mock.effects = {put};
+  out.push_back({"object_key_write_under_list", encode(f), 2, "not a tensor", true});
+}
+
 }  // namespace
 
 std::vector<Case> cases() {
@@ -718,6 +743,7 @@ std::vector<Case> cases() {
   loopCases(out);
   branchCases(out);
   backwardCases(out);
+  objectKeyCases(out);
   return out;
 }
 

@@ -380,6 +380,49 @@ TEST(Format, StateTensorsCarryTheirGradients) {
   EXPECT_THROW(decode(encode(f)), Error);
 }
 
+// A dict keyed by a tensor of the same tree (optimizer state): the key is
+// the tensor's id, defined before or after the dict.
+TEST(Format, DictKeysThatAreTensorsRoundTripAndAreValidated) {
+  RecordFile f = sample::sampleFile();
+  Value& self = f.functions[0].self;
+  self.items[0].id = 1;
+  Value state;
+  state.kind = Value::Kind::Dict;
+  state.type = "collections.defaultdict";
+  state.atom = Atom::string("builtins.dict");
+  state.keys = {Atom::none(), Atom::string("n")};
+  state.keyRefs = {1, 0};
+  state.items = {Value::ofAtom(Atom::integer(3)), Value::ofAtom(Atom::integer(4))};
+  self.names.insert(self.names.begin(), "state");  // before the tensor it is keyed by
+  self.items.insert(self.items.begin(), state);
+  Effect e;
+  e.kind = Effect::Kind::SetObjectItem;
+  e.target = AccessPath::self().attr("state");
+  e.keyPath = AccessPath::self().attr("w");
+  e.value = ValueExpr::constant(Atom::integer(5));
+  f.functions[0].records[0].mock.effects.push_back(e);
+  RecordFile back = decode(encode(f));
+  EXPECT_EQ(back.functions[0].self.items[0].keyRefs, (std::vector<uint32_t>{1, 0}));
+  EXPECT_EQ(back.functions[0].records[0].mock.effects.back().keyPath, AccessPath::self().attr("w"));
+  std::string text = printCanonical(back);
+  EXPECT_TRUE(contains(text, "self.state[@1] = 3")) << text;
+  EXPECT_TRUE(contains(text, "self.state[@self.w] = 5")) << text;
+
+  auto refused = [&](auto change) {
+    RecordFile bad = f;
+    change(bad.functions[0].self.items[0]);
+    EXPECT_THROW(decode(encode(bad)), Error);
+  };
+  refused([](Value& d) { d.keyRefs = {2, 0}; });     // no object #2
+  refused([](Value& d) { d.keyRefs = {1}; });        // not one per key
+  refused([](Value& d) { d.keyRefs = {1, 1}; });     // one key twice
+  refused([](Value& d) { d.keys[0] = Atom::integer(1); });  // an atom beside it
+  RecordFile notTensor = f;
+  notTensor.functions[0].self.id = 2;
+  notTensor.functions[0].self.items[0].keyRefs = {2, 0};  // the object holding the dict: no tensor
+  EXPECT_THROW(decode(encode(notTensor)), Error);
+}
+
 // Without the call log, its tensors go; references to the others follow
 // them to their new places.
 TEST(Format, UnusedBlobsAreDropped) {

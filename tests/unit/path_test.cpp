@@ -28,6 +28,23 @@ TEST(AccessPath, ParsesWhatItPrints) {
   for (const char* t : texts) EXPECT_EQ(toString(parsePath(t)), t) << t;
 }
 
+// torch.optim's state[p]: a key that is the object at another path.
+TEST(AccessPath, KeysThatAreObjectsNameTheirPaths) {
+  AccessPath weight = AccessPath::self().attr("net").attr("_parameters").key("weight");
+  AccessPath buf = AccessPath::global("", "opt").attr("state").keyedBy(weight).key("momentum_buffer");
+  EXPECT_EQ(toString(buf), "G['opt'].state[@self.net._parameters['weight']]['momentum_buffer']");
+  EXPECT_EQ(parsePath(toString(buf)), buf);
+  AccessPath nested = AccessPath::self().attr("s").keyedBy(AccessPath::self().attr("t").keyedBy(AccessPath::arg(0)));
+  EXPECT_EQ(toString(nested), "self.s[@self.t[@args[0]]]");
+  EXPECT_EQ(parsePath(toString(nested)), nested);
+  EXPECT_FALSE(AccessPath::self().attr("s").keyedBy(AccessPath::arg(0)) ==
+               AccessPath::self().attr("s").keyedBy(AccessPath::arg(1)));
+  EXPECT_THROW(parsePath("self.s[@self.t"), magpy::Error);
+  std::string deep = "self";
+  for (int i = 0; i < 40; ++i) deep += ".s[@self";
+  EXPECT_THROW(parsePath(deep), magpy::Error);  // nested past the bound: refused, no deep recursion
+}
+
 TEST(AccessPath, RejectsMalformedText) {
   EXPECT_THROW(parsePath("sel.x"), magpy::Error);
   EXPECT_THROW(parsePath("args[x]"), magpy::Error);

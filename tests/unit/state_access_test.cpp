@@ -153,6 +153,46 @@ TEST(StateAccess, MockReadsEntryStateThenWrites) {
   EXPECT_EQ(s.self.heap->attr("n")->atom, Atom::integer(4));
 }
 
+// torch.optim's state[p]: found by the key's identity, not its value; a
+// mock stores under a key that is an object, read at call entry.
+TEST(StateAccess, DictKeysThatAreTensorsGoByIdentity) {
+  CallState s = sampleState();
+  Value w0 = *s.self.heap->attr("layers")->heap->items[0].heap->attr("w");
+  Value state = Value::dict({}, {});
+  state.heap->setItemOf(w0, Value::ofAtom(Atom::integer(7)));
+  s.self.heap->setAttr("state", state);
+  AccessPath layers = AccessPath::self().attr("layers");
+  AccessPath at0 = AccessPath::self().attr("state").keyedBy(layers.item(0).attr("w"));
+  AccessPath at1 = AccessPath::self().attr("state").keyedBy(layers.item(1).attr("w"));
+  NativeStore store(s);
+  EXPECT_EQ(resolvePath(store, at0)->atom, Atom::integer(7));
+  EXPECT_FALSE(resolvePath(store, at1, true));  // an equal tensor, another object
+  try {
+    resolvePath(store, at1);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("has no key that is the tensor at self.layers[1].w"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(resolvePath(store, AccessPath::self().attr("state").keyedBy(layers.item(5).attr("w")), true));
+
+  record::MockSpec mock;
+  mock.result = record::ValueExpr::constant(Atom::none());
+  record::Effect put;
+  put.kind = record::Effect::Kind::SetObjectItem;
+  put.target = AccessPath::self().attr("state");
+  put.keyPath = layers.item(1).attr("w");
+  put.value = record::ValueExpr::read(at0);
+  mock.effects.push_back(put);
+  RecordAccess access({guard(at1, record::Check::Kind::Absent)}, {}, mock);
+  Resolution<NativeStore> values(store, access.tree());
+  EXPECT_FALSE(access.firstMiss(values, RecordAccess::Guards::All));
+  access.mock({}, values);
+  EXPECT_EQ(resolvePath(store, at1)->atom, Atom::integer(7));
+  EXPECT_EQ(state.heap->items.size(), 2u);
+  Resolution<NativeStore> again(store, access.tree());
+  EXPECT_TRUE(access.firstMiss(again, RecordAccess::Guards::All));  // no longer absent
+}
+
 TEST(StateAccess, MockWriteErrorsNameTheWrite) {
   CallState s = sampleState();
   record::MockSpec mock;

@@ -1,10 +1,11 @@
-// The .mgp file format, version 12 (2 added the RefGraph view to records
+// The .mgp file format, version 13 (2 added the RefGraph view to records
 // and tuple dict keys, 3 when the state was taken, 4 the dict class of
 // mock expressions, 5 dynamic sizes in tensor metadata, 6 lifted numbers,
 // 7 the Distinct check, names without control characters, and mock Refs,
 // 8 an operator's grad mode region and forward-only records, 9 sizes that
 // are graph values and number arithmetic's values at capture, 10 loop
 // regions, 11 branches, 12 backward nodes and a state tensor's .grad,
+// 13 dict keys that are objects: path steps, values and mock writes;
 // graph.h and value.h). This header is the only place that knows
 // the byte layout; everything else works on RecordFile.
 //
@@ -37,7 +38,8 @@
 //   mock        := result:expr count:varint effect*
 //   expr        := kind:u8 atom index:zigzag path count:varint expr* keys:atoms type:string
 //                  (a container's index > 0 names it for a later Ref, kind 6)
-//   effect      := kind:u8 target:path name:string key:atom value:expr
+//   effect      := kind:u8 target:path name:string key:atom value:expr key_path:path
+//                  (key_path: the object a SetObjectItem's key is; self otherwise)
 //   break       := where:string function:string opcode:string reason:string callee:string
 //   refs        := count:varint ref_node* count:varint ref_edge*
 //   ref_node    := label:string versions:varint roles:u8
@@ -48,10 +50,13 @@
 //   update      := function:zigzag path value
 //   blob        := dtype:string shape:zigzags hash:u64 bytes:string
 //   value       := kind:u8 atom blob:varint meta type:string
-//                  count:varint value* keys:atoms names:strings id:varint
-//                  (a tensor's values and names: its .grad, or nothing)
+//                  count:varint value* keys:atoms count:varint key_ref:varint*
+//                  names:strings id:varint
+//                  (a tensor's values and names: its .grad, or nothing; key_refs:
+//                   none, or one per key: 0, or the id of the object that is the key)
 //   path        := root:u8 index:zigzag name:string count:varint step*
-//   step        := kind:u8 name:string index:zigzag key:atom
+//   step        := kind:u8 name:string index:zigzag key:atom count:varint path*
+//                  (one path, the key's object, for kind 3: "[@path]"; none otherwise)
 //   atom        := kind:u8 i:zigzag f:f64 s:string count:varint atom*
 //   meta        := dtype:string shape:zigzags strides:zigzags device:string requires_grad:u8
 //                  count:varint symdim*          (none, or one per dimension)
@@ -76,7 +81,7 @@
 
 namespace magpy::record {
 
-constexpr uint32_t kFormatVersion = 12;
+constexpr uint32_t kFormatVersion = 13;
 
 // Values, constants and mock expressions nest at most this deep, and access
 // paths have at most this many steps: the reader refuses deeper ones (so no

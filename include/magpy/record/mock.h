@@ -49,12 +49,14 @@ struct Effect {
     DelAttr,   // del target.name
     DelItem,   // del target[key]
     Assign,    // target[:] = value (list contents) / target.clear(); update (dict)
+    SetObjectItem,  // target[<the object at keyPath, at call entry>] = value
   };
   Kind kind = Kind::SetAttr;
   AccessPath target;
   std::string name;
   Atom key;
   ValueExpr value;
+  AccessPath keyPath;  // SetObjectItem
 };
 
 std::string toString(const Effect& e);

@@ -15,6 +15,9 @@
 //   step  := "." name                   attribute
 //          | "[" int "]"                 sequence position
 //          | "[" key "]"                 dict key: 'str', #int, or a tuple such as ('disp', 0)
+//          | "[@" path "]"               dict key that is an object: the one at path in the
+//                                        same call's state (a tensor, whose hash is its
+//                                        identity: torch.optim's state[param])
 #pragma once
 
 #include <cstdint>
@@ -25,20 +28,22 @@
 
 namespace magpy::record {
 
+struct AccessPath;
+
 struct PathStep {
-  enum class Kind : uint8_t { Attr, Index, Key };
+  enum class Kind : uint8_t { Attr, Index, Key, ObjectKey };
   Kind kind = Kind::Attr;
   std::string name;   // Attr
   int64_t index = 0;  // Index
   Atom key;           // Key
+  std::vector<AccessPath> keyOf;  // ObjectKey: one path, to the object that is the key
 
-  static PathStep attr(std::string n) { return {Kind::Attr, std::move(n), 0, {}}; }
-  static PathStep at(int64_t i) { return {Kind::Index, {}, i, {}}; }
-  static PathStep keyed(Atom k) { return {Kind::Key, {}, 0, std::move(k)}; }
+  static PathStep attr(std::string n);
+  static PathStep at(int64_t i);
+  static PathStep keyed(Atom k);
+  static PathStep keyedBy(AccessPath keyPath);
 
-  bool operator==(const PathStep& o) const {
-    return kind == o.kind && name == o.name && index == o.index && key == o.key;
-  }
+  bool operator==(const PathStep& o) const;
   bool operator<(const PathStep& o) const;
 };
 
@@ -62,6 +67,7 @@ struct AccessPath {
   AccessPath item(int64_t i) const;
   AccessPath key(Atom k) const;
   AccessPath key(std::string k) const { return key(Atom::string(std::move(k))); }
+  AccessPath keyedBy(AccessPath keyPath) const;  // [@keyPath]
 
   bool isPrefixOf(const AccessPath& other) const;
   bool operator==(const AccessPath& o) const {
@@ -70,6 +76,10 @@ struct AccessPath {
   bool operator!=(const AccessPath& o) const { return !(*this == o); }
   bool operator<(const AccessPath& o) const;
 };
+
+inline PathStep PathStep::attr(std::string n) { PathStep s; s.name = std::move(n); return s; }
+inline PathStep PathStep::at(int64_t i) { PathStep s; s.kind = Kind::Index; s.index = i; return s; }
+inline PathStep PathStep::keyed(Atom k) { PathStep s; s.kind = Kind::Key; s.key = std::move(k); return s; }
 
 std::string toString(const AccessPath& p);
 

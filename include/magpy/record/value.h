@@ -126,13 +126,17 @@ struct Value {
   };
   Kind kind = Kind::Atom;
   Atom atom;                          // Atom: the value; Object: the int, float or str an
-                                      // instance of their subclass is (TorchVersion), else None
+                                      // instance of their subclass is (TorchVersion), else None;
+                                      // Dict: a defaultdict's default_factory by name, else None
   uint32_t blob = 0;
   TensorMeta meta;
   std::string type;                   // Object/Opaque: qualified class or object name;
                                       // Tuple/List/Dict: a subclass (torch.Size, OrderedDict)
   std::vector<Value> items;           // Tuple/List elements, Dict values, Object attributes
   std::vector<Atom> keys;             // Dict keys (in order)
+  std::vector<uint32_t> keyRefs;      // Dict: empty, or per key 0 (keys[i] is the key) or the id
+                                      // of the object in this tree that is the key (a tensor:
+                                      // torch.optim's state[param]); keys[i] is then None
   std::vector<std::string> names;     // Object attribute names, parallel to items
   uint32_t id = 0;                    // non-zero: a later Ref names this value
 
@@ -145,7 +149,11 @@ struct Value {
 void compactIds(Value& root);
 
 // Replaces every Ref by a copy of the value it names and clears the ids:
-// the tree can then be grafted into another tree.
+// the tree can then be grafted into another tree. A dict keyed by objects
+// becomes an Opaque value: copies would not be its keys.
 void expandRefs(Value& root);
+
+// How a dict value's key i reads in text: its atom, or "@<id>" for an object.
+std::string keyText(const Value& dict, size_t i);
 
 }  // namespace magpy::record

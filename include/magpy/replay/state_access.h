@@ -10,6 +10,8 @@
 //                an empty struct
 //   root(path)                   the value at path's root (its steps ignored)
 //   step(parent, tree, node)     one step below parent: tree.node(node)
+//   itemOf(parent, key)          parent[key] for a key that is an object (a tensor),
+//                                found by identity
 //   rootMissing(path), lacks(parent, tree, node)
 //                                why a root or a step leads nowhere (messages)
 //   argCount()                   the call's number of positional arguments
@@ -19,7 +21,7 @@
 //   same(a, b), typeName(h), describe(h)
 //                                what guards read
 //   constant(atom), output(ivalue), sequence(isTuple, items),
-//   dict(keys, items, type), setAttr/delAttr/setItem/delItem/assignContents
+//   dict(keys, items, type), setAttr/delAttr/setItem/delItem/setItemOf/assignContents
 //                                what mocks build and write; writes throw
 //                                Error with a reason; setAttr returns whether
 //                                the value changed
@@ -45,15 +47,16 @@ namespace magpy::replay {
 // one node, an instance attribute (the class's attributes do not count).
 class PathTree {
  public:
-  enum class StepKind : uint8_t { Attr, InstanceAttr, Index, Key };
+  enum class StepKind : uint8_t { Attr, InstanceAttr, Index, Key, ObjectKey };
   struct Node {
     int parent = -1;          // -1: a root
     record::AccessPath root;  // roots only: the path without steps
     StepKind kind = StepKind::Attr;
-    record::PathStep step;    // Attr/InstanceAttr: name; Index: index; Key: key
+    record::PathStep step;    // Attr/InstanceAttr: name; Index: index; Key: key; ObjectKey: its path
+    int keyNode = -1;         // ObjectKey: the node of the key's path
   };
 
-  static StepKind kindOf(record::PathStep::Kind kind);  // Attr, Index or Key
+  static StepKind kindOf(record::PathStep::Kind kind);  // Attr, Index, Key or ObjectKey
 
   int add(const record::AccessPath& path);  // the node that names path
   const Node& node(int i) const { return nodes_[size_t(i)]; }
@@ -86,7 +89,11 @@ class Resolution {
     if (n.parent < 0) {
       v = store_.root(n.root);
     } else if (const Handle& parent = get(n.parent)) {
-      v = store_.step(parent, tree_, node);
+      if (n.kind != PathTree::StepKind::ObjectKey) {
+        v = store_.step(parent, tree_, node);
+      } else if (const Handle& key = get(n.keyNode)) {
+        v = store_.itemOf(parent, key);
+      }
     }
     resolved_[size_t(node)] = 1;
     return values_[size_t(node)] = std::move(v);
@@ -99,6 +106,7 @@ class Resolution {
     const PathTree::Node& n = tree_.node(missing);
     std::string what = record::toString(tree_.pathOf(missing)) + " does not exist: ";
     if (n.parent < 0) return what + store_.rootMissing(n.root);
+    if (n.kind == PathTree::StepKind::ObjectKey && !get(n.keyNode)) return what + "its key " + whyMissing(n.keyNode);
     return what + record::toString(tree_.pathOf(n.parent)) + store_.lacks(get(n.parent), tree_, missing);
   }
 
@@ -364,7 +372,7 @@ RecordAccess::MockRun<typename Store::Handle> RecordAccess::mock(const std::vect
   MockRun<Handle> run{build(mock_.result, outputs, r, building), false};
   struct Write {
     const record::Effect* effect;
-    Handle target, value;
+    Handle target, key, value;
   };
   std::vector<Write> writes;
   writes.reserve(mock_.effects.size());
@@ -372,7 +380,13 @@ RecordAccess::MockRun<typename Store::Handle> RecordAccess::mock(const std::vect
     int node = mockReads_[building.nextRead++];
     const Handle& target = r.get(node);
     if (!target) throw Error("the mock writes to " + r.whyMissing(node));
-    writes.push_back({&e, target, build(e.value, outputs, r, building)});
+    Handle key;
+    if (e.kind == record::Effect::Kind::SetObjectItem) {
+      int keyNode = mockReads_[building.nextRead++];
+      key = r.get(keyNode);
+      if (!key) throw Error("the mock writes under the key " + r.whyMissing(keyNode));
+    }
+    writes.push_back({&e, target, std::move(key), build(e.value, outputs, r, building)});
   }
   for (auto& w : writes) {
     const record::Effect& e = *w.effect;
@@ -384,6 +398,7 @@ RecordAccess::MockRun<typename Store::Handle> RecordAccess::mock(const std::vect
         case record::Effect::Kind::SetItem: store.setItem(w.target, e.key, std::move(w.value)); break;
         case record::Effect::Kind::DelItem: store.delItem(w.target, e.key); break;
         case record::Effect::Kind::Assign: store.assignContents(w.target, w.value); break;
+        case record::Effect::Kind::SetObjectItem: store.setItemOf(w.target, w.key, std::move(w.value)); break;
       }
       run.stateChanged = run.stateChanged || changed;
     } catch (const Error& err) {

@@ -42,6 +42,10 @@ struct HeapObject {
   std::string type;                 // Object/Opaque type name
   std::vector<Value> items;         // elements, dict values, or attribute values
   std::vector<record::Atom> keys;   // Dict keys
+  // Dict: empty, or parallel to keys: the tensor that is key i (its hash is
+  // its identity: torch.optim's state[param]), or an atom None where keys[i] is
+  // the key
+  std::vector<Value> keyObjects;
   std::vector<std::string> names;   // Object attribute names
 
   Value* attr(const std::string& name);
@@ -50,6 +54,10 @@ struct HeapObject {
   Value* item(const record::Atom& key);  // Dict lookup
   void setItem(const record::Atom& key, Value v);
   bool delItem(const record::Atom& key);
+  bool objectKeyAt(size_t i) const { return i < keyObjects.size() && keyObjects[i].kind == Value::Kind::Tensor; }
+  Value* itemOf(const Value& key);  // Dict lookup by the key's identity
+  void setItemOf(const Value& key, Value v);
+  std::string keyText(size_t i) const;  // "'name'", "3", "<tensor float32[4] ...>"
 };
 
 // A short description for messages: "tensor float32[2, 3] ...", "list of 3", "3".

@@ -289,6 +289,10 @@ void Monitor::beginAnnotatedCall(Pending& p, PyObject* callable) {
     refs_.use(n);
     // sum(args), sorted(scales): the callee reads the elements too.
     NodeKind kind = refs_.node(n).kind;
+    if (kind == NodeKind::Dict && a.input(i).value_read && !a.input(i).metadata_only && refs_.keyedByObjects(n)) {
+      graphBreak(p.calleeName + " reads a dict keyed by tensors: only d[k], `k in d` and len(d) are followed on one");
+      return;
+    }
     if (a.input(i).value_read && (kind == NodeKind::Tuple || kind == NodeKind::List || kind == NodeKind::Dict))
       for (auto& e : refs_.node(n).last().refs)
         if (e.target >= 0) refs_.use(e.target);

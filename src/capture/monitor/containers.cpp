@@ -30,7 +30,7 @@ bool Monitor::missingKeyInserted(Step& s) {
                                          reinterpret_cast<PyObject*>(&PySet_Type), reinterpret_cast<PyObject*>(&PyLong_Type),
                                          reinterpret_cast<PyObject*>(&PyFloat_Type)};
   bool builtin = factory && std::find(std::begin(kFactories), std::end(kFactories), factory) != std::end(kFactories);
-  auto k = dictKey(key);
+  auto k = refs_.dictRelation(key);
   if (!builtin || !k || refs_.node(s.in(0)).kind != NodeKind::Dict) {
     graphBreak(std::string("d[k] on a ") + Py_TYPE(container)->tp_name + " that lacks k inserts a value " +
                (k ? "its default_factory makes" : "under a key magpy cannot name (an object)") + ", which is not captured");
@@ -38,7 +38,10 @@ bool Monitor::missingKeyInserted(Step& s) {
   }
   refs_.read(s.in(0), Relation::attr("default_factory"), factory);
   s.out[0] = newNode(s.outObj(0));
-  refs_.write(s.in(0), Relation::keyed(*k), s.out[0]);
+  // A dict keyed by objects has no guard on its whole key set: another
+  // call whose key is already there would read it instead.
+  if (k->kind == Relation::Kind::KeyOf) absent_.push_back({s.in(0), *k});
+  refs_.write(s.in(0), *k, s.out[0]);
   return true;
 }
 
@@ -54,8 +57,8 @@ bool Monitor::finishBinarySubscr(Step& s) {
     Py_ssize_t i = PyLong_AsSsize_t(key);
     if (i < 0) i += PySequence_Size(container);
     s.out[0] = refs_.read(s.in(0), Relation::at(i), value);
-  } else if (auto k = kind == NodeKind::Dict ? dictKey(key) : std::nullopt) {
-    s.out[0] = refs_.read(s.in(0), Relation::keyed(*k), value);
+  } else if (auto k = kind == NodeKind::Dict ? refs_.dictRelation(key) : std::nullopt) {
+    s.out[0] = refs_.read(s.in(0), *k, value);
   } else {
     s.out[0] = operatorResult(s.p, value);
     if (s.out[0] == kNoNode) return false;
@@ -79,8 +82,8 @@ bool Monitor::finishStoreSubscr(Step& s) {
     refs_.write(container, Relation::at(i), s.in(0));
     return true;
   }
-  if (auto k = kind == NodeKind::Dict ? dictKey(key) : std::nullopt) {
-    refs_.write(container, Relation::keyed(*k), s.in(0));
+  if (auto k = kind == NodeKind::Dict ? refs_.dictRelation(key) : std::nullopt) {
+    refs_.write(container, *k, s.in(0));
     return true;
   }
   if (kind == NodeKind::List || kind == NodeKind::Dict) {
@@ -196,8 +199,8 @@ bool Monitor::finishDictUpdate(Step& s) {
 // inputs: key, value
 bool Monitor::finishMapAdd(Step& s) {
   NodeId dict = slotNode(s.frame, s.p.base - s.ins().arg);
-  if (auto k = refs_.node(dict).kind == NodeKind::Dict ? dictKey(s.inObj(0)) : std::nullopt)
-    refs_.write(dict, Relation::keyed(*k), s.in(1));
+  if (auto k = refs_.node(dict).kind == NodeKind::Dict ? refs_.dictRelation(s.inObj(0)) : std::nullopt)
+    refs_.write(dict, *k, s.in(1));
   else
     refs_.changedInPlace(dict);
   return true;

@@ -49,12 +49,35 @@ bool Monitor::finishBinaryOp(Step& s) {
 // Unary operators, comparisons, `in`. A comparison of numbers the graph
 // computes is a decision the graph checks (a predicate).
 bool Monitor::finishOperator(Step& s) {
+  if (s.ins().op == Op::CONTAINS_OP && !containsFollowed(s)) return false;
   s.out[0] = operatorResult(s.p, s.outObj(0));
   if (s.out[0] == kNoNode || !numbers_.active()) return s.out[0] != kNoNode;
   if (s.ins().op == Op::UNARY_NEGATIVE) numbers_.liftArithmetic("operator.neg", {s.in(0)}, s.out[0]);
   if (s.ins().op == Op::COMPARE_OP)
     if (int comparison = numbers_.liftComparison(s.ins().arg, s.in(0), s.in(1), s.outObj(0)); comparison >= 0)
       checksDecision(comparison);
+  return true;
+}
+
+// `k in d` for a dict keyed by objects: no guard covers its whole key
+// set, so the answer is the element read (d[@k]) or its absence.
+bool Monitor::containsFollowed(Step& s) {
+  NodeId dict = s.in(1);
+  PyObject *key = s.inObj(0), *d = s.inObj(1);
+  if (dict < 0 || refs_.node(dict).kind != NodeKind::Dict || !PyDict_Check(d)) return true;
+  if (!identityKey(key)) {
+    if (!refs_.keyedByObjects(dict)) return true;
+    graphBreak("`in` on a dict keyed by tensors, with a key that is not one: which keys it holds is not guarded");
+    return false;
+  }
+  Relation rel = *refs_.dictRelation(key);
+  PyObject* element = nullptr;
+  PyObject *k, *v;
+  Py_ssize_t pos = 0;
+  while (!element && PyDict_Next(d, &pos, &k, &v))
+    if (k == key) element = v;
+  if (element) refs_.read(dict, rel, element);
+  else absent_.push_back({dict, rel});
   return true;
 }
 
@@ -104,6 +127,10 @@ bool Monitor::finishGetIter(Step& s) {
     return true;
   }
   if (s.p.calleeResult == kNoNode && breaksOnOpaqueContents(s.in(0), iterated, "iterating over")) return false;
+  if (refs_.node(s.in(0)).kind == NodeKind::Dict && refs_.keyedByObjects(s.in(0))) {
+    graphBreak("iterating over a dict keyed by tensors: the order and identity of its keys are not guarded");
+    return false;
+  }
   NodeId computed = s.p.calleeReturned(v);
   s.out[0] = computed != kNoNode ? computed : newNode(v);
   NodeKind kind = refs_.node(s.in(0)).kind;

@@ -468,9 +468,7 @@ bool Monitor::takeInputs(ShadowFrame& sf, const Instruction& ins) {
   // A dict subclass's __missing__ (defaultdict's inserts) runs where the key is absent.
   if (ins.op == Op::BINARY_SUBSCR && p.inputObjs.size() == 2 && PyDict_Check(p.inputObjs[0].get()) &&
       !PyDict_CheckExact(p.inputObjs[0].get())) {
-    int has = PyDict_Contains(p.inputObjs[0].get(), p.inputObjs[1].get());
-    if (has < 0) PyErr_Clear();
-    p.keyAbsent = has == 0;
+    p.keyAbsent = !dictHolds(p.inputObjs[0].get(), p.inputObjs[1].get());
   }
   return true;
 }

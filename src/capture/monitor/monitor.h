@@ -267,6 +267,7 @@ class Monitor : public OpRecorder::Delegate {
   // Containers: subscripts, unpacking, displays (containers.cpp).
   bool finishBinarySubscr(Step& s);
   bool missingKeyInserted(Step& s);
+  bool containsFollowed(Step& s);
   bool finishStoreSubscr(Step& s);
   bool finishDeleteSubscr(Step& s);
   bool finishUnpackSequence(Step& s);
