@@ -161,6 +161,8 @@ PyRef stepOn(PyObject* cur, replay::PathTree::StepKind kind, int64_t index, PyOb
   PyObject* v = nullptr;
   switch (kind) {
     case K::Attr:
+      if (PyWeakref_CheckRefExact(cur) && PyUnicode_CompareWithASCIIString(key, record::kWeakReferent) == 0)
+        return PyRef::borrow(PyWeakref_GetObject(cur));
       if (plainModule(Py_TYPE(cur)) && !classLookup(Py_TYPE(cur), key)) {
         PyRef found = moduleAttr(cur, key);
         PyErr_Clear();

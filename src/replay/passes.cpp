@@ -718,8 +718,11 @@ record::Graph hoistChecks(const record::Graph& g) {
     forEachNodeArg(n, [&](int64_t j) { ok = ok && (size_t(j) < effect || movable[size_t(j)]) && unwritten(j); });
     movable[i] = ok;
   }
-  for (size_t i = g.nodes.size(); i-- > effect;) {  // the movable checks and what they use, last to first
-    if (!moved[i] && !(movable[i] && record::isCheck(g.nodes[i].target))) continue;
+  // The movable checks, number operators (an int one fails where its value
+  // leaves 64 bits) and what they use, last to first.
+  for (size_t i = g.nodes.size(); i-- > effect;) {
+    bool fallible = record::isCheck(g.nodes[i].target) || record::isNumberOp(g.nodes[i].target);
+    if (!moved[i] && !(movable[i] && fallible)) continue;
     moved[i] = true;
     forEachNodeArg(g.nodes[i], [&](int64_t j) { moved[size_t(j)] = size_t(j) >= effect || moved[size_t(j)]; });
   }
@@ -824,7 +827,13 @@ bool onlyScalesValues(const record::Graph& g, int number) {
                     std::any_of(arg.ints.begin(), arg.ints.end(), [&](int64_t j) { return j >= 0 && size_t(j) < i && reached[size_t(j)]; });
       if (inList) return false;
       if (!takes || n.kind == NodeKind::Output) continue;  // returned or stored by the mock
-      if (kExact.count(numberOpOf(n.target)) && n.number == "float") {
+      // Float arithmetic never fails; int arithmetic on inputs alone
+      // (step += 1) moves before the graph's effects (planOrder), where
+      // leaving 64 bits stops the call cleanly.
+      bool onInputs = true;
+      for (const Arg& x : n.args)
+        onInputs = onInputs && (x.kind != Arg::Kind::Node || (x.i >= 0 && g.nodes[size_t(x.i)].isInput()));
+      if (kExact.count(numberOpOf(n.target)) && (n.number == "float" || (n.number == "int" && onInputs))) {
         reached[i] = true;
         continue;
       }

@@ -12,7 +12,8 @@
 //          | "runtime." name             interpreter state: grad_enabled, default_dtype,
 //                                        deterministic_algorithms, inference_mode,
 //                                        num_threads, anomaly_mode, autocast, autocast_cpu
-//   step  := "." name                   attribute
+//   step  := "." name                   attribute (".__referent__" of a weakref.ref: the
+//                                        object it refers to, None once it died)
 //          | "[" int "]"                 sequence position
 //          | "[" key "]"                 dict key: 'str', #int, or a tuple such as ('disp', 0)
 //          | "[@" path "]"               dict key that is an object: the one at path in the
@@ -100,6 +101,9 @@ inline constexpr const char* kModuleBuffers = "_buffers";
 inline constexpr const char* kModuleSubmodules = "_modules";
 inline constexpr const char* kModuleDicts[] = {kModuleParameters, kModuleBuffers, kModuleSubmodules};
 bool isModuleDict(const std::string& attr);  // one of kModuleDicts
+// What `ref()` returns for a weakref.ref `ref`, named as an attribute:
+// schedulers wrap opt.step in a function that dereferences one.
+inline constexpr const char* kWeakReferent = "__referent__";
 
 // Inverse of toString; throws Error naming the offending character.
 AccessPath parsePath(const std::string& text);

@@ -65,7 +65,9 @@ size_t eliminateDeadCode(record::Graph& graph);
 size_t foldStaticSizes(record::Graph& graph);
 
 // Whether the number node `number` reaches only values: operators take it
-// (or float arithmetic on it: add, sub, mul, neg, abs) as a Python number
+// (or float arithmetic on it: add, sub, mul, neg, abs; or int arithmetic
+// on inputs alone, which planOrder moves before the graph's effects; the
+// mock may store either) as a Python number
 // in a Tensor operand (a 0-dim wrapped number, which broadcasts) or as a
 // scalar that scales or shifts values (alpha, beta, value, other,
 // exponent, min, max). No result's sizes depend on it and no check or

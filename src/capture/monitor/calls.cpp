@@ -113,6 +113,11 @@ void Monitor::beginCall(ShadowFrame& sf, Pending& p) {
     beginBackward(p);
     return;
   }
+  if (PyWeakref_CheckRefExact(callable) && p.positional.empty() && p.keywords.empty()) {
+    p.dereferences = true;  // ref(): what it refers to, read as state (finishCall)
+    p.traceCallees = false;
+    return;
+  }
   if (p.calleeName == "torch.Tensor.requires_grad_" && keepsRequiresGrad(p)) {
     p.returnsSelf = true;
     p.traceCallees = false;
@@ -445,6 +450,11 @@ bool Monitor::finishCall(Step& s) {
   if (p.backward) return finishBackward(s);
   if (p.returnsSelf) {
     s.out[0] = p.positional[0];
+    return true;
+  }
+  if (p.dereferences) {
+    s.out[0] = refs_.read(p.callableNode, Relation::attr(record::kWeakReferent), result);
+    registerTensor(s.out[0]);
     return true;
   }
   if (p.inlined) {

@@ -71,6 +71,7 @@ void Monitor::Pending::clear() {
   backward = false;
   keyAbsent = false;
   returnsSelf = false;
+  dereferences = false;
   positional.clear();
   positionalObjs.clear();
   keywords.clear();

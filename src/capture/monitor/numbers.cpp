@@ -196,6 +196,14 @@ Flow NumberLifter::follow(const Instruction& ins, const std::vector<NodeId>& inp
       if (isTensor(0) || isTensor(1)) return Flow::operators(1 << 0 | 1 << 1);
       // liftArithmetic and liftComparison decide
       return ins.op == Op::COMPARE_OP || numberBinaryOp(ins.arg) ? Flow::moves() : Flow::used();
+    case Op::GET_ITER: {
+      // for group in self.param_groups: a list's or tuple's iterator yields
+      // its elements through their edges (Monitor::iterationValue), a
+      // dict's its keys: the numbers they hold move out, none is used.
+      PyObject* o = inputObjs.empty() ? nullptr : inputObjs[0].get();
+      bool followed = o && (PyList_CheckExact(o) || PyTuple_CheckExact(o) || PyDict_CheckExact(o));
+      return followed ? Flow::moves() : Flow::used();
+    }
     case Op::BINARY_SUBSCR: {
       if (isTensor(0)) return Flow::operators(1 << 1);  // x[:, :n]: the indexing operators take n
       NodeKind container = inputs[0] >= 0 ? refs_.node(inputs[0]).kind : NodeKind::Object;
