@@ -29,7 +29,8 @@ std::string fxTarget(const AccessPath& p) {
   for (size_t k = 0; k < p.steps.size(); ++k) {
     const record::PathStep& s = p.steps[k];
     if (moduleDict(k)) continue;
-    if (s.kind == Kind::Index || (s.kind == Kind::Key && !(k > 0 && moduleDict(k - 1)))) plain = false;
+    if (s.kind == Kind::Index || s.kind == Kind::ObjectKey || (s.kind == Kind::Key && !(k > 0 && moduleDict(k - 1))))
+      plain = false;
     std::string part = s.kind == Kind::Attr                    ? s.name
                        : s.kind == Kind::Index                 ? std::to_string(s.index)
                        : s.key.kind == record::Atom::Kind::Str ? s.key.s

@@ -129,20 +129,20 @@ void renumberKeys(Value& v, const std::map<uint32_t, uint32_t>& used) {
 }
 
 void expand(Value& v, std::map<uint32_t, Value>& seen) {
-  if (!v.keyRefs.empty()) {
-    Value opaque;
-    opaque.kind = Value::Kind::Opaque;
-    opaque.type = "a dict keyed by objects of another tree";
-    v = std::move(opaque);
-    return;
-  }
   if (v.kind == Value::Kind::Ref) {
     auto it = seen.find(v.id);
     if (it == seen.end()) throw Error("a value refers to an object it does not contain");
     v = it->second;
     return;
   }
-  for (auto& item : v.items) expand(item, seen);
+  for (auto& item : v.items) expand(item, seen);  // ids inside it may be named later
+  if (!v.keyRefs.empty()) {
+    Value opaque;
+    opaque.kind = Value::Kind::Opaque;
+    opaque.type = "a dict keyed by objects of another tree";
+    opaque.id = v.id;
+    v = std::move(opaque);
+  }
   if (v.id) {
     uint32_t id = v.id;
     v.id = 0;

@@ -16,8 +16,9 @@ def same(a, b):
     if isinstance(a, torch.Tensor):
         return (isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and
                 a.requires_grad == b.requires_grad and torch.equal(a, b) and same_grad(a, b))
-    if isinstance(a, dict):
-        return isinstance(b, dict) and list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, dict):  # keys in order; tensor keys (optimizer state) by value
+        return (isinstance(b, dict) and len(a) == len(b) and
+                all(same(ka, kb) and same(va, vb) for (ka, va), (kb, vb) in zip(a.items(), b.items())))
     if isinstance(a, (list, tuple)):
         return type(a) == type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
     if isinstance(a, torch.nn.Module) or (hasattr(a, "__dict__") and not callable(a) and not isinstance(a, type)):

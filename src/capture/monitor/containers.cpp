@@ -19,9 +19,10 @@ bool Monitor::breaksOnOpaqueContents(NodeId id, PyObject* obj, const char* doing
 }
 
 // d[k] where a defaultdict lacked k: its default_factory made the value
-// and the dict keeps it under k. A write the graph's state follows where k
-// is an atom and the factory a builtin container or number type.
-bool Monitor::missingKeyInserted(Step& s) {
+// and the dict keeps it under k. A write the graph's state follows where
+// the factory is a builtin container or number type, or Python code the
+// monitor traced (`made`: what it returned).
+bool Monitor::missingKeyInserted(Step& s, NodeId made) {
   PyObject *container = s.inObj(0), *key = s.inObj(1);
   PyObject* factory = PyObject_GetAttrString(container, "default_factory");
   PyRef held = PyRef::steal(factory);
@@ -31,13 +32,13 @@ bool Monitor::missingKeyInserted(Step& s) {
                                          reinterpret_cast<PyObject*>(&PyFloat_Type)};
   bool builtin = factory && std::find(std::begin(kFactories), std::end(kFactories), factory) != std::end(kFactories);
   auto k = refs_.dictRelation(key);
-  if (!builtin || !k || refs_.node(s.in(0)).kind != NodeKind::Dict) {
+  if (!(builtin || made != kNoNode) || !k || refs_.node(s.in(0)).kind != NodeKind::Dict) {
     graphBreak(std::string("d[k] on a ") + Py_TYPE(container)->tp_name + " that lacks k inserts a value " +
                (k ? "its default_factory makes" : "under a key magpy cannot name (an object)") + ", which is not captured");
     return false;
   }
   refs_.read(s.in(0), Relation::attr("default_factory"), factory);
-  s.out[0] = newNode(s.outObj(0));
+  s.out[0] = made != kNoNode ? made : newNode(s.outObj(0));
   // A dict keyed by objects has no guard on its whole key set: another
   // call whose key is already there would read it instead.
   if (k->kind == Relation::Kind::KeyOf) absent_.push_back({s.in(0), *k});
@@ -49,10 +50,11 @@ bool Monitor::missingKeyInserted(Step& s) {
 bool Monitor::finishBinarySubscr(Step& s) {
   PyObject *container = s.inObj(0), *key = s.inObj(1), *value = s.outObj(0);
   NodeKind kind = refs_.node(s.in(0)).kind;
-  if (NodeId computed = s.p.calleeReturned(value); computed != kNoNode) {
+  NodeId computed = s.p.calleeReturned(value);
+  if (s.p.keyAbsent && PyDict_Check(container) && dictHolds(container, key)) {
+    return missingKeyInserted(s, computed);  // the factory may be Python the monitor traced
+  } else if (computed != kNoNode) {
     s.out[0] = computed;
-  } else if (s.p.keyAbsent && PyDict_Check(container) && PyDict_Contains(container, key) == 1) {
-    return missingKeyInserted(s);
   } else if ((kind == NodeKind::List || kind == NodeKind::Tuple) && PyLong_CheckExact(key)) {
     Py_ssize_t i = PyLong_AsSsize_t(key);
     if (i < 0) i += PySequence_Size(container);

@@ -266,7 +266,7 @@ class Monitor : public OpRecorder::Delegate {
 
   // Containers: subscripts, unpacking, displays (containers.cpp).
   bool finishBinarySubscr(Step& s);
-  bool missingKeyInserted(Step& s);
+  bool missingKeyInserted(Step& s, NodeId made);
   bool containsFollowed(Step& s);
   bool finishStoreSubscr(Step& s);
   bool finishDeleteSubscr(Step& s);

@@ -194,6 +194,10 @@ Flow NumberLifter::follow(const Instruction& ins, const std::vector<NodeId>& inp
     case Op::COMPARE_OP:
       // x * gain, x > threshold: the tensor's operators take the number
       if (isTensor(0) || isTensor(1)) return Flow::operators(1 << 0 | 1 << 1);
+      // (n, 1) == (2.0, 1), d == {k: 2.0}: the answer reads the numbers a
+      // container holds, which no number operator computes
+      for (NodeId in : inputs)
+        if (in >= 0 && isContainer(refs_.node(in)) && holds(in)) return Flow::used();
       // liftArithmetic and liftComparison decide
       return ins.op == Op::COMPARE_OP || numberBinaryOp(ins.arg) ? Flow::moves() : Flow::used();
     case Op::GET_ITER: {
