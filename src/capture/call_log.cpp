@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "magpy/replay/state.h"
@@ -92,9 +93,57 @@ CallLog::Seen CallLog::observe(const record::AccessPath& path, const LiveRoots& 
   return s;
 }
 
+namespace {
+
+// A placeholder no guard accepts, for a logged value that shares memory
+// with state outside it: the record file would hold two tensors where the
+// script has one, and replay would go on where the script's own tensor
+// changed (native replay refuses the call instead).
+record::Value memoryKeptApart(const std::string& with) {
+  record::Value placeholder;
+  placeholder.kind = record::Value::Kind::Opaque;
+  placeholder.type = "a tensor sharing memory with " + with + ", which a record file keeps apart";
+  return placeholder;
+}
+
+// The state path, not under `except`, of a tensor sharing t's memory; "".
+std::string sharedWith(const CallLog::StateMemory& memory, const at::Tensor& t, const record::AccessPath* except) {
+  if (!t.has_storage()) return "";
+  auto [from, to] = memory.equal_range(t.storage().unsafeGetStorageImpl());
+  for (auto it = from; it != to; ++it)
+    if (!except || !except->isPrefixOf(it->second)) return record::toString(it->second);
+  return "";
+}
+
+// A snapshot's content lookup that notes, in *alias, the first tensor it
+// meets that shares memory with state outside `path`.
+ContentLookup sharingWith(const CallLog::StateMemory& memory, const record::AccessPath& path, std::string& alias) {
+  return [&memory, &path, &alias](const at::Tensor& t) -> const at::Tensor* {
+    if (alias.empty()) alias = sharedWith(memory, t, &path);
+    return nullptr;
+  };
+}
+
+}  // namespace
+
+CallLog::StateMemory CallLog::stateMemory(const Units& units, size_t compiled) {
+  StateMemory out;
+  for (size_t w = 0; w < compiled; ++w) {
+    const Unit& fn = *units[w];
+    LiveRoots roots{fn.spec.self, nullptr, nullptr, fn.spec.homeModule};
+    for (auto& path : fn.statePaths) {
+      PyRef v = resolveLive(path, roots);
+      if (v && isTensor(v.get()) && tensorOf(v.get()).has_storage())
+        out.emplace(tensorOf(v.get()).storage().unsafeGetStorageImpl(), stateKey(units, w, path).second);
+    }
+  }
+  return out;
+}
+
 std::vector<record::StateUpdate> CallLog::changesBefore(const Units& units, size_t compiled, size_t u) {
   std::vector<record::StateUpdate> out;
   std::set<StateKey> seen;
+  std::optional<StateMemory> memory;  // made on the first change
   for (size_t w = 0; w < compiled; ++w) {
     const Unit& fn = *units[w];
     LiveRoots roots{fn.spec.self, nullptr, nullptr, fn.spec.homeModule};
@@ -112,7 +161,10 @@ std::vector<record::StateUpdate> CallLog::changesBefore(const Units& units, size
       for (auto& other : fn.statePaths)
         if (path.isPrefixOf(other) && other.steps.size() > path.steps.size())
           below.insert(std::vector<record::PathStep>(other.steps.begin() + long(path.steps.size()), other.steps.end()));
-      upd.value = snapshot(v.get(), below, blobs_);
+      if (!memory) memory = stateMemory(units, compiled);
+      std::string alias;
+      upd.value = snapshot(v.get(), below, blobs_, sharingWith(*memory, upd.path, alias));
+      if (!alias.empty()) upd.value = memoryKeptApart(alias);
       out.push_back(std::move(upd));
     }
   }
@@ -153,10 +205,13 @@ void CallLog::noteExit(const Units& units, size_t compiled) {
 
 namespace {
 
-// Finds distinct tensors among a call's arguments that share a storage.
+// Finds distinct tensors among a call's arguments that share a storage,
+// and those that share one with the state (f(model.weight)).
 class SharedMemoryFinder {
  public:
-  explicit SharedMemoryFinder(std::vector<CallLog::SharedTensor>& out) : out_(out) {}
+  SharedMemoryFinder(std::vector<CallLog::SharedTensor>& out, const CallLog::StateMemory& state,
+                     std::vector<CallLog::SharedTensor>& withState)
+      : out_(out), state_(state), withState_(withState) {}
 
   void walk(PyObject* o, bool keyword, std::vector<record::PathStep>& steps, int depth = 0) {
     if (depth > 16) return;
@@ -181,6 +236,7 @@ class SharedMemoryFinder {
  private:
   void see(const at::Tensor& t, bool keyword, const std::vector<record::PathStep>& steps) {
     if (!t.has_storage()) return;
+    if (std::string with = sharedWith(state_, t, nullptr); !with.empty()) return withState_.push_back({keyword, steps, with});
     record::AccessPath path = keyword ? record::AccessPath::allKwargs() : record::AccessPath::allArgs();
     path.steps = steps;
     auto [it, fresh] = first_.emplace(t.storage().unsafeGetStorageImpl(),
@@ -189,6 +245,8 @@ class SharedMemoryFinder {
   }
 
   std::vector<CallLog::SharedTensor>& out_;
+  const CallLog::StateMemory& state_;
+  std::vector<CallLog::SharedTensor>& withState_;
   std::map<const void*, std::pair<const void*, std::string>> first_;
 };
 
@@ -215,14 +273,30 @@ void CallLog::keepsApart(record::LoggedCall& call, const std::vector<SharedTenso
   for (auto& s : shared) {
     record::Value* v = snapshotAt(s.keyword ? call.kwargs : call.args, s.steps);
     if (!v || v->kind != record::Value::Kind::Tensor) continue;
-    record::Value placeholder;
-    placeholder.kind = record::Value::Kind::Opaque;
-    placeholder.type = "a tensor sharing memory with " + s.with + ", which a record file keeps apart";
-    *v = std::move(placeholder);
+    *v = memoryKeptApart(s.with);
   }
 }
 
-record::Value CallLog::snapshotArgs(const Unit& fn, PyObject* args, PyObject* kwargs, record::Value* kwOut) {
+void CallLog::keepsStateIdentity(record::LoggedCall& call, const std::vector<record::Guard>& guards) {
+  auto isArg = [](const record::AccessPath& p) {
+    return (p.root == record::AccessPath::Root::Arg && p.index >= 0) || (p.root == record::AccessPath::Root::Kwarg && !p.name.empty());
+  };
+  for (auto& g : guards) {
+    if (g.check.kind != record::Check::Kind::Alias || isArg(g.path) == isArg(g.check.path)) continue;
+    const record::AccessPath& arg = isArg(g.path) ? g.path : g.check.path;
+    const record::AccessPath& state = isArg(g.path) ? g.check.path : g.path;
+    std::vector<record::PathStep> steps{arg.root == record::AccessPath::Root::Arg
+                                            ? record::PathStep::at(arg.index)
+                                            : record::PathStep::keyed(record::Atom::string(arg.name))};
+    steps.insert(steps.end(), arg.steps.begin(), arg.steps.end());
+    bool keyword = arg.root == record::AccessPath::Root::Kwarg;
+    record::Value* v = snapshotAt(keyword ? call.kwargs : call.args, steps);
+    if (v && v->kind == record::Value::Kind::Tensor) *v = memoryKeptApart(record::toString(state));
+  }
+}
+
+record::Value CallLog::snapshotArgs(const Unit& fn, PyObject* args, PyObject* kwargs, record::Value* kwOut,
+                                    const StateMemory& stateMemory) {
   std::map<size_t, PathTrie> argPaths;
   std::map<std::string, PathTrie> kwPaths;
   for (auto& e : fn.entries) {
@@ -242,10 +316,14 @@ record::Value CallLog::snapshotArgs(const Unit& fn, PyObject* args, PyObject* kw
     *kwOut = snapshot(kwargs, kwTrie, blobs_);
   }
   shared_.clear();
-  SharedMemoryFinder finder(shared_);
+  std::vector<SharedTensor> withState;
+  SharedMemoryFinder finder(shared_, stateMemory, withState);
   std::vector<record::PathStep> steps;
   finder.walk(args, false, steps);
   if (kwargs) finder.walk(kwargs, true, steps);
+  for (auto& w : withState)
+    if (record::Value* v = snapshotAt(w.keyword ? *kwOut : a, w.steps); v && v->kind == record::Value::Kind::Tensor)
+      *v = memoryKeptApart(w.with);
   return a;
 }
 

@@ -29,8 +29,14 @@ class CallLog {
   // Remembers the state as a logged call leaves it.
   void noteExit(const Units& units, size_t compiled);
   // A call's arguments along the paths the unit's records read; keyword
-  // arguments go to *kwOut.
-  record::Value snapshotArgs(const Unit& fn, PyObject* args, PyObject* kwargs, record::Value* kwOut);
+  // arguments go to *kwOut. An argument that shares memory with the state
+  // (stateMemory: f(model.weight)) becomes a placeholder no guard accepts:
+  // a record file would hold two tensors where the script has one.
+  // The state's tensors by their memory: the paths compiled units read.
+  using StateMemory = std::multimap<const void*, record::AccessPath>;
+  static StateMemory stateMemory(const Units& units, size_t compiled);
+  record::Value snapshotArgs(const Unit& fn, PyObject* args, PyObject* kwargs, record::Value* kwOut,
+                             const StateMemory& stateMemory);
 
   // Distinct argument tensors that share memory (f(t, t.view(4))): a record
   // file keeps each tensor's contents apart. Found by snapshotArgs for the
@@ -45,6 +51,11 @@ class CallLog {
   };
   const std::vector<SharedTensor>& sharedTensors() const { return shared_; }
   static void keepsApart(record::LoggedCall& call, const std::vector<SharedTensor>& shared);
+  // An argument the record that served the call found to be the state's
+  // own object (an Alias guard between an argument's path and the
+  // state's: f(model.weight)) becomes such a placeholder too: the logged
+  // copy would be another object, which other records could take.
+  static void keepsStateIdentity(record::LoggedCall& call, const std::vector<record::Guard>& guards);
 
  private:
   std::vector<SharedTensor> shared_;
@@ -69,6 +80,7 @@ class CallLog {
 
   static StateKey stateKey(const Units& units, size_t u, record::AccessPath p);
   static Seen observe(const record::AccessPath& path, const LiveRoots& roots);
+
 
   BlobPool& blobs_;
   std::map<StateKey, Seen> lastExit_;

@@ -579,7 +579,7 @@ PyObject* Session::call(size_t index, PyObject* args, PyObject* kwargs) {
       }
     }
     if (logging) {
-      entry.args = s.log.snapshotArgs(fn, args, kwargs, &entry.kwargs);
+      entry.args = s.log.snapshotArgs(fn, args, kwargs, &entry.kwargs, CallLog::stateMemory(s.units, s.compiled));
       // Random operators replay as random operators: replay starts each
       // call from the generator state Python had.
       at::Tensor rng = at::detail::getDefaultCPUGenerator().get_state();
@@ -611,6 +611,8 @@ PyObject* Session::call(size_t index, PyObject* args, PyObject* kwargs) {
     if (!shared.empty() && entry.record >= 0 && size_t(entry.record) < fn.entries.size() &&
         replay::writesItsInputs(fn.entries[size_t(entry.record)].record.graph))
       CallLog::keepsApart(entry, shared);
+    if (entry.record >= 0 && size_t(entry.record) < fn.entries.size())
+      CallLog::keepsStateIdentity(entry, fn.entries[size_t(entry.record)].record.guards);
     try {
       entry.result = snapshot(result.get(), PathTrie{}, s.blobs);
     } catch (const Error& e) {
