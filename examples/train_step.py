@@ -1,6 +1,7 @@
-"""A whole training step compiled: forward, backward and the update (SGD
-with momentum and weight decay, written out), captured over a few
-batches, then trained natively on more and checked against eager.
+"""A whole training step compiled: opt.zero_grad(), forward, backward and
+opt.step() (torch.optim.SGD with momentum and weight decay), captured
+over a few batches, then trained natively on more and checked against
+eager.
 
     magpy-capture examples/train_step.py OUT_DIR      # also writes OUT_DIR/batches.pt
     magpy-run train_step.mgp --batches OUT_DIR/batches.pt --save-state OUT_DIR/trained.pt
@@ -49,18 +50,14 @@ def make_model():
 
 
 model = make_model()
-params = list(model.parameters())
-momentum = [torch.zeros_like(p) for p in params]
+opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-4)
 
 
 def step(x, y):
+    opt.zero_grad()
     loss = F.cross_entropy(model(x), y)
     loss.backward()
-    with torch.no_grad():
-        for p, buf in zip(params, momentum):
-            buf.mul_(0.9).add_(p.grad + 1e-4 * p)
-            p.sub_(0.05 * buf)
-            p.grad = None
+    opt.step()
     return loss.detach()
 
 
