@@ -1,5 +1,6 @@
 #include "capture/record_builder.h"
 
+#include <cmath>
 #include <deque>
 #include <map>
 #include <optional>
@@ -632,6 +633,11 @@ class Builder {
     for (NodeId id : s_.entry.order) {
       const ShadowNode& n = s_.g.node(id);
       if (!n.unsupported.empty()) throw Error(n.unsupported + " is read, and no record can hold it");
+      // (v,) == (v,) holds for one NaN object and not for two: Python's
+      // containers compare identity first, which no guard on atoms follows.
+      if (n.kind == NodeKind::Atom && n.atom.kind == record::Atom::Kind::Float && std::isnan(n.atom.f))
+        throw Error(record::toString(s_.entry.first[id]) + " is a float NaN, which containers compare by identity "
+                    "(no record follows which NaN object it is)");
       if (n.kind == NodeKind::Tensor && !plainTensorType(Py_TYPE(n.obj)))
         throw Error(std::string("a tensor of subclass ") + Py_TYPE(n.obj)->tp_name +
                     " is read: its __torch_function__ runs Python on every operator, which a graph cannot repeat");
