@@ -29,6 +29,15 @@ namespace {
 
 Session* gSession = nullptr;
 
+// magpy.expect_true(%eq) where %eq compares t.item() with the value the
+// capture read (Monitor::checkItem): one side only, as a content check.
+bool checksItem(const record::Graph& g, const record::Node& check) {
+  if (check.args.size() != 1 || check.args[0].kind != record::Arg::Kind::Node) return false;
+  const record::Node& eq = g.nodes.at(size_t(check.args[0].i));
+  return eq.target == "operator.eq" && !eq.args.empty() && eq.args[0].kind == record::Arg::Kind::Node &&
+         record::readsItem(g.nodes.at(size_t(eq.args[0].i)));
+}
+
 }  // namespace
 
 int& monitoringDepth() {
@@ -300,13 +309,13 @@ struct Session::Impl {
     spec.varyingNumbers = fn.policy.varyingNumbers();
     spec.rollLoops = spec.makeBranches = fn.policy.dynamic();
     spec.contentChecks = std::count_if(fn.entries.begin(), fn.entries.end(), [](const Entry& e) {
-                           return std::any_of(e.record.graph.nodes.begin(), e.record.graph.nodes.end(),
-                                              [](const record::Node& n) {
-                                                // predicates do not count: a comparison has two sides; a
-                                                // branch with a side unseen is a check
-                                                return record::hasUnseenSide(n) ||
-                                                       (record::isCheck(n.target) && n.target != record::kExpectTrue);
-                                              });
+                           const record::Graph& g = e.record.graph;
+                           return std::any_of(g.nodes.begin(), g.nodes.end(), [&](const record::Node& n) {
+                             // predicates do not count: a comparison has two sides; a branch
+                             // with a side unseen is a check, and so is t.item() == the value read
+                             return record::hasUnseenSide(n) ||
+                                    (record::isCheck(n.target) && (n.target != record::kExpectTrue || checksItem(g, n)));
+                           });
                          }) < ptrdiff_t(kMaxCheckedRecords);
     auto t3 = Clock::now();
     PyRef result;

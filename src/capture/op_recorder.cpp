@@ -277,6 +277,13 @@ int OpRecorder::addNumberOp(const std::string& target, std::vector<record::Arg> 
   return node;
 }
 
+int OpRecorder::addItem(int value, const record::Atom& seen) {
+  int node = addNode(record::kItem, "item", {record::Arg::node(value)}, delegate_.sourceLocation());
+  graph_.nodes[size_t(node)].number = seen.kind == record::Atom::Kind::Int ? "int" : "float";
+  graph_.nodes[size_t(node)].seen = seen;
+  return node;
+}
+
 std::string OpRecorder::addDecisionCheck(int comparison, const std::string& where) {
   int node = addNode(record::kExpectTrue, "expect_true", {record::Arg::node(comparison)}, where);
   return graph_.nodes[size_t(node)].name;

@@ -93,6 +93,8 @@ class OpRecorder {
   // magpy.expect_true(%comparison): a decision of the program on numbers
   // of the graph. Returns the check's name.
   std::string addDecisionCheck(int comparison, const std::string& where);
+  // record::kItem(%value): the number `seen` that t.item() read from value.
+  int addItem(int value, const record::Atom& seen);
 
   // What autograd's engine did for the program's backward() (graph.h's
   // magpy.backward): the node, one getitem per leaf (their nodes are

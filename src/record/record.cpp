@@ -46,8 +46,10 @@ const Node* Graph::output() const {
   return nullptr;
 }
 
+bool readsItem(const Node& n) { return n.kind == NodeKind::CallFunction && n.target == kItem && !n.number.empty(); }
+
 bool Node::isOp() const {
-  return kind == NodeKind::CallFunction && target != "getitem" && number.empty() && !isCheck(target) &&
+  return kind == NodeKind::CallFunction && target != "getitem" && (number.empty() || readsItem(*this)) && !isCheck(target) &&
          !isRegionMarker(target) && target != kBackward;
 }
 
@@ -80,6 +82,7 @@ constexpr NumberOpInfo kNumberOps[] = {
     {"operator.truediv", NumberOp::TrueDiv, NumberFamily::Arithmetic},
     {"operator.floordiv", NumberOp::FloorDiv, NumberFamily::Arithmetic},
     {"operator.mod", NumberOp::Mod, NumberFamily::Arithmetic},
+    {"operator.pow", NumberOp::Pow, NumberFamily::Arithmetic},
     {"builtins.min", NumberOp::Min, NumberFamily::MinMax},
     {"builtins.max", NumberOp::Max, NumberFamily::MinMax},
     {"operator.neg", NumberOp::Neg, NumberFamily::Sign},

@@ -435,8 +435,9 @@ class Validator {
       if (d < 0) bad(node + " expects a negative size");
   }
 
-  // A number is an input with no tensor metadata, or arithmetic on one or
-  // two operands; nothing else says it computes a number. Its value at
+  // A number is an input with no tensor metadata, arithmetic on one or
+  // two operands, or aten::item of one tensor; nothing else says it
+  // computes a number. Its value at
   // capture has its type. Operand types are replay's to check (the plan).
   void number(const Node& n, const std::string& node) const {
     if (n.number.empty()) {
@@ -449,11 +450,13 @@ class Validator {
     Atom::Kind kind = n.number == "int" ? Atom::Kind::Int : n.number == "float" ? Atom::Kind::Float : Atom::Kind::Bool;
     bool input = n.isInput() && n.number != "bool" && n.blob < 0 && n.outputs.empty() && n.seen.kind == kind;
     bool index = n.target == kLoop && n.number == "int";  // regions() checks the rest
+    bool item = readsItem(n) && n.overload.empty() && n.number != "bool" && n.args.size() == 1 &&
+                n.args[0].kind == Arg::Kind::Node && n.outputs.empty() && n.seen.kind == kind;
     bool arithmetic = n.kind == NodeKind::CallFunction && isNumberOp(n.target) &&
                       n.args.size() == size_t(numberOpArity(n.target)) && n.outputs.empty() &&
                       (n.seen.kind == kind || n.seen.kind == Atom::Kind::None);
-    if (!input && !arithmetic && !index)
-      bad(node + " has a number type but is neither a number input nor number arithmetic (nor a loop's index)");
+    if (!input && !arithmetic && !index && !item)
+      bad(node + " has a number type but is neither a number input, number arithmetic, a tensor's item nor a loop's index");
   }
 
   // A Ref names a container built before it, whole: one that contains

@@ -81,7 +81,8 @@ class Runner : public CudaGraphRunner {
 
 std::unique_ptr<CudaGraphRunner> CudaGraphRunner::make(const Plan& plan, const record::Graph& graph) {
   for (auto& n : graph.nodes)
-    if ((n.isOp() && (writesArguments(n) || isRandom(n))) || record::isCheck(n.target)) return nullptr;
+    if ((n.isOp() && (writesArguments(n) || isRandom(n))) || record::isCheck(n.target) || record::readsItem(n))
+      return nullptr;  // item() waits for the device, which a captured CUDA graph cannot
   return std::make_unique<Runner>(plan);
 }
 #else

@@ -44,6 +44,14 @@ c10::IValue intOp(NumberOp op, int64_t x, int64_t y) {
       r = op == NumberOp::FloorDiv ? x / y - ((x % y != 0) && ((x < 0) != (y < 0)))
                                    : x % y + ((x % y != 0 && (x % y < 0) != (y < 0)) ? y : 0);
       break;
+    case NumberOp::Pow:
+      if (y < 0) notThisCall("an int to a negative power is a float in Python");
+      r = 1;
+      for (int64_t base = x; y > 0 && !overflow; y >>= 1) {  // by squaring
+        if (y & 1) overflow = __builtin_mul_overflow(r, base, &r);
+        if (y > 1) overflow = overflow || __builtin_mul_overflow(base, base, &base);
+      }
+      break;
     case NumberOp::Min: r = y < x ? y : x; break;
     case NumberOp::Max: r = y > x ? y : x; break;
     case NumberOp::Neg: case NumberOp::Abs:
@@ -78,6 +86,13 @@ c10::IValue floatOp(NumberOp op, double x, double y) {
       double mod = std::fmod(x, y);
       if (mod != 0 && ((y < 0) != (mod < 0))) mod += y;
       return c10::IValue(mod == 0 ? std::copysign(0.0, y) : mod);
+    }
+    case NumberOp::Pow: {  // as Python's float **, which calls C's pow where it does not raise
+      if (x == 0 && y < 0 && std::isfinite(y)) notThisCall("0.0 to a negative power raises in Python");
+      if (x < 0 && std::isfinite(x) && std::isfinite(y) && y != std::floor(y)) notThisCall("a negative float to a fractional power is complex in Python");
+      double r = std::pow(x, y);
+      if (std::isinf(r) && std::isfinite(x) && std::isfinite(y)) notThisCall("float ** overflows, which raises in Python");
+      return c10::IValue(r);
     }
     case NumberOp::Min: return c10::IValue(y < x ? y : x);  // Python's min keeps the first of equals, and a NaN first
     case NumberOp::Max: return c10::IValue(y > x ? y : x);

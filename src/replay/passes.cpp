@@ -827,13 +827,18 @@ bool onlyScalesValues(const record::Graph& g, int number) {
                     std::any_of(arg.ints.begin(), arg.ints.end(), [&](int64_t j) { return j >= 0 && size_t(j) < i && reached[size_t(j)]; });
       if (inList) return false;
       if (!takes || n.kind == NodeKind::Output) continue;  // returned or stored by the mock
-      // Float arithmetic never fails; int arithmetic on inputs alone
+      // Float +, -, * never fail; int arithmetic on inputs alone
       // (step += 1) moves before the graph's effects (planOrder), where
       // leaving 64 bits stops the call cleanly.
       bool onInputs = true;
       for (const Arg& x : n.args)
         onInputs = onInputs && (x.kind != Arg::Kind::Node || (x.i >= 0 && g.nodes[size_t(x.i)].isInput()));
       if (kExact.count(numberOpOf(n.target)) && (n.number == "float" || (n.number == "int" && onInputs))) {
+        reached[i] = true;
+        continue;
+      }
+      // lr / bias_correction: a float divided raises for its divisor alone.
+      if (numberOpOf(n.target) == NumberOp::TrueDiv && a == 0 && g.nodes[size_t(arg.i)].number == "float") {
         reached[i] = true;
         continue;
       }

@@ -466,7 +466,7 @@ struct Plan::Impl::Builder {
         else if (n.target == record::kIfElse || n.target == record::kIfEnd) ifSide(ni, where);
         else if (record::isCheck(n.target)) checkStep(ni, where);
         else if (n.target == record::kBackward) backwardStep(ni, where);
-        else if (!n.number.empty() || record::isNumberOp(n.target)) numberStep(ni, where);
+        else if ((!n.number.empty() && !record::readsItem(n)) || record::isNumberOp(n.target)) numberStep(ni, where);
         else opStep(ni, where);
         break;
     }
@@ -787,6 +787,11 @@ struct Plan::Impl::Builder {
       step.unpackList = true;  // split/unbind/chunk: one slot per element seen at capture
       returns = n.outputs.size();
     }
+    if (record::readsItem(n)) {
+      step.outputs.push_back(newSlot(itemType(n, where), true));  // another number at every call
+      addStep(ni, std::move(step));
+      return;
+    }
     for (size_t r = 0; r < returns; ++r) {
       char number = step.unpackList ? 0 : numberType(*schema.returns()[r].real_type());
       step.outputs.push_back(newSlot(number, number && lifted));
@@ -798,6 +803,18 @@ struct Plan::Impl::Builder {
         else if (lifted) step.sizeChecks.push_back({step.outputs[r], fixedSizes(m.shape)});
       }
     addStep(ni, std::move(step));
+  }
+
+  // aten::item's number: a float from a floating tensor, an int from an
+  // integral one, as the record says.
+  char itemType(const record::Node& n, const std::string& where) const {
+    const record::Node& from = optimized.graph.nodes[size_t(n.args.at(0).i)];
+    if (from.outputs.size() != 1) throw Error(where + ": aten::item reads a value that is not a single tensor");
+    c10::ScalarType dtype = dtypeFromName(from.outputs[0].dtype);
+    char type = at::isFloatingType(dtype) ? 'f' : at::isIntegralType(dtype, false) ? 'i' : 0;
+    if (!type || n.number[0] != type)
+      throw Error(where + ": aten::item of a " + from.outputs[0].dtype + " tensor does not give " + n.number);
+    return type;
   }
 
   // A result's dynamic sizes, those the value of a node gives read from

@@ -260,7 +260,7 @@ TEST(Format, SizesOfGraphValuesAndPredicatesRoundTripAndAreValidated) {
   EXPECT_TRUE(contains(errorOf(encode(f)), "does not take (comparison)")) << errorOf(encode(f));
   g.nodes[5].args.pop_back();
   g.nodes[3].args.pop_back();  // floordiv of one operand
-  EXPECT_TRUE(contains(errorOf(encode(f)), "neither a number input nor number arithmetic")) << errorOf(encode(f));
+  EXPECT_TRUE(contains(errorOf(encode(f)), "neither a number input, number arithmetic")) << errorOf(encode(f));
 }
 
 // The writer refuses f with its first record's graph changed by `change`,
@@ -435,4 +435,22 @@ TEST(Format, UnusedBlobsAreDropped) {
   EXPECT_EQ(f.functions[0].self.items[0].blob, 0u);
   EXPECT_EQ(f.blobs[0].bytes, sample::sampleFile().blobs[0].bytes);
   EXPECT_NO_THROW(decode(encode(f)));
+}
+
+// t.item() is an ATen operator that computes a number: one tensor operand,
+// an int or float type and the value seen.
+TEST(Format, ItemNodesAreValidated) {
+  RecordFile f = sample::sampleFile();
+  Graph& g = f.functions[0].records[0].graph;
+  Node item = sample::opNode("item", kItem, "", {Arg::node(0)});
+  item.number = "float";
+  item.seen = Atom::floating(0.5);
+  g.nodes.insert(g.nodes.end() - 1, item);
+  RecordFile back = decode(encode(f));
+  EXPECT_TRUE(contains(printGraph(back.functions[0].records[0].graph), "%item = aten::item(%arg0)  : float")) << printGraph(back.functions[0].records[0].graph);
+  g.nodes[g.nodes.size() - 2].seen = Atom::integer(1);  // an int seen, a float said
+  EXPECT_TRUE(contains(errorOf(encode(f)), "neither a number input, number arithmetic")) << errorOf(encode(f));
+  g.nodes[g.nodes.size() - 2].seen = Atom::floating(0.5);
+  g.nodes[g.nodes.size() - 2].args.push_back(Arg::node(0));
+  EXPECT_TRUE(contains(errorOf(encode(f)), "neither a number input, number arithmetic")) << errorOf(encode(f));
 }

@@ -10,6 +10,7 @@
 #include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/split.h>
 #include <ATen/ops/stack.h>
+#include <ATen/ops/zeros.h>
 #include <ATen/ops/tensor.h>
 
 #include "magpy/record/graph_utils.h"
@@ -262,6 +263,36 @@ TEST(Plan, NumberOperatorsDoPythonsArithmetic) {
   EXPECT_THROW(zero.runWith({c10::IValue(int64_t(1) << 40)}), Error);
 }
 
+// n = t.item() after t.add_(1), then x * (1 - 0.9 ** n): the graph reads
+// the number after the write, at every call (an optimizer's step count).
+TEST(Plan, ItemReadsANumberAfterTheWritesBeforeIt) {
+  Graph g;
+  Node t = argument({sample::meta({}, {})});
+  Node x = argument({sample::meta({3}, {1})});
+  x.name = x.target = "y";
+  x.source = AccessPath::arg(1);
+  Node add = opNode("add_", "aten::add_", "Scalar", {Arg::node(0), Arg::integer(1), Arg::integer(1)});
+  add.outputs = {sample::meta({}, {})};
+  Node item = opNode("item", kItem, "", {Arg::node(2)});
+  item.number = "float";
+  item.seen = record::Atom::floating(1.0);
+  Node power = numberOp("operator.pow", {Arg::floating(0.9), Arg::node(3)}, "float");
+  Node rest = numberOp("operator.sub", {Arg::integer(1), Arg::node(4)}, "float");
+  Node mul = opNode("mul", "aten::mul", "Scalar", {Arg::node(1), Arg::node(5)});
+  g.nodes = {t, x, add, item, power, rest, mul, output({Arg::node(6)})};
+  replay::Plan plan(g, {});
+  at::Tensor count = at::zeros({}), in = at::ones({3});
+  for (int step = 1; step <= 3; ++step) {
+    auto out = plan.runWith({count, in})[0].toTensor();
+    EXPECT_EQ(count.item<float>(), float(step));
+    EXPECT_TRUE(at::allclose(out, at::mul(in, 1 - std::pow(0.9, step)))) << step;
+  }
+  // An int from a float tensor is not what item() gives: refused when built.
+  g.nodes[3].number = "int";
+  g.nodes[3].seen = record::Atom::integer(1);
+  EXPECT_THROW(replay::Plan(g, {}), Error);
+}
+
 TEST(Plan, OperatorsTakeLiftedNumbersAndCheckTheSizesTheyGive) {
   // x * k (k wrapped as Python wraps it), and x[:, k : k + 2] whose sizes
   // must stay those seen at capture.
@@ -476,8 +507,17 @@ TEST(Plan, NumberOperatorsAndComparisonsAreThoseOfPython) {
   EXPECT_TRUE(computed("operator.lt", {Arg::integer(2), Arg::integer(3)}, "bool").toBool());
   EXPECT_FALSE(computed("operator.ge", {Arg::integer(2), Arg::integer(3)}, "bool").toBool());
   EXPECT_TRUE(computed("operator.eq", {Arg::integer(2), Arg::floating(2.0)}, "bool").toBool());
+  EXPECT_EQ(computed("operator.pow", {Arg::integer(-3), Arg::integer(3)}, "int").toInt(), -27);
+  EXPECT_EQ(computed("operator.pow", {Arg::integer(0), Arg::integer(0)}, "int").toInt(), 1);
+  EXPECT_EQ(computed("operator.pow", {Arg::floating(0.9), Arg::integer(2)}, "float").toDouble(), 0.9 * 0.9);
+  EXPECT_EQ(computed("operator.pow", {Arg::floating(-8), Arg::floating(2)}, "float").toDouble(), 64.0);
   // Where Python raises, the call is not the record's: a miss.
   EXPECT_THROW(computed("operator.mod", {Arg::integer(1), Arg::integer(0)}, "int"), replay::SizeMismatch);
+  EXPECT_THROW(computed("operator.pow", {Arg::integer(2), Arg::integer(63)}, "int"), replay::SizeMismatch);
+  EXPECT_THROW(computed("operator.pow", {Arg::integer(2), Arg::integer(-1)}, "int"), replay::SizeMismatch);  // a float
+  EXPECT_THROW(computed("operator.pow", {Arg::floating(0), Arg::integer(-1)}, "float"), replay::SizeMismatch);
+  EXPECT_THROW(computed("operator.pow", {Arg::floating(-8), Arg::floating(0.5)}, "float"), replay::SizeMismatch);  // complex
+  EXPECT_THROW(computed("operator.pow", {Arg::floating(10), Arg::floating(400)}, "float"), replay::SizeMismatch);
   EXPECT_THROW(computed("math.sqrt", {Arg::integer(-1)}, "float"), replay::SizeMismatch);
   EXPECT_THROW(computed("operator.neg", {Arg::integer(INT64_MIN)}, "int"), replay::SizeMismatch);
   // Types Python's arithmetic would not give are refused when the plan is built.

@@ -11,7 +11,10 @@
 // reads a size from a tensor, an input may read an int or float the
 // program keeps in its state, and "operator.add" and its kin
 // (isNumberOp) do Python's arithmetic on them, as torch.fx's symbolic
-// integers do. Operators take such values where the program passed them.
+// integers do. "aten::item"(t) (kItem) is the number t.item() read from a
+// one-element tensor the graph holds: the optimizer's step count, read
+// after the graph incremented it. Operators take such values where the
+// program passed them.
 //
 // Checks (isCheck) hold what the program read of tensors the graph
 // computes from the call's data: "magpy.expect_equal"(t, c) where Python
@@ -110,12 +113,12 @@ struct Node {
 
 // Python's arithmetic on the numbers a graph computes (sizes it reads,
 // lifted numbers), with torch.fx's names where it has them:
-//   two operands: operator.add, sub, mul, truediv, floordiv, mod; builtins.min, max
+//   two operands: operator.add, sub, mul, truediv, floordiv, mod, pow; builtins.min, max
 //   one operand:  operator.neg, builtins.abs, int, float; math.sqrt, ceil, floor
 //   comparisons:  operator.lt, le, gt, ge, eq, ne (a "bool": only checks take it)
 bool isNumberOp(const std::string& target);
 enum class NumberOp : uint8_t {
-  None, Add, Sub, Mul, TrueDiv, FloorDiv, Mod, Min, Max,  // two operands
+  None, Add, Sub, Mul, TrueDiv, FloorDiv, Mod, Pow, Min, Max,  // two operands
   Neg, Abs, Int, Float, Sqrt, Ceil, Floor,                // one
   Lt, Le, Gt, Ge, Eq, Ne,                                 // comparisons: a bool
 };
@@ -130,6 +133,11 @@ int numberOpArity(const std::string& target);
 // or "" where the operator does not take them. min and max take two of a
 // type: which one they return would decide the type.
 std::string numberOpResult(const std::string& target, const std::string& left, const std::string& right = "");
+
+// "aten::item"(%t): the Python number in the one-element tensor %t, typed
+// "int" or "float" by t's dtype; an ATen operator (isOp) that computes a number.
+constexpr const char* kItem = "aten::item";
+bool readsItem(const Node& n);
 
 constexpr const char* kExpectEqual = "magpy.expect_equal";
 constexpr const char* kExpectSizes = "magpy.expect_sizes";

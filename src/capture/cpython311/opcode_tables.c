@@ -35,6 +35,7 @@ int magpy_py311_number_binary_op(int arg) {
     case NB_TRUE_DIVIDE: case NB_INPLACE_TRUE_DIVIDE: return 3;
     case NB_FLOOR_DIVIDE: case NB_INPLACE_FLOOR_DIVIDE: return 4;
     case NB_REMAINDER: case NB_INPLACE_REMAINDER: return 5;
+    case NB_POWER: case NB_INPLACE_POWER: return 6;
     default: return -1;
   }
 }

@@ -30,7 +30,8 @@ bool binaryOpIsInPlace(int arg) { return arg >= magpy_py311_first_inplace_binary
 
 const char* numberBinaryOp(int arg) {
   static const char* kTargets[] = {"operator.add",      "operator.sub",      "operator.mul",
-                                   "operator.truediv",  "operator.floordiv", "operator.mod"};
+                                   "operator.truediv",  "operator.floordiv", "operator.mod",
+                                   "operator.pow"};
   int k = magpy_py311_number_binary_op(arg);
   return k < 0 ? nullptr : kTargets[k];
 }

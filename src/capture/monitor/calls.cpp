@@ -336,6 +336,12 @@ void Monitor::beginAnnotatedCall(Pending& p, PyObject* callable) {
     graphBreak(a.whyDynamic(p.calleeName) + "; it runs eagerly");
     return;
   }
+  if (p.calleeName == "torch.Tensor.item" && p.positional.size() == 1 && p.positional[0] >= 0 &&
+      refs_.node(p.positional[0]).kind == NodeKind::Tensor &&
+      (p.itemOf = itemSource(tensorOf(p.positionalObjs[0]))) >= 0) {
+    p.suppressOps = true;  // the graph's aten::item node (liftItem) stands for its operators
+    return;
+  }
   for (size_t i = 0; i < p.positional.size(); ++i)
     if (p.positional[i] >= 0 && breaksOnAnnotatedArgument(p, i)) return;
 }
@@ -478,6 +484,7 @@ bool Monitor::finishCall(Step& s) {
   }
   if (p.annotation && makesLeafRequiringGrad(result)) return false;
   s.out[0] = p.annotation ? applyAnnotation(p, result) : newNode(result);
+  if (p.itemOf >= 0 && s.out[0] >= 0) liftItem(p, s.out[0]);
   if (p.numberCall && s.out[0] >= 0) numbers_.liftArithmetic(p.numberCall, p.positional, s.out[0]);
   if (p.loopTrip >= 0 && s.out[0] >= 0) rangeMade(s.out[0], p.loopTrip);
   if (s.out[0] >= 0 && isSizeCall(p)) {

@@ -13,6 +13,7 @@
 #include <frameobject.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "magpy/record/graph_utils.h"
 #include "magpy/replay/passes.h"
@@ -80,6 +81,7 @@ void Monitor::Pending::clear() {
   annotation = nullptr;
   inlined = false;
   numberCall = nullptr;
+  itemOf = -1;
   loopTrip = -1;
 }
 
@@ -90,6 +92,7 @@ Monitor::Monitor(const record::AnnotationSet& annotations)
       numbers_(refs_, *ops_, sizes_, slices_, inputs_, [this] { return currentLocation(); },
                [this](NodeId n) { return sizeNodeOf(n); }) {
   refs_.onTensor([this](NodeId id) { registerTensor(id); });
+  numbers_.onItemFixed([this](int node, const std::string& how) { checkItem(node, how); });
   refs_.onWrite([this](NodeId id) {
     if (!loopWatches_.empty()) loopWrites(id);
     if (branchOpen_) branchWrites(id);
@@ -192,6 +195,37 @@ bool Monitor::checksContents(const at::Tensor& t) {
   record::GraphBreak at = programLocation();
   checkLocations_[ops_->addContentsCheck(value, seen, at.where)] = at;
   return true;
+}
+
+int Monitor::itemSource(const at::Tensor& t) {
+  if (t.numel() != 1 || t.layout() != at::kStrided || t.is_quantized() || !t.has_storage() ||
+      !(at::isFloatingType(t.scalar_type()) || at::isIntegralType(t.scalar_type(), false)) || ops_->contentsFixedByGuards(t))
+    return -1;
+  int value = ops_->valueOf(t);
+  return value >= 0 ? value : externalTensor(t);
+}
+
+void Monitor::liftItem(const Pending& p, NodeId result) {
+  const ShadowNode& n = refs_.node(result);
+  bool number = n.kind == NodeKind::Atom && (n.atom.kind == record::Atom::Kind::Float || n.atom.kind == record::Atom::Kind::Int);
+  if (!number) {
+    graphBreak("internal: " + p.calleeName + " gave no int or float");
+    return;
+  }
+  numbers_.bindItem(result, ops_->addItem(p.itemOf, n.atom));
+}
+
+void Monitor::checkItem(int node, const std::string& how) {
+  if (!itemsChecked_.insert(node).second) return;
+  const record::Atom seen = ops_->graph().nodes[size_t(node)].seen;
+  if (!call_->contentChecks || (seen.kind == record::Atom::Kind::Float && std::isnan(seen.f))) {
+    graphBreak("the program depends on a number t.item() read (" + how + ")" +
+               (call_->contentChecks ? ", and it is NaN, which no check can compare"
+                                     : ": data-dependent control flow is not captured"));
+    return;
+  }
+  record::Arg expected = seen.kind == record::Atom::Kind::Int ? record::Arg::integer(seen.i) : record::Arg::floating(seen.f);
+  checksDecision(ops_->addNumberOp("operator.eq", {record::Arg::node(node), expected}, "bool", record::Atom::boolean(true)));
 }
 
 void Monitor::checksDecision(int comparison) {

@@ -379,6 +379,13 @@ class Monitor : public OpRecorder::Delegate {
   // when it cannot (the caller breaks). checksContents is also the
   // recorder's, for reads Python makes natively (if t: runs is_nonzero).
   bool checksSizes(const at::Tensor& t);
+  // t.item() as a number the graph computes (aten::item of t's value):
+  // the graph value it reads, or -1 where the run reads contents instead.
+  int itemSource(const at::Tensor& t);
+  void liftItem(const Pending& p, NodeId result);
+  // A use that depends on an item's value: the graph checks it equals
+  // what the run read (or the run breaks where it cannot check).
+  void checkItem(int node, const std::string& how);
   void breakUnlessChecksStopCleanly();
   std::string where(const ShadowFrame& sf) const;
   std::string currentLocation() const;  // where(the innermost frame), or "" outside any
@@ -445,6 +452,7 @@ class Monitor : public OpRecorder::Delegate {
   BackwardCall backward_;
   std::set<std::string> runtimeWrites_;  // interpreter state the program set (grad mode regions)
   record::GraphBreak gradSwitch_;        // where it last switched grad mode (where, function, opcode)
+  std::set<int> itemsChecked_;  // aten::item nodes whose value a check holds
   std::map<std::string, record::GraphBreak> checkLocations_;  // check node's name -> where Python read the value
   std::vector<PyRef> classesRead_;
   std::unordered_set<PyTypeObject*> classSeen_;

@@ -69,6 +69,12 @@ void NumberLifter::bindIndex(NodeId n, int node) {
   indexNodes_.insert(node);
 }
 
+void NumberLifter::bindItem(NodeId n, int node) {
+  if (graphNodes_.size() <= size_t(n)) graphNodes_.resize(refs_.size(), -1);
+  graphNodes_[size_t(n)] = node;
+  items_ = true;
+}
+
 void NumberLifter::noteUse(NodeId n, const std::string& how) {
   if (uses_.count(n)) return;
   std::string where = location_();
@@ -131,6 +137,8 @@ void NumberLifter::fixGraphNumber(int node, const std::string& how) {
           noteUse(shadow, how);
           fixed_.insert(shadow);
         }
+    } else if (record::readsItem(n)) {
+      if (onItemFixed_) onItemFixed_(i, how);
     } else if (n.number.empty()) {  // an aten::size.int node
       sizes_.use(how);
     } else {
@@ -164,7 +172,7 @@ int NumberLifter::indexOf(int node) const {
     stack.pop_back();
     if (indexNodes_.count(i)) return i;
     const record::Node& n = g.nodes[size_t(i)];
-    if (n.isInput() || n.number.empty()) continue;
+    if (n.isInput() || n.number.empty() || record::readsItem(n)) continue;
     for (auto& a : n.args)
       if (a.kind == record::Arg::Kind::Node) stack.push_back(int(a.i));
   }
@@ -184,6 +192,12 @@ Flow NumberLifter::follow(const Instruction& ins, const std::vector<NodeId>& inp
     case Op::RETURN_VALUE:  // to a traced caller, or the mock's result
     case Op::PRECALL: case Op::CALL: case Op::CALL_FUNCTION_EX:  // the monitor decides at the call
     case Op::UNARY_NEGATIVE:  // the graph negates it (liftArithmetic)
+      return Flow::moves();
+    case Op::BUILD_CONST_KEY_MAP:  // values..., a constant tuple of keys: f(a, b=n, c=m, ...) passes such a dict
+      return Flow::moves();
+    case Op::BUILD_MAP:  // key, value, key, value...: a number as a key is hashed
+      for (size_t k = 0; k < inputs.size(); k += 2)
+        if (holds(inputs[k])) return Flow::used();
       return Flow::moves();
     case Op::STORE_SUBSCR:  // value, container, key
       // t[i] = n: the operators that write t take n (torch may make it a constant instead)

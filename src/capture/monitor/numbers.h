@@ -1,6 +1,7 @@
 // Python numbers the graph computes (MagPy 6.2.1): the numbers the program
-// keeps in its state (a step counter, a learning rate, a width) and the
-// sizes it reads from tensors (SizeTracker), followed through Python's
+// keeps in its state (a step counter, a learning rate, a width), the
+// sizes it reads from tensors (SizeTracker) and the numbers it reads with
+// t.item() (an optimizer's step count), followed through Python's
 // arithmetic. Numbers of the state are lifted only in runs of functions
 // whose calls were seen to differ in such numbers (CallSpec::varyingNumbers);
 // an int or float the run reads from its state then becomes a graph input
@@ -19,7 +20,7 @@
 // reading its own attributes, a native call that keeps it, torch making it
 // tensor data) means the run depends on the value: a number of the state
 // is fixed (its guard keeps its value); a size is used (SizeTracker: the
-// record keeps its sizes).
+// record keeps its sizes); an item is checked (onItemFixed).
 //
 // The lifter keeps its facts in a side table by shadow node; the monitor
 // tells it what each instruction reads and computes.
@@ -45,7 +46,7 @@ class NumberLifter {
   // Runs lift numbers of the state only when the JIT saw them change
   // between calls.
   void liftState(bool on) { liftState_ = on; }
-  bool active() const { return liftState_ || sizes_.active(); }
+  bool active() const { return liftState_ || sizes_.active() || items_; }
 
   // An int or float the graph can compute: a number of the state (runs
   // that lift them), a size the run read, or one computed from these.
@@ -64,6 +65,10 @@ class NumberLifter {
   // operator took, to onIndexUntaken (rolling finds where it went).
   void bindIndex(NodeId n, int node);
   void onIndexFixed(std::function<void(int index, const std::string& how)> f) { onIndexFixed_ = std::move(f); }
+  // n is the number t.item() gave, computed by the graph's aten::item
+  // node `node`. A use that depends on its value goes to onItemFixed.
+  void bindItem(NodeId n, int node);
+  void onItemFixed(std::function<void(int node, const std::string& how)> f) { onItemFixed_ = std::move(f); }
   void onIndexUntaken(std::function<void(int node, int index)> f) { onIndexUntaken_ = std::move(f); }
   // Whether the run used the number of the state at n only in ways the
   // graph repeats.
@@ -117,6 +122,8 @@ class NumberLifter {
   std::set<int> indexNodes_;         // graph nodes of loop indices (bindIndex)
   std::function<void(int, const std::string&)> onIndexFixed_;
   std::function<void(int, int)> onIndexUntaken_;
+  std::function<void(int, const std::string&)> onItemFixed_;
+  bool items_ = false;  // some number came from t.item()
   bool allFixed_ = false;            // a use too deep to follow: all of them
   std::string firstUse_;
   std::map<NodeId, std::string> uses_;  // by number of the state: the use that fixed it

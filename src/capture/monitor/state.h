@@ -43,6 +43,7 @@ struct Monitor::Pending {
   bool keyAbsent = false;        // d[k] on a dict subclass (defaultdict) that lacked k
   bool returnsSelf = false;      // t.requires_grad_(flag) that changes nothing: it returns t
   bool dereferences = false;     // ref() of a weakref.ref: its referent
+  int itemOf = -1;  // t.item() lifted: the graph value of t (Monitor::liftItem)
   const char* numberCall = nullptr;  // min(n, 512), math.sqrt(d): the graph's number operator for it
   int loopTrip = -1;                 // range(n), n a size: n's graph node (loops.cpp)
 
