@@ -402,12 +402,15 @@ struct Session::Impl {
       logged->monitored = true;
       // The record just made may read arguments' attributes the log must
       // keep: as they were when the call began.
+      record::Value args = logged->args, kwargs = logged->kwargs;  // the same shape, nothing read yet
+      for (auto& item : args.items) item = record::Value();
+      for (auto& item : kwargs.items) item = record::Value();
       for (auto& [i, value] : built.argsEntry)
-        if (i < logged->args.items.size()) mergeSnapshot(logged->args.items[i], value);
-      for (size_t k = 0; k < logged->kwargs.keys.size(); ++k) {
-        auto it = built.kwargsEntry.find(logged->kwargs.keys[k].s);
-        if (it != built.kwargsEntry.end()) mergeSnapshot(logged->kwargs.items[k], it->second);
-      }
+        if (i < args.items.size()) args.items[i] = value;
+      for (size_t k = 0; k < kwargs.keys.size(); ++k)
+        if (auto it = built.kwargsEntry.find(kwargs.keys[k].s); it != built.kwargsEntry.end()) kwargs.items[k] = it->second;
+      mergeSnapshot(logged->args, args);
+      mergeSnapshot(logged->kwargs, kwargs);
     }
     return result.release();
   }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -641,11 +642,32 @@ record::Value snapshot(PyObject* o, const PathTrie& wanted, BlobPool& blobs, con
 
 namespace {
 
+// Which ids of two trees name one object: a value merged into one `into`
+// holds at the same path (both describe the state the call began in) is
+// that object, and so is what a Ref of either names.
+struct SameIds {
+  std::map<uint32_t, uint32_t> parent;
+  uint32_t next = 0;  // for values of `into` that had no id
+  uint32_t find(uint32_t id) {
+    auto it = parent.find(id);
+    if (it == parent.end() || it->second == id) return id;
+    return it->second = find(it->second);
+  }
+  void unite(uint32_t theirs, uint32_t ours) {
+    uint32_t a = find(theirs), b = find(ours);
+    if (a != b) parent[a] = b;
+  }
+};
+
 // Containers in a snapshot are whole, objects hold the attributes read:
 // merging adds attributes, never elements.
-void merge(record::Value& into, const record::Value& add, bool addKeys) {
+void merge(record::Value& into, const record::Value& add, bool addKeys, SameIds* same = nullptr) {
   using K = record::Value::Kind;
-  if (into.kind != add.kind) return;  // first read wins
+  if (same && add.id) {
+    if (!into.id) into.id = ++same->next;
+    same->unite(add.id, into.id);
+  }
+  if (into.kind != add.kind || into.kind == K::Ref) return;  // first read wins
   if (into.kind == K::Object || into.kind == K::Opaque) {
     for (size_t i = 0; i < add.names.size(); ++i) {
       auto it = std::find(into.names.begin(), into.names.end(), add.names[i]);
@@ -653,30 +675,93 @@ void merge(record::Value& into, const record::Value& add, bool addKeys) {
         into.names.push_back(add.names[i]);
         into.items.push_back(add.items[i]);
       } else {
-        merge(into.items[size_t(it - into.names.begin())], add.items[i], false);
+        merge(into.items[size_t(it - into.names.begin())], add.items[i], false, same);
       }
     }
   } else if (into.kind == K::Dict) {
+    // Keys that are objects (tensors) are named by ids of each tree: no
+    // key of one is known to be a key of the other.
+    if (!into.keyRefs.empty() || !add.keyRefs.empty()) return;
     for (size_t i = 0; i < add.keys.size(); ++i) {
       auto it = std::find(into.keys.begin(), into.keys.end(), add.keys[i]);
       if (it != into.keys.end()) {
-        merge(into.items[size_t(it - into.keys.begin())], add.items[i], false);
+        merge(into.items[size_t(it - into.keys.begin())], add.items[i], false, same);
       } else if (addKeys) {
         into.keys.push_back(add.keys[i]);
         into.items.push_back(add.items[i]);
       }
     }
   } else if (into.kind == K::Tuple || into.kind == K::List) {
-    for (size_t i = 0; i < into.items.size() && i < add.items.size(); ++i) merge(into.items[i], add.items[i], false);
+    for (size_t i = 0; i < into.items.size() && i < add.items.size(); ++i) merge(into.items[i], add.items[i], false, same);
   }
+}
+
+uint32_t maxId(const record::Value& v) {
+  uint32_t m = v.id;
+  for (auto& item : v.items) m = std::max(m, maxId(item));
+  return m;
+}
+
+void renumber(record::Value& v, const std::function<uint32_t(uint32_t)>& f) {
+  if (v.id) v.id = f(v.id);
+  for (auto& k : v.keyRefs)
+    if (k) k = f(k);
+  for (auto& item : v.items) renumber(item, f);
+}
+
+record::Value* definitionOf(record::Value& v, uint32_t id) {
+  if (v.id == id && v.kind != record::Value::Kind::Ref) return &v;
+  for (auto& item : v.items)
+    if (record::Value* d = definitionOf(item, id)) return d;
+  return nullptr;
+}
+
+// Each object is defined where the tree first meets it (replay builds it
+// there) and a Ref elsewhere: a Ref met first trades places with its
+// definition; a second definition (two trees described the object)
+// becomes a Ref. False where a Ref names no definition.
+bool defineBeforeUse(record::Value& root, record::Value& v, std::set<uint32_t>& defined) {
+  if (v.kind == record::Value::Kind::Ref) {
+    if (defined.count(v.id)) return true;
+    record::Value* d = definitionOf(root, v.id);
+    if (!d) return false;
+    std::swap(v, *d);
+  } else if (v.id && defined.count(v.id)) {
+    record::Value ref;
+    ref.kind = record::Value::Kind::Ref;
+    ref.id = v.id;
+    v = std::move(ref);
+    return true;
+  }
+  if (v.id) defined.insert(v.id);
+  for (auto& item : v.items)
+    if (!defineBeforeUse(root, item, defined)) return false;
+  return true;
 }
 
 }  // namespace
 
-void mergeSnapshot(record::Value& into, const record::Value& add) {
+void mergeSnapshot(record::Value& root, const record::Value& add) {
+  record::Value saved = root;
+  // add's ids move past root's; those of objects root holds become its.
+  uint32_t base = maxId(root);
   record::Value grafted = add;
-  record::expandRefs(grafted);  // its ids mean nothing in `into`
-  merge(into, grafted, false);
+  renumber(grafted, [&](uint32_t id) { return id + base; });
+  SameIds same;
+  same.next = base + maxId(add);
+  merge(root, grafted, false, &same);
+  renumber(root, [&](uint32_t id) { return same.find(id); });
+  std::set<uint32_t> defined;
+  if (defineBeforeUse(root, root, defined)) {
+    record::compactIds(root);
+    return;
+  }
+  // A Ref into a part root read otherwise (first read wins): add's
+  // aliasing is lost, as its values are kept.
+  root = std::move(saved);
+  grafted = add;
+  record::expandRefs(grafted);
+  merge(root, grafted, false);
 }
 
 void mergeGlobals(record::Value& into, const record::Value& add) {

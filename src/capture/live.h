@@ -185,7 +185,8 @@ record::Value snapshot(PyObject* o, const PathTrie& wanted, BlobPool& blobs, con
 
 // Merges `add` into `into`, keeping what `into` already has (first read
 // wins): objects gain the attributes `into` lacks; containers, taken whole
-// when first read, gain nothing.
+// when first read, gain nothing. Objects `add` holds twice stay one object
+// (its ids join into's).
 void mergeSnapshot(record::Value& into, const record::Value& add);
 // The same for a module's globals, where `add` may bring globals `into` lacks.
 void mergeGlobals(record::Value& into, const record::Value& add);

@@ -840,7 +840,7 @@ class Builder {
   }
 
   void entryState() {
-    std::map<NodeId, uint32_t> ids;  // one id space per tree, compacted below
+    std::map<NodeId, uint32_t> ids, argIds, kwargIds;  // one id space per tree
     for (auto& e : s_.g.node(kExternal).versions.front().refs) {
       switch (e.rel.kind) {
         case Relation::Kind::Self:
@@ -849,17 +849,13 @@ class Builder {
           resolveKeys(s_.out.selfEntry, ids);
           record::compactIds(s_.out.selfEntry);
           break;
-        case Relation::Kind::Arg:
-          ids.clear();
-          s_.out.argsEntry[size_t(e.rel.index)] = entryValue(e.target, ids);
-          resolveKeys(s_.out.argsEntry[size_t(e.rel.index)], ids);
-          record::expandRefs(s_.out.argsEntry[size_t(e.rel.index)]);
+        case Relation::Kind::Arg:  // one id space for all arguments, as the call log has
+          s_.out.argsEntry[size_t(e.rel.index)] = entryValue(e.target, argIds);
+          resolveKeys(s_.out.argsEntry[size_t(e.rel.index)], argIds);
           break;
         case Relation::Kind::Kwarg:
-          ids.clear();
-          s_.out.kwargsEntry[e.rel.name] = entryValue(e.target, ids);
-          resolveKeys(s_.out.kwargsEntry[e.rel.name], ids);
-          record::expandRefs(s_.out.kwargsEntry[e.rel.name]);
+          s_.out.kwargsEntry[e.rel.name] = entryValue(e.target, kwargIds);
+          resolveKeys(s_.out.kwargsEntry[e.rel.name], kwargIds);
           break;
         case Relation::Kind::Module: {
           // A module's globals: only those the run read.

@@ -21,7 +21,9 @@ struct BuiltRecord {
   // native state store starts from these.
   record::Value selfEntry;
   std::map<std::string, record::Value> globalsEntry;  // module -> Dict of the globals read
-  std::map<size_t, record::Value> argsEntry;           // what the run read of each argument
+  // What the run read of each argument, in one id space (an object two
+  // arguments hold is one id), and of each keyword argument, in another.
+  std::map<size_t, record::Value> argsEntry;
   std::map<std::string, record::Value> kwargsEntry;
   // Paths the record reads under each argument, for logging later calls.
   std::map<size_t, PathTrie> argPaths;

@@ -2,16 +2,11 @@
 # only accumulate, calls with it also update the weights by a loop over
 # self.parameters(). The flag makes two records; the second reads the
 # submodules through self._modules (parameters() walks it) where the first
-# read them as attributes. Under magpy-capture both replay right, but
-# magpy-run refused the first call of the second record ("record 1:
-# self._modules['l1']: expected is self.l1, got a different object than
-# self.l1" -- it is the same object), so neither the logged calls nor
-# `magpy-run --batches` could run natively. The same happens with no
-# training at all (Flag below). The function's state merges what each
-# record first read by path, so the two spellings stay two objects there:
-# native replay still refuses that call (an identity guard), never replays
-# it wrong; the JIT is checked against eager at every call.
-# magpy-test: refused natively
+# read them as attributes. The function's state merges what each record
+# first read, keeping one object reached by two spellings one object (an
+# identity guard `self._modules['l1'] is self.l1` holds natively too), so
+# the logged calls replay natively. The same happens with no training at
+# all (Flag below). The JIT is checked against eager at every call.
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
