@@ -614,8 +614,9 @@ record::Value snap(PyObject* o, const PathTrie& wanted, SnapshotContext& ctx) {
     // An attribute that leads back to an object holding it (a bound
     // method's __self__, a parent module) would make the value contain
     // itself, which records cannot hold: left out, so native replay finds
-    // no such path and refuses what needs it.
-    if (!a || ctx.open.count(a.get())) continue;
+    // no such path and refuses what needs it. A weak reference's referent
+    // is a Ref, which replay holds weakly.
+    if (!a || (ctx.open.count(a.get()) && s.name != record::kWeakReferent)) continue;
     v.names.push_back(s.name);
     v.items.push_back(snap(a.get(), sub, ctx));
   }

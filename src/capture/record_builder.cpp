@@ -748,7 +748,8 @@ class Builder {
   // attribute that leads back to an object holding it (a bound method's
   // __self__, a parent module) would make the value contain itself, which
   // records cannot hold: it is left out, so native replay finds no such
-  // path and refuses what needs it.
+  // path and refuses what needs it. A weak reference's referent is a Ref
+  // (replay holds it weakly).
   record::Value entryValue(NodeId id, std::map<NodeId, uint32_t>& ids) {
     const ShadowNode& n = s_.g.node(id);
     record::Value v;
@@ -764,7 +765,8 @@ class Builder {
     auto edgesInto = [&](record::Value& into) {
       bool attributes = n.kind != NodeKind::Dict && n.kind != NodeKind::Tuple && n.kind != NodeKind::List;
       for (auto& e : std::vector<Edge>(n.versions.front().refs)) {
-        if (attributes && open_.count(e.target)) continue;
+        bool weak = e.rel.kind == Relation::Kind::Attr && e.rel.name == record::kWeakReferent;
+        if (attributes && open_.count(e.target) && !weak) continue;
         if (n.kind == NodeKind::Dict && e.rel.kind == Relation::Kind::Attr) {
           // A defaultdict's default_factory: named, for native guards.
           if (e.rel.name == "default_factory") into.atom = defaultFactoryName(n.obj);

@@ -121,6 +121,8 @@ class Validator {
   // A value tree: a Ref names an object defined before it in the same
   // tree, and not one that contains it: replay's values are shared
   // pointers, and a container that holds itself would never be freed.
+  // The exception is an object's .__referent__ (a weakref.ref's), which
+  // replay holds weakly: a scheduler's wrapper refers to its optimizer.
   enum class Id : uint8_t { Unseen, Open, Done };
   // A dict's key may be an object of the same tree, defined anywhere in
   // it (before or after the dict): a tensor, whose hash is its identity.
@@ -146,12 +148,12 @@ class Validator {
       ids.keys.insert(v.keyRefs[i]);
     }
   }
-  void value(const Value& v, TreeIds& tree) const {
+  void value(const Value& v, TreeIds& tree, bool weak = false) const {
     std::vector<Id>& ids = tree.state;
     if (v.kind == Value::Kind::Ref) {
       if (v.id == 0 || v.id >= ids.size() || ids[v.id] == Id::Unseen)
         bad("a value refers to object #" + std::to_string(v.id) + ", defined nowhere before");
-      if (ids[v.id] == Id::Open) bad("object #" + std::to_string(v.id) + " contains itself, which records cannot hold");
+      if (ids[v.id] == Id::Open && !weak) bad("object #" + std::to_string(v.id) + " contains itself, which records cannot hold");
       return;
     }
     if (v.id) {
@@ -180,7 +182,8 @@ class Validator {
                     (like || g->kind == Value::Kind::Ref);
     if (!container && !gradient && (!v.items.empty() || !v.names.empty()))
       bad("a scalar or tensor value has elements (a tensor only its .grad, a tensor like it)");
-    for (auto& item : v.items) value(item, tree);
+    for (size_t i = 0; i < v.items.size(); ++i)
+      value(v.items[i], tree, v.kind == Value::Kind::Object && i < v.names.size() && v.names[i] == kWeakReferent);
     if (v.id) ids[v.id] = Id::Done;
   }
 

@@ -131,8 +131,15 @@ void renumberKeys(Value& v, const std::map<uint32_t, uint32_t>& used) {
 void expand(Value& v, std::map<uint32_t, Value>& seen) {
   if (v.kind == Value::Kind::Ref) {
     auto it = seen.find(v.id);
-    if (it == seen.end()) throw Error("a value refers to an object it does not contain");
-    v = it->second;
+    if (it != seen.end()) {
+      v = it->second;
+      return;
+    }
+    // A weak reference's referent that holds it: no copy can hold that.
+    Value opaque;
+    opaque.kind = Value::Kind::Opaque;
+    opaque.type = "an object holding a weak reference to it";
+    v = std::move(opaque);
     return;
   }
   for (auto& item : v.items) expand(item, seen);  // ids inside it may be named later

@@ -90,6 +90,8 @@ NativeStore::Handle NativeStore::step(const Handle& parent, const PathTree& tree
       [[fallthrough]];
     case PathTree::StepKind::InstanceAttr:  // native objects hold only instance attributes
       if (!hasAttributes(p)) return std::nullopt;
+      if (n.step.name == record::kWeakReferent)
+        if (auto referent = p.heap->weakReferent()) return referent;
       if (Value* v = p.heap->attr(n.step.name)) return *v;
       return std::nullopt;
     case PathTree::StepKind::Index:

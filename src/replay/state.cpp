@@ -147,6 +147,7 @@ struct BlobSource {
 // defined after the dict: their keys are set once the tree is built.
 struct Made {
   std::map<uint32_t, Value> byId;
+  std::set<uint32_t> open;  // objects whose elements or attributes are being built
   std::vector<std::pair<std::shared_ptr<HeapObject>, const std::vector<uint32_t>*>> objectKeyed;
 
   void setObjectKeys() {
@@ -162,6 +163,21 @@ struct Made {
     }
   }
 };
+
+// A weakref.ref whose referent holds it (validated: only there may a Ref
+// name an object being built) keeps it weakly, so that neither keeps the
+// other alive.
+void holdReferentWeakly(const record::Value& v, HeapObject& object, const Made& made) {
+  auto at = std::find(object.names.begin(), object.names.end(), record::kWeakReferent);
+  if (at == object.names.end()) return;
+  size_t i = size_t(at - object.names.begin());
+  const record::Value& item = v.items[i];
+  if (item.kind != record::Value::Kind::Ref || !made.open.count(item.id) || !object.items[i].heap) return;
+  object.referent = object.items[i].heap;
+  object.referentKind = object.items[i].kind;
+  object.names.erase(at);
+  object.items.erase(object.items.begin() + std::ptrdiff_t(i));
+}
 
 // Builds runtime values depth first.
 Value build(const record::Value& v, const BlobSource& file, Made& made) {
@@ -196,17 +212,20 @@ Value build(const record::Value& v, const BlobSource& file, Made& made) {
       out = v.kind == K::Tuple ? Value::tuple({}) : v.kind == K::List ? Value::list({}) : Value::dict(v.keys, {});
       if (!v.type.empty()) out.heap->type = v.type;  // torch.Size, OrderedDict, ...
       out.atom = v.atom;  // a defaultdict's default_factory, by name
-      if (v.id) made.byId[v.id] = out;  // registered before its elements: they may refer to it
+      if (v.id) made.byId[v.id] = out, made.open.insert(v.id);  // registered before its elements: they may refer to it
       if (!v.keyRefs.empty()) made.objectKeyed.emplace_back(out.heap, &v.keyRefs);
       out.heap->items = children();
+      made.open.erase(v.id);
       return out;
     case K::Object:
     case K::Opaque:
       out = v.kind == K::Object ? Value::object(v.type) : Value::opaque(v.type);
       if (v.kind == K::Object) out.atom = v.atom;  // an int, float or str subclass: its value
-      if (v.id) made.byId[v.id] = out;
+      if (v.id) made.byId[v.id] = out, made.open.insert(v.id);
       out.heap->names = v.names;
       out.heap->items = children();
+      made.open.erase(v.id);
+      holdReferentWeakly(v, *out.heap, made);
       return out;
     case K::Ref: break;
   }

@@ -75,6 +75,15 @@ bool Value::sameAs(const Value& other) const {
   }
 }
 
+std::optional<Value> HeapObject::weakReferent() const {
+  if (referentKind == Value::Kind::Atom) return std::nullopt;
+  Value v;
+  v.heap = referent.lock();
+  if (!v.heap) return Value::ofAtom(record::Atom::none());
+  v.kind = referentKind;
+  return v;
+}
+
 Value* HeapObject::attr(const std::string& name) {
   for (size_t i = 0; i < names.size(); ++i)
     if (names[i] == name) return &items[i];

@@ -437,6 +437,28 @@ TEST(Format, UnusedBlobsAreDropped) {
   EXPECT_NO_THROW(decode(encode(f)));
 }
 
+// A scheduler's wrapper holds a weak reference to the optimizer that holds
+// the wrapper: a Ref to an object holding it is allowed there only
+// (replay holds it weakly: state_access_test.cpp).
+TEST(Format, OnlyAWeakReferenceMayReferToAnObjectHoldingIt) {
+  RecordFile f = sample::sampleFile();
+  Value& self = f.functions[0].self;
+  self.id = 1;
+  Value back;
+  back.kind = Value::Kind::Ref;
+  back.id = 1;
+  Value ref;
+  ref.kind = Value::Kind::Object;
+  ref.type = "builtins.weakref";
+  ref.names = {kWeakReferent};
+  ref.items = {back};
+  self.names.push_back("_ref");
+  self.items.push_back(ref);
+  EXPECT_EQ(errorOf(encode(f)), "");
+  self.items.back().names = {"target"};  // any other attribute: a cycle
+  EXPECT_TRUE(contains(errorOf(encode(f)), "contains itself")) << errorOf(encode(f));
+}
+
 // t.item() is an ATen operator that computes a number: one tensor operand,
 // an int or float type and the value seen.
 TEST(Format, ItemNodesAreValidated) {

@@ -279,3 +279,38 @@ TEST(StateAccess, LoggedUpdatesAndMocksStoreAlike) {
         << e.what();
   }
 }
+
+// A weak reference whose referent holds it (a scheduler's wrapper of its
+// optimizer's step): the path through .__referent__ reaches the object,
+// an alias guard holds, and no cycle keeps the two alive.
+TEST(StateAccess, WeakReferentsHoldingTheirReferenceAreHeldWeakly) {
+  record::Value ref;
+  ref.kind = record::Value::Kind::Object;
+  ref.type = "builtins.weakref";
+  ref.names = {record::kWeakReferent};
+  ref.items.resize(1);
+  ref.items[0].kind = record::Value::Kind::Ref;
+  ref.items[0].id = 1;
+  record::Value opt;
+  opt.kind = record::Value::Kind::Object;
+  opt.type = "torch.optim.sgd.SGD";
+  opt.id = 1;
+  opt.names = {"wrapper"};
+  opt.items = {ref};
+  record::RecordFile file;
+  CallState s;
+  s.self = materialize(opt, file);
+  {
+    NativeStore store(s);
+    AccessPath back = AccessPath::self().attr("wrapper").attr(record::kWeakReferent);
+    EXPECT_EQ(resolvePath(store, back)->heap, s.self.heap);
+    record::Guard alias = guard(back, record::Check::Kind::Alias);
+    alias.check.path = AccessPath::self();
+    RecordAccess access({alias}, {}, record::MockSpec{});
+    Resolution<NativeStore> values(store, access.tree());
+    EXPECT_FALSE(access.firstMiss(values, RecordAccess::Guards::All));
+  }
+  std::weak_ptr<HeapObject> alive = s.self.heap;
+  s.self = Value();
+  EXPECT_TRUE(alive.expired());
+}

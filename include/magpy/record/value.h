@@ -150,7 +150,8 @@ void compactIds(Value& root);
 
 // Replaces every Ref by a copy of the value it names and clears the ids:
 // the tree can then be grafted into another tree. A dict keyed by objects
-// becomes an Opaque value: copies would not be its keys.
+// becomes an Opaque value: copies would not be its keys; so does a weak
+// reference's referent that holds it.
 void expandRefs(Value& root);
 
 // How a dict value's key i reads in text: its atom, or "@<id>" for an object.

@@ -8,6 +8,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,7 +48,14 @@ struct HeapObject {
   // the key
   std::vector<Value> keyObjects;
   std::vector<std::string> names;   // Object attribute names
+  // A weakref.ref's referent where it refers back to an object holding
+  // it (a scheduler's wrapper of its optimizer's step): held weakly, so
+  // the two are freed. Other referents are the attribute __referent__.
+  std::weak_ptr<HeapObject> referent;
+  Value::Kind referentKind = Value::Kind::Atom;
 
+  // __referent__ held weakly: the object while it lives, None after.
+  std::optional<Value> weakReferent() const;
   Value* attr(const std::string& name);
   void setAttr(const std::string& name, Value v);
   bool delAttr(const std::string& name);
