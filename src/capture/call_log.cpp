@@ -1,6 +1,7 @@
 #include "capture/call_log.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -14,10 +15,16 @@ namespace {
 // A container changed in place (list.append, dict item set, a hook
 // registered) keeps its identity; its elements tell.
 // Elements hashed by identity are added to `held`.
-uint64_t shallowHash(PyObject* c, std::vector<PyRef>& held) {
+// A container's length and elements; an element that is state of its own
+// (`tracked`: its path is logged apart, param_groups[0]['lr'] under
+// param_groups[0]) counts by its key only, so that a change to it is
+// logged where it is, not as a new container holding copies of the rest.
+uint64_t shallowHash(PyObject* c, std::vector<PyRef>& held, const std::function<bool(const record::PathStep&)>& tracked) {
   Hasher h;
   auto element = [&](PyObject* e) {
-    if (auto a = atomOf(e)) {
+    if (!e) {
+      h.text("(tracked)");
+    } else if (auto a = atomOf(e)) {
       h.text(record::toString(*a));
     } else {
       h.u64(reinterpret_cast<uintptr_t>(e));
@@ -27,10 +34,12 @@ uint64_t shallowHash(PyObject* c, std::vector<PyRef>& held) {
   if (PyDict_Check(c)) {
     forEachDictItem(c, [&](PyObject* k, PyObject* v) {
       element(k);
-      element(v);
+      auto key = dictKey(k);
+      element(key && tracked(record::PathStep::keyed(*key)) ? nullptr : v);
     });
   } else {
-    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(c); ++i) element(PySequence_Fast_GET_ITEM(c, i));
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(c); ++i)
+      element(tracked(record::PathStep::at(i)) ? nullptr : PySequence_Fast_GET_ITEM(c, i));
   }
   return h.u64(uint64_t(PyObject_Length(c))).digest();
 }
@@ -62,7 +71,8 @@ CallLog::StateKey CallLog::stateKey(const Units& units, size_t u, record::Access
   return {-1, p};
 }
 
-CallLog::Seen CallLog::observe(const record::AccessPath& path, const LiveRoots& roots) {
+CallLog::Seen CallLog::observe(const record::AccessPath& path, const LiveRoots& roots,
+                               const std::set<record::AccessPath>& tracked, const record::AccessPath& as) {
   Seen s;
   PyRef v = resolveLive(path, roots);
   if (!v) return s;
@@ -88,7 +98,13 @@ CallLog::Seen CallLog::observe(const record::AccessPath& path, const LiveRoots& 
       s.version = int64_t(t.unsafeGetTensorImpl()->version_counter().current_version());
       s.contents = tensorFingerprint(t);
     }
-    if (PyTuple_Check(v.get()) || PyList_Check(v.get()) || PyDict_Check(v.get())) s.contents = shallowHash(v.get(), s.held);
+    auto isTracked = [&](const record::PathStep& step) {
+      record::AccessPath child = as;
+      child.steps.push_back(step);
+      return tracked.count(child) > 0;
+    };
+    if (PyTuple_Check(v.get()) || PyList_Check(v.get()) || PyDict_Check(v.get()))
+      s.contents = shallowHash(v.get(), s.held, isTracked);
   }
   return s;
 }
@@ -151,7 +167,8 @@ std::vector<record::StateUpdate> CallLog::changesBefore(const Units& units, size
       if (w != u && path.root != record::AccessPath::Root::Global) continue;
       auto key = stateKey(units, w, path);
       auto it = lastExit_.find(key);
-      if (!seen.insert(key).second || it == lastExit_.end() || observe(key.second, roots) == it->second) continue;
+      if (!seen.insert(key).second || it == lastExit_.end() || observe(key.second, roots, fn.statePaths, path) == it->second)
+        continue;
       PyRef v = resolveLive(key.second, roots);
       if (!v) continue;  // removed: the record's guards will notice
       record::StateUpdate upd;
@@ -198,7 +215,7 @@ void CallLog::noteExit(const Units& units, size_t compiled) {
     LiveRoots roots{units[u]->spec.self, nullptr, nullptr, units[u]->spec.homeModule};
     for (auto& path : units[u]->statePaths) {
       auto key = stateKey(units, u, path);
-      lastExit_[key] = observe(key.second, roots);
+      lastExit_[key] = observe(key.second, roots, units[u]->statePaths, path);
     }
   }
 }

@@ -7,6 +7,7 @@
 #include <Python.h>
 
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -79,7 +80,9 @@ class CallLog {
   using StateKey = std::pair<int, record::AccessPath>;  // (unit, path); -1 for module-rooted paths
 
   static StateKey stateKey(const Units& units, size_t u, record::AccessPath p);
-  static Seen observe(const record::AccessPath& path, const LiveRoots& roots);
+  // What path (`as`, among `tracked`, the function's state paths) holds now.
+  static Seen observe(const record::AccessPath& path, const LiveRoots& roots, const std::set<record::AccessPath>& tracked,
+                      const record::AccessPath& as);
 
 
   BlobPool& blobs_;

@@ -160,15 +160,17 @@ struct Session::Impl {
     }
   }
 
-  // Units whose `self` state holds an object another unit's state holds too
-  // (a compiled module inside another, a config object two models share).
-  // Live, they share it; in a record file each function has its own copy
-  // of its state, so one's writes are not seen by the other natively, and
-  // their lifted numbers are pinned to their values (a call that sees the
+  // Where units' `self` states hold an object another unit's state holds
+  // too (a compiled module inside another, a config object two models
+  // share): per unit, the paths that reach such objects. Live, units share
+  // them; in a record file each function has its own copy of its state, so
+  // one's writes are not seen by the other natively, and the lifted numbers
+  // below those paths are pinned to their values (a call that sees the
   // other's write then misses instead of computing with a stale copy).
-  std::set<const Unit*> unitsSharingState() const {
-    std::map<PyObject*, const Unit*> owner;
-    std::set<const Unit*> sharing;
+  std::map<const Unit*, std::vector<record::AccessPath>> sharedStatePaths() const {
+    std::map<PyObject*, std::pair<const Unit*, record::AccessPath>> owner;
+    std::vector<PyRef> held;  // a path may make its object afresh (a bound method): kept, its address is not reused
+    std::map<const Unit*, std::vector<record::AccessPath>> shared;
     auto mutableObject = [](PyObject* o) {
       return PyDict_Check(o) || PyList_Check(o) || (Py_TYPE(o)->tp_flags & Py_TPFLAGS_HEAPTYPE && !PyType_Check(o) &&
                                                     !PyFunction_Check(o) && !isTensor(o));
@@ -185,15 +187,17 @@ struct Session::Impl {
           if (k > 0) prefix.steps.push_back(path.steps[k - 1]);
           PyRef o = resolveLive(prefix, roots);
           if (!o || !mutableObject(o.get())) continue;
-          auto [it, fresh] = owner.emplace(o.get(), fn.get());
-          if (!fresh && it->second != fn.get()) {
-            sharing.insert(it->second);
-            sharing.insert(fn.get());
+          held.push_back(o);
+          auto [it, fresh] = owner.emplace(o.get(), std::make_pair(fn.get(), prefix));
+          if (!fresh && it->second.first != fn.get()) {
+            shared[it->second.first].push_back(it->second.second);
+            shared[fn.get()].push_back(prefix);
           }
         }
       }
     }
-    return sharing;
+    PyErr_Clear();
+    return shared;
   }
 
   // Two distinct state tensors of fn that share memory now (self.b =
@@ -686,7 +690,7 @@ void keepsNoAliasing(record::Record& r, const std::string& sharedMemory) {
 record::RecordFile Session::recordFile(bool stateAtExit) {
   Impl& s = *impl_;
   record::RecordFile f;
-  std::set<const Unit*> sharing = s.unitsSharingState();
+  std::map<const Unit*, std::vector<record::AccessPath>> shared = s.sharedStatePaths();
   for (auto& fn : s.units) {
     record::CompiledFunction out;
     out.name = fn->name;
@@ -698,7 +702,7 @@ record::RecordFile Session::recordFile(bool stateAtExit) {
                                    [](const Entry& e) { return replay::writesItsInputs(e.record.graph); });
     for (auto& e : fn->entries) {
       out.records.push_back(e.record);
-      if (sharing.count(fn.get())) record::pinLiftedNumbers(out.records.back());
+      if (auto it = shared.find(fn.get()); it != shared.end()) record::pinLiftedNumbers(out.records.back(), it->second);
       if (auto changed = e.live->definitionsChanged()) supersede(out.records.back(), *changed);
       else if (writesState && !sharedMemory.empty()) keepsNoAliasing(out.records.back(), sharedMemory);
     }

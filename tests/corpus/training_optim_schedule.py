@@ -1,4 +1,3 @@
-# magpy-test: refused natively
 # A whole step with torch.optim.SGD under a learning-rate schedule: the
 # scheduler wraps opt.step in a function that dereferences a weak
 # reference to the optimizer and counts the steps (opt._step_count += 1),
@@ -6,9 +5,10 @@
 # two micro-batches and are clipped by their norm. One record serves every
 # step after the first (the rate and the count are lifted numbers; the
 # count's int arithmetic runs before the step's writes). Compared with
-# eager at every call. Native replay refuses it: the state would hold the
-# optimizer inside itself (the weak reference's referent), which records
-# cannot hold.
+# eager at every call. Natively the weak reference's referent is the
+# optimizer holding it, which replay holds weakly; a rate changed between
+# steps is logged where it is (param_groups[0]['lr']), not as a copy of
+# the group with copies of its parameters.
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
