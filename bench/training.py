@@ -1,6 +1,6 @@
 """Training steps on this machine: `opt.zero_grad()`, forward, backward and
-`opt.step()` (torch.optim.SGD with momentum and weight decay) in one
-compiled step. Per step (median, one intra-op thread): eagerly, in
+`opt.step()` (torch.optim.SGD with momentum and weight decay, and AdamW
+with weight decay) in one compiled step. Per step (median, one intra-op thread): eagerly, in
 magpy's JIT (under magpy-capture, a step its record serves) and natively
 (magpy-run --repeat, the record's first logged batch again and again, its
 weights carried), for a small CNN (conv, batch norm, linear; 8x3x8x8)
@@ -51,7 +51,7 @@ def build(model_name, small):
     return torchvision.models.resnet18(num_classes=10), ((4, 3, 32, 32) if small else (8, 3, 64, 64))
 
 
-def step_script(model_name, small, steps):
+def step_script(model_name, optimizer, small, steps):
     """Runs `steps` training steps (timed after the first three), printing MAGPY_TIMING."""
     import torch
     import torch.nn.functional as F
@@ -60,7 +60,10 @@ def step_script(model_name, small, steps):
 
     torch.set_num_threads(1)
     model, shape = build(model_name, small)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4)
+    if optimizer == "sgd":
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4)
+    else:
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1e-2)
 
     def step(x, y):
         opt.zero_grad()
@@ -81,8 +84,9 @@ def step_script(model_name, small, steps):
     print("MAGPY_TIMING " + json.dumps({"median_ms": statistics.median(times[3:]) * 1e3, "stats": stats}))
 
 
-def run_step(model_name, small, steps, record=None):
-    script = [os.path.abspath(__file__), "--step", model_name, "--steps", str(steps)] + (["--small"] if small else [])
+def run_step(model_name, optimizer, small, steps, record=None):
+    script = [os.path.abspath(__file__), "--step", model_name, "--optimizer", optimizer, "--steps", str(steps)]
+    script += ["--small"] if small else []
     if record:
         cmd = [os.path.join(BIN, "magpy-capture"), "-q", "--log-calls", "1", "-o", record] + script
         env = dict(os.environ)
@@ -105,10 +109,11 @@ def main():
     p.add_argument("--repeat", type=int, default=20, help="timed steps per measurement")
     p.add_argument("--out", default=os.path.join(ROOT, "build", "bench", "training.md"))
     p.add_argument("--step", help=argparse.SUPPRESS)
+    p.add_argument("--optimizer", default="sgd", help=argparse.SUPPRESS)
     p.add_argument("--steps", type=int, default=0, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.step:
-        return step_script(args.step, args.small, args.steps)
+        return step_script(args.step, args.optimizer, args.small, args.steps)
 
     import torch
     sys.path.insert(0, HERE)
@@ -116,18 +121,19 @@ def main():
     rows = []
     with tempfile.TemporaryDirectory() as work:
         for name, label in (("cnn", "small CNN"), ("resnet18", "ResNet-18 (torchvision)")):
-            record = os.path.join(work, name + ".mgp")
-            eager = run_step(name, args.small, args.repeat + 3)
-            jit = run_step(name, args.small, args.repeat + 3, record)
-            native, _ = replay_time(record, args.repeat)
-            rows.append((label, jit["stats"], eager["median_ms"], jit["median_ms"], native,
-                         os.path.getsize(record) / 2**20, eager["peak_mb"], jit["peak_mb"]))
+            for optimizer, optimizer_label in (("sgd", "SGD"), ("adamw", "AdamW")):
+                record = os.path.join(work, f"{name}_{optimizer}.mgp")
+                eager = run_step(name, optimizer, args.small, args.repeat + 3)
+                jit = run_step(name, optimizer, args.small, args.repeat + 3, record)
+                native, _ = replay_time(record, args.repeat)
+                rows.append((f"{label}, {optimizer_label}", jit["stats"], eager["median_ms"], jit["median_ms"], native,
+                             os.path.getsize(record) / 2**20, eager["peak_mb"], jit["peak_mb"]))
     lines = ["# Training steps", "",
              f"`/usr/bin/python3 bench/training.py{' --small' if args.small else ''}`; {platform.machine()}, "
              f"torch {torch.__version__}, 1 intra-op thread; median of {args.repeat} steps after 3 (the first "
              "monitored), the same batch each step, weights carried. One run; timings on this shared machine vary "
              "by 10-30% between runs.", "",
-             "| model | records / monitored steps | eager (ms) | magpy JIT (ms) | magpy native (ms) | eager / JIT "
+             "| model, optimizer | records / monitored steps | eager (ms) | magpy JIT (ms) | magpy native (ms) | eager / JIT "
              "| eager / native | record (MB) | peak MB eager / capture |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for label, stats, eager, jit, native, size, eager_mb, capture_mb in rows:

@@ -1,7 +1,7 @@
 """A whole training step compiled: opt.zero_grad(), forward, backward and
-opt.step() (torch.optim.SGD with momentum and weight decay), captured
-over a few batches, then trained natively on more and checked against
-eager.
+opt.step() (torch.optim.SGD with momentum and weight decay, or AdamW with
+--optimizer adamw), captured over a few batches, then trained natively on
+more and checked against eager.
 
     magpy-capture examples/train_step.py OUT_DIR      # also writes OUT_DIR/batches.pt
     magpy-run train_step.mgp --batches OUT_DIR/batches.pt --save-state OUT_DIR/trained.pt
@@ -11,7 +11,8 @@ eager.
 plain Python and compares every tensor of OUT_DIR/trained.pt with it
 (rtol 1e-4), then loads it with model.load_state_dict. --model resnet18
 trains torchvision's ResNet-18 (10 classes) on 8x3x64x64 batches instead
-of the small CNN (give it to each of the three commands' script runs).
+of the small CNN (give it, and --optimizer, to each of the three
+commands' script runs).
 """
 import argparse
 import os
@@ -38,6 +39,7 @@ parser = argparse.ArgumentParser()
 parser.add_argument("out_dir", nargs="?", default=".")
 parser.add_argument("--check", action="store_true")
 parser.add_argument("--model", choices=["cnn", "resnet18"], default="cnn")
+parser.add_argument("--optimizer", choices=["sgd", "adamw"], default="sgd")
 options = parser.parse_args()
 
 
@@ -50,7 +52,10 @@ def make_model():
 
 
 model = make_model()
-opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-4)
+if options.optimizer == "sgd":
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-4)
+else:
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1e-2)
 
 
 def step(x, y):

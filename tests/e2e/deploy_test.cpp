@@ -201,3 +201,20 @@ TEST(Deploy, NativeTrainingGivesEagerTrainingsWeights) {
   EXPECT_TRUE(contains(notList.err, "not a list of batches")) << notList.err;
   EXPECT_FALSE(s.exists("other.pt"));
 }
+
+// The same with torch.optim.AdamW, whose step reads each parameter's step
+// count with .item() into the bias corrections: the graph reads it at
+// every batch, natively too.
+TEST(Deploy, NativeTrainingWithAdamWGivesEagerTrainingsWeights) {
+  Scratch s("native_training_adamw");
+  Result cap = s.run("magpy-capture " + example("train_step.py") + " . --optimizer adamw");
+  ASSERT_EQ(cap.status, 0) << cap.out << cap.err;
+  EXPECT_TRUE(contains(cap.err, "3 calls, 2 records (2 graphs, 0 breaks), 1 replayed from a record")) << cap.err;
+  Result run = s.run("magpy-run train_step.mgp --batches batches.pt --save-state trained.pt");
+  ASSERT_EQ(run.status, 0) << run.out << run.err;
+  EXPECT_TRUE(contains(run.out, "batch 19  record 1  result: tensor float32[]")) << run.out;
+  Result check = s.run("PYTHONPATH=" + sourceDir() + "/python /usr/bin/python3 " + example("train_step.py") +
+                       " --check . --optimizer adamw");
+  ASSERT_EQ(check.status, 0) << check.out << check.err;
+  EXPECT_TRUE(contains(check.out, "trained natively = trained eagerly: 9 tensors")) << check.out;
+}
