@@ -71,6 +71,33 @@ CallLog::StateKey CallLog::stateKey(const Units& units, size_t u, record::Access
   return {-1, p};
 }
 
+bool CallLog::Seen::alive() const {
+  if (!weak) return true;
+  return std::all_of(held.begin(), held.end(), [](const PyRef& r) {
+    return !PyWeakref_CheckRef(r.get()) || PyWeakref_GetObject(r.get()) != Py_None;
+  });
+}
+
+namespace {
+
+// Holds `held` weakly where the path passes through a weak reference's
+// referent (objects that take no weak reference cannot be the referent).
+void holdWeakly(std::vector<PyRef>& held) {
+  for (PyRef& r : held) {
+    PyObject* weak = PyWeakref_NewRef(r.get(), nullptr);
+    if (weak) r = PyRef::steal(weak);
+    else PyErr_Clear();
+  }
+}
+
+bool throughReferent(const record::AccessPath& path) {
+  return std::any_of(path.steps.begin(), path.steps.end(), [](const record::PathStep& s) {
+    return s.kind == record::PathStep::Kind::Attr && s.name == record::kWeakReferent;
+  });
+}
+
+}  // namespace
+
 CallLog::Seen CallLog::observe(const record::AccessPath& path, const LiveRoots& roots,
                                const std::set<record::AccessPath>& tracked, const record::AccessPath& as) {
   Seen s;
@@ -105,6 +132,10 @@ CallLog::Seen CallLog::observe(const record::AccessPath& path, const LiveRoots& 
     };
     if (PyTuple_Check(v.get()) || PyList_Check(v.get()) || PyDict_Check(v.get()))
       s.contents = shallowHash(v.get(), s.held, isTracked);
+  }
+  if (throughReferent(path)) {
+    holdWeakly(s.held);
+    s.weak = true;
   }
   return s;
 }

@@ -71,10 +71,16 @@ class CallLog {
     record::Atom atom;
     // The objects whose addresses object and contents hold, kept alive
     // until the next observation: a new object at a freed one's address
-    // would otherwise look unchanged. Not compared.
+    // would otherwise look unchanged. Not compared. Below a weak
+    // reference's referent they are weak references instead (keeping the
+    // referent alive would change what the script's ref() returns); one
+    // that died makes the observation differ.
     std::vector<PyRef> held;
+    bool weak = false;
+    bool alive() const;
     bool operator==(const Seen& o) const {
-      return exists == o.exists && object == o.object && version == o.version && contents == o.contents && atom == o.atom;
+      return exists == o.exists && object == o.object && version == o.version && contents == o.contents &&
+             atom == o.atom && alive() && o.alive();
     }
   };
   using StateKey = std::pair<int, record::AccessPath>;  // (unit, path); -1 for module-rooted paths
