@@ -146,10 +146,11 @@ namespace {
 // with state outside it: the record file would hold two tensors where the
 // script has one, and replay would go on where the script's own tensor
 // changed (native replay refuses the call instead).
-record::Value memoryKeptApart(const std::string& with) {
+record::Value memoryKeptApart(const std::string& with, bool tensor = true) {
   record::Value placeholder;
   placeholder.kind = record::Value::Kind::Opaque;
-  placeholder.type = "a tensor sharing memory with " + with + ", which a record file keeps apart";
+  placeholder.type = std::string(tensor ? "a tensor" : "a value holding a tensor") + " sharing memory with " + with +
+                     ", which a record file keeps apart";
   return placeholder;
 }
 
@@ -212,7 +213,7 @@ std::vector<record::StateUpdate> CallLog::changesBefore(const Units& units, size
       if (!memory) memory = stateMemory(units, compiled);
       std::string alias;
       upd.value = snapshot(v.get(), below, blobs_, sharingWith(*memory, upd.path, alias));
-      if (!alias.empty()) upd.value = memoryKeptApart(alias);
+      if (!alias.empty()) upd.value = memoryKeptApart(alias, isTensor(v.get()));
       out.push_back(std::move(upd));
     }
   }
@@ -347,9 +348,9 @@ record::Value CallLog::snapshotArgs(const Unit& fn, PyObject* args, PyObject* kw
                                     const StateMemory& stateMemory) {
   std::map<size_t, PathTrie> argPaths;
   std::map<std::string, PathTrie> kwPaths;
-  for (auto& e : fn.entries) {
-    for (auto& [i, t] : e.args) argPaths[i] = t;
-    for (auto& [k, t] : e.kwargs) kwPaths[k] = t;
+  for (auto& e : fn.entries) {  // every record's reads: a call may go to any
+    for (auto& [i, t] : e.args) argPaths[i].insertTrie(t);
+    for (auto& [k, t] : e.kwargs) kwPaths[k].insertTrie(t);
   }
   // One tree for the arguments, so that f(x, x) keeps its aliasing.
   PathTrie argTrie;
