@@ -10,6 +10,7 @@
 #include "magpy/record/op_policy.h"
 #include "magpy/replay/passes.h"
 #include "magpy/replay/tensors.h"
+#include "magpy/support/error.h"
 
 namespace magpy::capture {
 namespace {
@@ -104,7 +105,11 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext* c) {
   auto* ctx = static_cast<Observed*>(c);
   if (!ctx || !tRecorder) return;
   Reentry busy;
-  tRecorder->onOperator(ctx->name, ctx->overload, ctx->inputs, fn.outputs());
+  try {
+    tRecorder->onOperator(ctx->name, ctx->overload, ctx->inputs, fn.outputs());
+  } catch (const std::exception& e) {  // not out of a RecordFunction callback, which would only log it
+    tRecorder->breakOn("internal: recording " + ctx->name + " failed: " + messageOf(e));
+  }
 }
 
 // The value of a 0-dim CPU "wrapped number", read without dispatching.
@@ -457,6 +462,10 @@ bool OpRecorder::argFor(const c10::IValue& v, const c10::Argument& param, record
   if (v.isTensor()) {
     const at::Tensor& t = v.toTensor();
     if (t.unsafeGetTensorImpl()->is_wrapped_number()) {
+      if (!c10::isFloatingType(t.scalar_type()) && !c10::isIntegralType(t.scalar_type(), true)) {
+        delegate_.breakGraph(op + " takes a complex Python number, which records do not hold");
+        return false;
+      }
       out.kind = K::WrappedScalar;
       out.s = replay::dtypeName(t.scalar_type());
       wrappedValue(t, out);

@@ -141,6 +141,8 @@ class OpRecorder {
                   const std::vector<c10::IValue>& outputs);
   void onBeforeOperator(const std::string& name, const std::string& overload, c10::ArrayRef<const c10::IValue> inputs);
   bool enabled() const { return enabled_; }
+  // A graph break for what the recorder could not do.
+  void breakOn(const std::string& reason) { delegate_.breakGraph(reason); }
 
   // The grad mode the monitored call began in.
   bool gradEnabledAtEntry() const { return gradEnabledAtEntry_; }

@@ -246,7 +246,7 @@ bool sameMock(const MockSpec& a, const MockSpec& b) {
 
 std::string toString(const GraphBreak& b) {
   // Breaks found while building the record (not at an instruction) have no place.
-  if (b.where.empty()) return "in " + b.function + ": " + b.reason;
+  if (b.where.empty()) return b.function.empty() ? b.reason : "in " + b.function + ": " + b.reason;
   return b.where + " in " + b.function + (b.opcode.empty() ? "" : " (" + b.opcode + ")") + ": " + b.reason;
 }
 
