@@ -538,10 +538,24 @@ namespace {
 struct SnapshotContext {
   BlobPool& blobs;
   const ContentLookup& content;
-  std::unordered_map<PyObject*, uint32_t> ids;  // objects already in the tree
+  std::unordered_map<PyObject*, uint32_t> ids;  // objects already in the tree (or named as a dict's key)
   uint32_t next = 0;
   std::unordered_set<PyObject*> open;  // objects being snapshotted: the current one and its holders
+  std::set<uint32_t> keysOnly;         // ids of dict keys the tree has not defined (yet)
+  // What records read below each object, through every path that reaches
+  // it (gather): `.x` and `.__dict__['x']`, `.weight` and
+  // `._parameters['weight']` are one object, defined where the tree first
+  // meets it and a Ref elsewhere, so its definition holds what both read.
+  std::unordered_map<PyObject*, PathTrie> tries;
 };
+
+bool contains(const PathTrie& all, const PathTrie& some) {
+  for (auto& [step, below] : some.children) {
+    auto it = all.children.find(step);
+    if (it == all.children.end() || !contains(it->second, below)) return false;
+  }
+  return true;
+}
 
 // Marks an object open while its contents are snapshotted.
 struct Opened {
@@ -551,19 +565,100 @@ struct Opened {
   PyObject* o_;
 };
 
+// A dict whose keys are all tensors (not a tensor subclass's dict).
+bool keyedByTensors(PyObject* o) {
+  if (!PyDict_Check(o) || PyDict_GET_SIZE(o) == 0) return false;
+  PyObject *k, *val;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(o, &pos, &k, &val))
+    if (!isTensor(k)) return false;
+  return true;
+}
+
+// A dict keyed by tensors the tree does not hold elsewhere cannot name its
+// keys: it is an opaque value (native replay refuses what reads it).
+void withoutUndefinedKeys(record::Value& v, const std::set<uint32_t>& undefined) {
+  bool named = std::none_of(v.keyRefs.begin(), v.keyRefs.end(), [&](uint32_t k) { return undefined.count(k); });
+  if (!named) {
+    record::Value opaque;
+    opaque.kind = record::Value::Kind::Opaque;
+    opaque.type = "a dict keyed by tensors it alone holds";
+    opaque.id = v.id;
+    v = std::move(opaque);
+    return;
+  }
+  for (auto& item : v.items) withoutUndefinedKeys(item, undefined);
+}
+
+// First pass: the union of what records read below each object, over
+// every path the snapshot takes to it (SnapshotContext::tries). `held`
+// keeps objects a step made afresh alive, so that no other takes their
+// address meanwhile.
+void gather(PyObject* o, const PathTrie& wanted, SnapshotContext& ctx, std::vector<PyRef>& held) {
+  if (atomOf(o)) return;
+  auto [at, fresh] = ctx.tries.try_emplace(o);
+  if (!fresh && contains(at->second, wanted)) return;
+  if (fresh) held.push_back(PyRef::borrow(o));
+  at->second.insertTrie(wanted);
+  const PathTrie all = at->second;  // the map may grow below
+  auto child = [&](const record::PathStep& s) {
+    auto it = all.children.find(s);
+    static const PathTrie kEmpty;
+    return it == all.children.end() ? kEmpty : it->second;
+  };
+  if (isTensor(o)) {
+    auto grad = all.children.find(record::PathStep::attr("grad"));
+    PyRef g = grad == all.children.end() ? PyRef() : PyRef::steal(PyObject_GetAttrString(o, "grad"));
+    if (grad != all.children.end() && !g) PyErr_Clear();
+    if (g) gather(g.get(), grad->second, ctx, held);
+  } else if (PyTuple_Check(o) || PyList_Check(o)) {
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); ++i)
+      gather(PySequence_Fast_GET_ITEM(o, i), child(record::PathStep::at(i)), ctx, held);
+  } else if (keyedByTensors(o)) {
+    PathTrie entry;
+    for (auto& [s, sub] : all.children)
+      if (s.kind == record::PathStep::Kind::ObjectKey) entry.insertTrie(sub);
+    forEachDictItem(o, [&](PyObject*, PyObject* val) { gather(val, entry, ctx, held); });
+  } else if (PyDict_Check(o)) {
+    forEachDictItem(o, [&](PyObject* k, PyObject* val) {
+      auto key = dictKey(k);
+      gather(val, key ? child(record::PathStep::keyed(*key)) : PathTrie{}, ctx, held);
+    });
+  } else {
+    for (auto& [s, sub] : all.children) {
+      if (s.kind != record::PathStep::Kind::Attr) continue;
+      PyRef key = PyRef::steal(PyUnicode_InternFromString(s.name.c_str()));
+      PyRef a = stepOn(o, replay::PathTree::StepKind::Attr, 0, key.get());
+      if (!a) continue;
+      held.push_back(a);
+      gather(a.get(), sub, ctx, held);
+    }
+  }
+}
+
+record::Value snapAs(PyObject* o, const PathTrie& wanted, SnapshotContext& ctx, record::Value v);
+
 record::Value snap(PyObject* o, const PathTrie& wanted, SnapshotContext& ctx) {
   record::Value v;
   if (auto a = atomOf(o)) {
     v.atom = *a;
     return v;
   }
-  if (auto it = ctx.ids.find(o); it != ctx.ids.end()) {
+  if (auto it = ctx.ids.find(o); it != ctx.ids.end() && !ctx.keysOnly.erase(it->second)) {
     v.kind = record::Value::Kind::Ref;  // the same object again: keep the aliasing
     v.id = it->second;
     return v;
+  } else if (it != ctx.ids.end()) {
+    v.id = it->second;  // a dict's key met before: defined here
+  } else {
+    v.id = ctx.ids[o] = ++ctx.next;
   }
-  v.id = ctx.ids[o] = ++ctx.next;
   Opened opened(ctx, o);
+  if (auto gathered = ctx.tries.find(o); gathered != ctx.tries.end()) return snapAs(o, gathered->second, ctx, std::move(v));
+  return snapAs(o, wanted, ctx, std::move(v));
+}
+
+record::Value snapAs(PyObject* o, const PathTrie& wanted, SnapshotContext& ctx, record::Value v) {
   auto child = [&](const record::PathStep& s) {
     auto it = wanted.children.find(s);
     static const PathTrie kEmpty;
@@ -577,6 +672,16 @@ record::Value snap(PyObject* o, const PathTrie& wanted, SnapshotContext& ctx) {
     v.meta.requires_grad = t.requires_grad();
     v.meta.strides.assign(t.strides().begin(), t.strides().end());
     v.blob = ctx.blobs.add(before ? *before : t);
+    // Its .grad where records read it (a training step's accumulation).
+    auto grad = wanted.children.find(record::PathStep::attr("grad"));
+    if (grad != wanted.children.end() && t.grad().defined()) {
+      PyRef g = PyRef::steal(PyObject_GetAttrString(o, "grad"));
+      if (!g) PyErr_Clear();
+      if (g && isTensor(g.get())) {
+        v.names = {"grad"};
+        v.items.push_back(snap(g.get(), grad->second, ctx));
+      }
+    }
     return v;
   }
   if (PyTuple_Check(o) || PyList_Check(o)) {
@@ -602,6 +707,24 @@ record::Value snap(PyObject* o, const PathTrie& wanted, SnapshotContext& ctx) {
       record::Atom key = *dictKey(k);
       v.keys.push_back(key);
       v.items.push_back(snap(val, child(record::PathStep::keyed(key)), ctx));
+    });
+    return v;
+  }
+  if (keyedByTensors(o)) {
+    // torch.optim's state[param]: each key is the tensor of that id in the
+    // same tree; what records read below any entry is taken for each.
+    v.kind = record::Value::Kind::Dict;
+    if (!PyDict_CheckExact(o)) v.type = typeName(Py_TYPE(o));
+    v.atom = defaultFactoryName(o);
+    PathTrie entry;
+    for (auto& [s, sub] : wanted.children)
+      if (s.kind == record::PathStep::Kind::ObjectKey) entry.insertTrie(sub);
+    forEachDictItem(o, [&](PyObject* k, PyObject* val) {
+      auto [it, fresh] = ctx.ids.emplace(k, ctx.next + 1);
+      if (fresh) ctx.keysOnly.insert(++ctx.next);
+      v.keys.emplace_back();
+      v.keyRefs.push_back(it->second);
+      v.items.push_back(snap(val, entry, ctx));
     });
     return v;
   }
@@ -635,8 +758,11 @@ record::Atom defaultFactoryName(PyObject* dict) {
 }
 
 record::Value snapshot(PyObject* o, const PathTrie& wanted, BlobPool& blobs, const ContentLookup& content) {
-  SnapshotContext ctx{blobs, content, {}, 0};
+  SnapshotContext ctx{blobs, content, {}, 0, {}, {}, {}};
+  std::vector<PyRef> held;
+  gather(o, wanted, ctx, held);
   record::Value v = snap(o, wanted, ctx);
+  if (!ctx.keysOnly.empty()) withoutUndefinedKeys(v, ctx.keysOnly);
   record::compactIds(v);
   return v;
 }
