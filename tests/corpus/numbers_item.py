@@ -1,4 +1,3 @@
-# magpy-capture-args: --log-calls 40
 # Numbers read with t.item() from tensors the graph holds are graph
 # numbers (aten::item): the operators and the number arithmetic that take
 # them read them at every call, and a decision on one is a predicate the
@@ -72,15 +71,6 @@ class Pinned(nn.Module):
         return x * self.table[self.key.item()]
 
 
-class Column(nn.Module):
-    """x[:, k]: the slice for ':' passes step 1, which k == 1 could be, so
-    that record checks k; a call with another k misses it before the slice
-    runs with that step (natively too) and gets a record of its own."""
-
-    def forward(self, x, i):
-        return x[:, i.item()]
-
-
 def change(name, values):
     def between(i, subject, reference):
         for m in (subject, reference):
@@ -101,6 +91,3 @@ compare(Index, x, between=change("row", [2, 0, 3, 1]), records=1, graphs=1, brea
 signs = [(torch.ones(3),), (-torch.ones(3),), (torch.ones(3) * 3,), (-torch.ones(3) * 2,)]
 compare(Decide, signs, records=2, graphs=2, breaks=0, hits=2)
 compare(Pinned, x, between=change("key", [1, 1, 2, 2, 1, 2]), records=2, graphs=2, breaks=0, hits=4)
-m = torch.randn(4, 5)
-compare(Column, [(m, torch.tensor(1)), (m, torch.tensor(-2)), (m, torch.tensor(3)), (m, torch.tensor(1))],
-        records=2, graphs=2, breaks=0, hits=2)

@@ -4,15 +4,16 @@
 //
 // A call tries the records in order: the first whose guards hold runs its
 // graph and applies its mock. A graph that stops cleanly (it writes
-// nothing before its last size check, plan.h) turns a size mismatch, or
-// an operator that refuses the call's values (a slice step of 0), into a
-// miss, so the next record is tried (the JIT, if none serves, runs Python,
-// which raises what the program expects). What differs between the
-// runtimes is a Records adapter:
+// nothing before its last size check, plan.h) turns a size mismatch into
+// a miss, so the next record is tried. What differs between the runtimes
+// is a Records adapter:
 //
 //   using Result                       what a call returns
 //   static constexpr bool kRunsPython  records with graph breaks run as
-//                                      Python (the JIT) rather than miss
+//                                      Python (the JIT) rather than miss;
+//                                      a graph that stops cleanly and
+//                                      fails is a miss too (Python then
+//                                      raises what the program expects)
 //   size_t size()                      how many records
 //   std::optional<GuardMiss> check(r)  the first failing guard, or why the
 //                                      record cannot serve this call
@@ -76,7 +77,7 @@ std::optional<typename Records::Result> dispatch(Records& records, Misses& misse
       continue;
     } catch (const Error& e) {
       // An operator refused this call's values (an index out of range).
-      if (!plan->stopsCleanly()) records.fail(r, e.what());
+      if (!Records::kRunsPython || !plan->stopsCleanly()) records.fail(r, e.what());
       times.graph += detail::secondsSince(t1);
       misses.push_back(GuardMiss{"(run)", "a call its graph can run", e.what()});
       continue;
