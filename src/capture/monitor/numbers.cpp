@@ -5,7 +5,11 @@
 namespace magpy::capture {
 namespace {
 
-constexpr int kMaxDepth = 2;  // containers of containers of numbers, no deeper
+constexpr int kMaxDepth = 2;  // containers of containers of numbers are followed, no deeper
+// How many values below a container `holds` searches for numbers (a
+// defaultdict of dicts of gradient lists holds none); beyond, counted as
+// holding some (as is a container that holds itself).
+constexpr int kSearchBudget = 256;
 
 bool isNumberAtom(const ShadowNode& n) {
   return n.kind == NodeKind::Atom && (n.atom.kind == record::Atom::Kind::Int || n.atom.kind == record::Atom::Kind::Float);
@@ -31,20 +35,25 @@ bool NumberLifter::liftable(NodeId n) const {
   return sizes_.find(n) || (liftState_ && s.external);
 }
 
-bool NumberLifter::holds(NodeId n, int depth) const {
+bool NumberLifter::holds(NodeId n) const {
+  int budget = kSearchBudget;
+  return holdsWithin(n, budget);
+}
+
+bool NumberLifter::holdsWithin(NodeId n, int& budget) const {
   if (n < 0) return false;
+  if (--budget < 0) return true;  // not searched: counted as holding numbers
   if (liftable(n)) return !sizes_.find(n);
   const ShadowNode& node = refs_.node(n);
   if (isContainer(node)) {
-    if (depth >= kMaxDepth) return true;  // not searched: counted as holding numbers
     for (auto& e : node.last().refs)
-      if (holds(e.target, depth + 1)) return true;
+      if (holdsWithin(e.target, budget)) return true;
     return false;
   }
   auto it = slices_.find(n);
   if (it == slices_.end()) return false;
   for (NodeId part : it->second)
-    if (holds(part, depth + 1)) return true;
+    if (holdsWithin(part, budget)) return true;
   return false;
 }
 
@@ -103,7 +112,7 @@ void NumberLifter::fix(NodeId n, const std::string& how, int depth) {
   auto parts = slices_.find(n);
   if (!isContainer(node) && parts == slices_.end()) return;
   if (depth >= kMaxDepth) {
-    if (holds(n, kMaxDepth)) {
+    if (holds(n)) {
       allFixed_ = true;
       sizes_.use(how);
     }

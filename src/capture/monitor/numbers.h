@@ -53,7 +53,7 @@ class NumberLifter {
   bool liftable(NodeId n) const;
   // Whether n is liftable but no size as read (SizeTracker follows those),
   // or a container or slice holding such a number.
-  bool holds(NodeId n, int depth = 0) const;
+  bool holds(NodeId n) const;
   // The graph node of a liftable number (one of the state gets an input,
   // a size its aten::size.int node); -1 where the graph cannot have it.
   int graphNode(NodeId n);
@@ -99,6 +99,7 @@ class NumberLifter {
   }
 
  private:
+  bool holdsWithin(NodeId n, int& budget) const;
   // "int" or "float" for a number the graph may take as an operand (a
   // plain or liftable one), "" for anything else.
   std::string typeOf(NodeId n) const;
