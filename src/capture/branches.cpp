@@ -332,7 +332,8 @@ class GraphJoin {
       switch (p.kind) {
         case Arg::Kind::Node: r.i = join(p.i, q.i, at); break;
         case Arg::Kind::NodeList:
-          if (p.ints.size() != q.ints.size()) throw Apart{at + " takes other lists"};
+        case Arg::Kind::NumberList:
+          if (p.ints.size() != q.ints.size() || p.floats != q.floats) throw Apart{at + " takes other lists"};
           for (size_t e = 0; e < p.ints.size(); ++e)
             if ((p.ints[e] < 0) != (q.ints[e] < 0)) throw Apart{at + " takes other lists"};
             else if (p.ints[e] >= 0) r.ints[e] = join(p.ints[e], q.ints[e], at);

@@ -375,12 +375,15 @@ void OpRecorder::onBeforeOperator(const std::string& name, const std::string& ov
   if (record::changesGeometry(name))
     for (const c10::IValue& v : inputs)
       if (v.isTensor()) valueOf(v.toTensor());
+  auto written = [&](const at::Tensor& t) {
+    delegate_.beforeWrite(t);
+    if (t.has_storage()) lastWrite_[t.storage().unsafeGetStorageImpl()] = graph_.nodes.size();
+  };
   for (size_t i = 0; i < inputs.size(); ++i) {
-    if (writesArgument(name, h->schema(), i, inputs) && inputs[i].isTensor()) {
-      const at::Tensor& t = inputs[i].toTensor();
-      delegate_.beforeWrite(t);
-      if (t.has_storage()) lastWrite_[t.storage().unsafeGetStorageImpl()] = graph_.nodes.size();
-    }
+    if (!writesArgument(name, h->schema(), i, inputs)) continue;
+    if (inputs[i].isTensor()) written(inputs[i].toTensor());
+    if (inputs[i].isTensorList())  // Tensor(a!)[]: the foreach operators' in-place forms
+      for (const at::Tensor& t : inputs[i].toTensorList()) written(t);
   }
 }
 
@@ -436,6 +439,12 @@ bool OpRecorder::listArg(const c10::IValue& v, const c10::Argument& param, recor
   if (allInts) {
     out.kind = K::IntList;
     for (auto& x : items) out.ints.push_back(x.toInt());
+    return true;
+  }
+  bool allFloats = !items.empty() && std::all_of(items.begin(), items.end(), [](auto& x) { return x.isDouble(); });
+  if (allFloats) {  // a Scalar[] of floats (the foreach optimizers' step sizes)
+    out.kind = K::FloatList;
+    for (auto& x : items) out.floats.push_back(x.toDouble());
     return true;
   }
   out.kind = K::NodeList;
@@ -596,11 +605,17 @@ void OpRecorder::liftHints(std::vector<record::Arg>& args, const std::vector<boo
 }
 
 // x.view(b, t // 2, 4): an int list of as many entries as the call passed
-// numbers, each equal to the number in its place, takes them by position.
+// numbers, each equal to the number in its place, takes them by position;
+// so does a float list (the foreach optimizers' step sizes, one per
+// parameter and often all equal).
 bool OpRecorder::matchesByPosition(const record::Arg& a) const {
-  if (a.kind != record::Arg::Kind::IntList || a.ints.size() != hints_.size()) return false;
-  for (size_t k = 0; k < a.ints.size(); ++k)
-    if (hints_[k].real || a.ints[k] != hints_[k].number) return false;
+  using K = record::Arg::Kind;
+  size_t n = a.kind == K::IntList ? a.ints.size() : a.kind == K::FloatList ? a.floats.size() : 0;
+  if (n == 0 || n != hints_.size()) return false;
+  for (size_t k = 0; k < n; ++k) {
+    const NumberHint& h = hints_[k];
+    if (a.kind == K::IntList ? h.real || a.ints[k] != h.number : !h.real || !sameBits(a.floats[k], h.f)) return false;
+  }
   return true;
 }
 
@@ -619,6 +634,7 @@ void OpRecorder::liftHint(record::Arg& a, const std::string& where) {
       if (a.s == "float64") liftTo(hintFor(true, 0, a.f), true);
       return;
     case K::IntList: break;
+    case K::FloatList: return liftFloatList(a, where);
     default: return;
   }
   bool positional = matchesByPosition(a);
@@ -635,6 +651,24 @@ void OpRecorder::liftHint(record::Arg& a, const std::string& where) {
   if (!lifted) return;
   a.kind = K::SizeList;
   a.ints = std::move(pairs);
+}
+
+// A float list takes numbers the graph computes by position, else each
+// entry by value where that is unambiguous; a float the program computed
+// from constants alone stays a constant.
+void OpRecorder::liftFloatList(record::Arg& a, const std::string& where) {
+  bool positional = matchesByPosition(a);
+  std::vector<int64_t> nodes;
+  bool lifted = false;
+  for (size_t k = 0; k < a.floats.size(); ++k) {
+    NumberHint* h = positional ? &hints_[k] : hintFor(true, 0, a.floats[k]);
+    bool take = h && h->node >= 0 && !h->conflict;
+    nodes.push_back(take ? hintNode(*h, where) : -1);
+    lifted = lifted || take;
+  }
+  if (!lifted) return;
+  a.kind = record::Arg::Kind::NumberList;
+  a.ints = std::move(nodes);
 }
 
 std::vector<int> OpRecorder::takeUnliftedNumbers() {

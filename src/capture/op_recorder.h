@@ -159,6 +159,7 @@ class OpRecorder {
   // candidate: per argument, whether it may be one of the hinted numbers.
   void liftHints(std::vector<record::Arg>& args, const std::vector<bool>& candidate, const std::string& where);
   void liftHint(record::Arg& a, const std::string& where);
+  void liftFloatList(record::Arg& a, const std::string& where);
   bool matchesByPosition(const record::Arg& a) const;
   NumberHint* hintFor(bool real, int64_t i, double f);
   int hintNode(NumberHint& h, const std::string& where);

@@ -127,6 +127,10 @@ class SourceWriter {
         for (size_t k = 0; k + 1 < a.ints.size(); k += 2)
           parts.push_back(a.ints[k] ? ref(a.ints[k + 1]) : std::to_string(a.ints[k + 1]));
         return list(parts);
+      case Arg::Kind::NumberList:
+        for (size_t k = 0; k < a.ints.size() && k < a.floats.size(); ++k)
+          parts.push_back(a.ints[k] >= 0 ? ref(a.ints[k]) : pyFloat(a.floats[k]));
+        return list(parts);
       case Arg::Kind::DType:
       case Arg::Kind::Layout:
       case Arg::Kind::MemoryFormat: return "torch." + a.s;

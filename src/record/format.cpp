@@ -337,7 +337,7 @@ template <class Ar> void io(Ar& ar, Check& c) {
 }
 
 template <class Ar> void io(Ar& ar, Arg& a) {
-  ioEnum(ar, a.kind, Arg::Kind::SizeList);
+  ioEnum(ar, a.kind, Arg::Kind::NumberList);
   ar.zigzag(a.i);
   ar.f64(a.f);
   ar.str(a.s);

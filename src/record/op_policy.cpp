@@ -184,6 +184,13 @@ const char* const kReviewedPrivate[] = {
     // Python's & | ^ on tensors (conditions: `if a & b:`): bitwise_and/or/xor, whose TensorIterator checks
     // the operands' sizes and dtypes.
     "__and__", "__or__", "__xor__", "__iand__", "__ior__", "__ixor__",
+    // The foreach arithmetic torch.optim's foreach paths run: each checks that its lists are non-empty and of
+    // one length (tensors and scalars), then runs the public operator per tensor (which checks sizes and
+    // dtypes), or a fused kernel only where every tensor's size, stride, dtype and device agree.
+    "_foreach_add", "_foreach_add_", "_foreach_sub", "_foreach_sub_", "_foreach_mul", "_foreach_mul_",
+    "_foreach_div", "_foreach_div_", "_foreach_addcmul", "_foreach_addcmul_", "_foreach_addcdiv",
+    "_foreach_addcdiv_", "_foreach_sqrt", "_foreach_sqrt_", "_foreach_neg", "_foreach_neg_",
+    "_foreach_reciprocal", "_foreach_reciprocal_", "_foreach_maximum", "_foreach_maximum_", "_foreach_zero_",
 };
 
 // Operators that hand out another tensor's internals as a tensor of its

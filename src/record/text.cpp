@@ -43,6 +43,12 @@ std::string argText(const Arg& a, const Graph& g) {
         parts.push_back(a.ints[k] ? ref(a.ints[k + 1]) : std::to_string(a.ints[k + 1]));
       return "[" + join(parts, ", ") + "]";
     }
+    case Arg::Kind::NumberList: {
+      std::vector<std::string> parts;
+      for (size_t k = 0; k < a.ints.size() && k < a.floats.size(); ++k)
+        parts.push_back(a.ints[k] >= 0 ? ref(a.ints[k]) : formatDouble(a.floats[k]));
+      return "[" + join(parts, ", ") + "]";
+    }
     case Arg::Kind::DType:
     case Arg::Kind::Layout:
     case Arg::Kind::MemoryFormat: return "torch." + a.s;

@@ -377,6 +377,8 @@ class Validator {
           for (size_t k = 0; pairs && k < a.ints.size(); k += 2) pairs = a.ints[k] == 0 || a.ints[k] == 1;
           if (!pairs) bad(node + " has a size list that is not (0, size) or (1, node) pairs");
         }
+        if (a.kind == Arg::Kind::NumberList && a.ints.size() != a.floats.size())
+          bad(node + " has a number list whose nodes and constants differ in length");
       }
       forEachNodeArg(n, [&](int64_t i) {
         if (i < 0 || size_t(i) >= ni) bad(node + " uses a value that is not defined before it");

@@ -78,10 +78,13 @@ class Lowering {
     c10::TypePtr element = c10::TensorType::get();
     if (op.kind == Operand::Kind::OptionalTensorList) element = c10::OptionalType::ofTensor();
     if (op.kind == Operand::Kind::SizeList) element = c10::IntType::get();
+    if (op.kind == Operand::Kind::NumberList && op.scalars) element = c10::NumberType::get();
+    if (op.kind == Operand::Kind::NumberList && !op.scalars) element = c10::FloatType::get();
     for (size_t k = 0; k < op.slots.size(); ++k) {
       int s = op.slots[k];
       if (s >= 0) items.push_back(value(s, where));
       else if (op.kind == Operand::Kind::SizeList) items.push_back(constant(g_, c10::IValue(op.sizes[k]), where));
+      else if (op.kind == Operand::Kind::NumberList) items.push_back(constant(g_, c10::IValue(op.floats[k]), where));
       else items.push_back(constant(g_, c10::IValue(), where));
     }
     return g_.insertNode(g_.createList(element, items))->output();
@@ -96,7 +99,8 @@ class Lowering {
         case Operand::Kind::Slot: args.push_back(value(op.slot, step.node)); break;
         case Operand::Kind::TensorList:
         case Operand::Kind::OptionalTensorList:
-        case Operand::Kind::SizeList: args.push_back(list(op, step.node)); break;
+        case Operand::Kind::SizeList:
+        case Operand::Kind::NumberList: args.push_back(list(op, step.node)); break;
         case Operand::Kind::WrappedNumber: throw Error(step.node + ": takes a lifted number");
       }
     }

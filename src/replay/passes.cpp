@@ -271,6 +271,19 @@ void useConstants(Node& n, const std::vector<std::optional<c10::IValue>>& value)
       for (size_t e = 1; e < a.ints.size(); e += 2) sizes.push_back(a.ints[e]);
       a.kind = Arg::Kind::IntList;
       a.ints = std::move(sizes);
+    } else if (a.kind == Arg::Kind::NumberList) {
+      bool constant = true;
+      for (size_t e = 0; e < a.ints.size(); ++e) {
+        const auto& entry = a.ints[e] >= 0 ? value[size_t(a.ints[e])] : std::nullopt;
+        if (entry && entry->isDouble()) {  // an entry of another type stays, for the plan to refuse
+          a.ints[e] = -1;
+          a.floats[e] = entry->toDouble();
+        }
+        constant = constant && a.ints[e] < 0;
+      }
+      if (!constant) continue;
+      a.kind = Arg::Kind::FloatList;
+      a.ints.clear();
     }
   }
   for (auto& m : n.outputs)
@@ -432,14 +445,21 @@ StorageUse storageUse(const record::Graph& g, const std::vector<std::set<size_t>
     if (!n.isOp() || !writesArguments(n)) continue;
     const c10::FunctionSchema* s = schemaOf(n);
     for (size_t a = 0; a < n.args.size(); ++a) {
-      if (n.args[a].kind != Arg::Kind::Node) continue;
+      const Arg& arg = n.args[a];
+      if (arg.kind != Arg::Kind::Node && arg.kind != Arg::Kind::NodeList) continue;
       bool writes = !s || (a < s->arguments().size() && s->arguments()[a].alias_info() && s->arguments()[a].alias_info()->isWrite()) ||
                     ((a == 3 || a == 4) && n.target.find("norm") != std::string::npos);
       if (!writes) continue;
-      for (size_t r : roots[size_t(n.args[a].i)]) {
-        use.written[r] = true;
-        if (g.nodes[r].isInput()) use.firstInputWrite = std::min(use.firstInputWrite, i);
-      }
+      auto write = [&](int64_t value) {
+        for (size_t r : roots[size_t(value)]) {
+          use.written[r] = true;
+          if (g.nodes[r].isInput()) use.firstInputWrite = std::min(use.firstInputWrite, i);
+        }
+      };
+      if (arg.kind == Arg::Kind::Node) write(arg.i);
+      else  // Tensor(a!)[]: the foreach operators' in-place forms
+        for (int64_t value : arg.ints)
+          if (value >= 0) write(value);
     }
   }
   return use;
@@ -813,7 +833,9 @@ OptimizedGraph optimize(const record::Graph& graph, const PassOptions& o, bool i
 }
 
 bool onlyScalesValues(const record::Graph& g, int number) {
-  static const std::set<std::string> kScalars = {"alpha", "beta", "value", "other", "exponent", "min", "max"};
+  // The foreach operators' `scalar` and `scalars` (a Scalar[], one per tensor) too.
+  static const std::set<std::string> kScalars = {"alpha", "beta", "value", "other", "exponent", "min", "max",
+                                                 "scalar", "scalars"};
   static const std::set<record::NumberOp> kExact = {NumberOp::Add, NumberOp::Sub, NumberOp::Mul, NumberOp::Neg,
                                                     NumberOp::Abs};
   std::vector<bool> reached(g.nodes.size(), false);
@@ -823,10 +845,10 @@ bool onlyScalesValues(const record::Graph& g, int number) {
     for (size_t a = 0; a < n.args.size(); ++a) {
       const Arg& arg = n.args[a];
       bool takes = arg.kind == Arg::Kind::Node && arg.i >= 0 && reached[size_t(arg.i)];
-      bool inList = (arg.kind == Arg::Kind::NodeList || arg.kind == Arg::Kind::SizeList) &&
+      bool inList = (arg.kind == Arg::Kind::NodeList || arg.kind == Arg::Kind::SizeList || arg.kind == Arg::Kind::NumberList) &&
                     std::any_of(arg.ints.begin(), arg.ints.end(), [&](int64_t j) { return j >= 0 && size_t(j) < i && reached[size_t(j)]; });
-      if (inList) return false;
-      if (!takes || n.kind == NodeKind::Output) continue;  // returned or stored by the mock
+      if (inList && arg.kind != Arg::Kind::NumberList) return false;
+      if (!(takes || inList) || n.kind == NodeKind::Output) continue;  // returned or stored by the mock
       // Float +, -, * never fail; int arithmetic on inputs alone
       // (step += 1) moves before the graph's effects (planOrder), where
       // leaving 64 bits stops the call cleanly.

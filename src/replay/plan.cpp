@@ -60,6 +60,20 @@ bool isScalarTypeArgument(const c10::Argument& a) {
   return type->kind() == c10::TypeKind::ScalarTypeType;
 }
 
+// Whether an argument is a Scalar[] (boxed as a list of Scalars, which
+// kernels refuse to read as a list of floats).
+bool takesScalarList(const c10::Argument& a) {
+  auto list = a.real_type()->cast<c10::ListType>();
+  return list && list->getElementType()->kind() == c10::TypeKind::NumberType;
+}
+
+c10::IValue scalarList(const std::vector<double>& floats) {
+  c10::List<c10::Scalar> list;
+  list.reserve(floats.size());
+  for (double f : floats) list.push_back(f);
+  return c10::IValue(std::move(list));
+}
+
 c10::IValue constantFor(const record::Arg& a, const c10::Argument& schemaArg, const std::string& where) {
   using K = record::Arg::Kind;
   switch (a.kind) {
@@ -74,7 +88,7 @@ c10::IValue constantFor(const record::Arg& a, const c10::Argument& schemaArg, co
     case K::Float: return c10::IValue(a.f);
     case K::Str: return c10::IValue(a.s);
     case K::IntList: return c10::IValue(a.ints);
-    case K::FloatList: return c10::IValue(a.floats);
+    case K::FloatList: return takesScalarList(schemaArg) ? scalarList(a.floats) : c10::IValue(a.floats);
     case K::BoolList: {
       c10::List<bool> list;
       for (auto b : a.ints) list.push_back(b != 0);
@@ -302,6 +316,13 @@ void runStep(const Step& step, std::vector<c10::IValue>& slots, std::vector<c10:
           list.push_back(v.toInt());
         }
         stack.emplace_back(std::move(list));
+        break;
+      }
+      case Operand::Kind::NumberList: {
+        std::vector<double> floats = op.floats;
+        for (size_t k = 0; k < op.slots.size(); ++k)
+          if (op.slots[k] >= 0) floats[k] = slots[size_t(op.slots[k])].toDouble();
+        stack.push_back(op.scalars ? scalarList(floats) : c10::IValue(std::move(floats)));
         break;
       }
     }
@@ -829,6 +850,26 @@ struct Plan::Impl::Builder {
     return dims;
   }
 
+  // A float[] or Scalar[] whose entries are float constants and float
+  // numbers the graph computes (record::Arg::Kind::NumberList).
+  Operand numberList(const record::Arg& a, const c10::Argument& param, bool& lifted, const std::string& where) {
+    auto list = param.real_type()->cast<c10::ListType>();
+    c10::TypeKind element = list ? list->getElementType()->kind() : c10::TypeKind::AnyType;
+    if (element != c10::TypeKind::FloatType && element != c10::TypeKind::NumberType)
+      throw Error(where + ": argument '" + param.name() + "' takes " + param.real_type()->str() + ", the record passes a list of floats");
+    Operand op;
+    op.kind = Operand::Kind::NumberList;
+    op.scalars = element == c10::TypeKind::NumberType;
+    for (size_t k = 0; k < a.ints.size(); ++k) {
+      int s = a.ints[k] >= 0 ? slotOf(a.ints[k], where) : -1;
+      if (s >= 0 && slotNumber[size_t(s)] != 'f') throw Error(where + ": a number list entry is not a float");
+      if (s >= 0) lifted = lifted || slotLifted[size_t(s)];
+      op.slots.push_back(s);
+      op.floats.push_back(a.floats[k]);
+    }
+    return op;
+  }
+
   // One argument of an operator; `lifted` is set when it reads a number
   // the call's state supplies.
   Operand operand(const record::Arg& a, const c10::Argument& param, bool& lifted, const std::string& where) {
@@ -854,6 +895,8 @@ struct Plan::Impl::Builder {
         op.slots.push_back(s);
         op.sizes.push_back(a.ints[k] ? 0 : a.ints[k + 1]);
       }
+    } else if (a.kind == record::Arg::Kind::NumberList) {
+      op = numberList(a, param, lifted, where);
     } else if (a.kind == record::Arg::Kind::NodeList) {
       op.kind = isOptionalTensorList(param) ? Operand::Kind::OptionalTensorList : Operand::Kind::TensorList;
       for (auto i : a.ints) {

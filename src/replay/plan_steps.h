@@ -20,12 +20,15 @@ namespace magpy::replay {
 struct Operand {
   // WrappedNumber: a lifted Python number where the operator takes a Tensor
   // (x * gain), made the 0-dim "wrapped number" tensor Python makes.
-  enum class Kind : uint8_t { Const, Slot, TensorList, OptionalTensorList, SizeList, WrappedNumber };
+  // NumberList: floats, some of them numbers the graph computes.
+  enum class Kind : uint8_t { Const, Slot, TensorList, OptionalTensorList, SizeList, NumberList, WrappedNumber };
   Kind kind = Kind::Const;
   c10::IValue constant;
   int slot = -1;
-  std::vector<int> slots;      // -1: None (optional lists), a constant size (SizeList)
+  std::vector<int> slots;      // -1: None (optional lists), a constant entry (SizeList, NumberList)
   std::vector<int64_t> sizes;  // SizeList: the constant entries
+  std::vector<double> floats;  // NumberList: the constant entries
+  bool scalars = false;        // NumberList: the schema takes Scalar[], not float[]
 };
 
 // Python's arithmetic on the graph's numbers (record::isNumberOp).

@@ -470,6 +470,27 @@ void replayCases(std::vector<Case>& out) {
     nodes.back().args = {Arg::node(2)};
     out.push_back({"float_size", encode(f), 2, "a size list entry is not an integer", true});
   }
+  {
+    // A float list whose entries the graph computes: only floats, and only
+    // where the operator takes floats or Scalars.
+    auto numberList = [](const std::string& type, int64_t entry, const std::string& overload) {
+      Node half = op("half", "operator.truediv", "", {Arg::integer(7), Arg::integer(2)});
+      half.number = type;
+      if (type == "int") half.target = "operator.floordiv";
+      Arg list;
+      list.kind = Arg::Kind::NumberList;
+      list.ints = {entry, -1};
+      list.floats = {0, 2.0};
+      Node div = op("div", "aten::_foreach_div_", overload, {Arg{Arg::Kind::NodeList, 0, 0, "", {0, 0}, {}}, list});
+      RecordFile f = withTensorArg(half);
+      auto& nodes = f.functions[0].records[0].graph.nodes;
+      nodes.insert(nodes.end() - 1, div);
+      return encode(f);
+    };
+    out.push_back({"number_list_of_int", numberList("int", 1, "ScalarList"), 2, "a number list entry is not a float", true});
+    out.push_back({"number_list_of_tensor", numberList("float", 0, "ScalarList"), 2, "a number list entry is not a float", true});
+    out.push_back({"number_list_for_tensors", numberList("float", 1, "List"), 2, "the record passes a list of floats", true});
+  }
   // Operators whose kernels trust their arguments, each found writing or
   // reading out of bounds from a record's arguments: refused by family.
   out.push_back({"max_pool_backward_far_indices",

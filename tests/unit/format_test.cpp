@@ -476,3 +476,29 @@ TEST(Format, ItemNodesAreValidated) {
   g.nodes[g.nodes.size() - 2].args.push_back(Arg::node(0));
   EXPECT_TRUE(contains(errorOf(encode(f)), "neither a number input, number arithmetic")) << errorOf(encode(f));
 }
+
+// A float list holding numbers the graph computes: a node or -1 per entry,
+// and a constant per entry; printed as a Python list.
+TEST(Format, NumberListsRoundTripAndAreValidated) {
+  RecordFile f = sample::sampleFile();
+  Graph& g = f.functions[0].records[0].graph;
+  Node item = sample::opNode("item", kItem, "", {Arg::node(0)});
+  item.number = "float";
+  item.seen = Atom::floating(0.5);
+  Arg list;
+  list.kind = Arg::Kind::NumberList;
+  list.ints = {int64_t(g.nodes.size() - 1), -1};  // the item, inserted before the output
+  list.floats = {0, 2.5};
+  Node div = sample::opNode("_foreach_div_", "aten::_foreach_div_", "ScalarList",
+                            {Arg{Arg::Kind::NodeList, 0, 0, "", {0, 0}, {}}, list});
+  g.nodes.insert(g.nodes.end() - 1, {item, div});
+  RecordFile back = decode(encode(f));
+  std::string text = printGraph(back.functions[0].records[0].graph);
+  EXPECT_TRUE(contains(text, "aten::_foreach_div_.ScalarList([%arg0, %arg0], [%item, 2.5])")) << text;
+  Node& written = g.nodes[g.nodes.size() - 2];
+  written.args[1].floats = {2.5};  // one constant for two entries
+  EXPECT_TRUE(contains(errorOf(encode(f)), "number list whose nodes and constants differ")) << errorOf(encode(f));
+  written.args[1].floats = {0, 2.5};
+  written.args[1].ints = {int64_t(g.nodes.size()), -1};  // a node after it
+  EXPECT_TRUE(contains(errorOf(encode(f)), "not defined before it")) << errorOf(encode(f));
+}

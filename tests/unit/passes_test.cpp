@@ -73,6 +73,22 @@ TEST(Passes, DeadCodeKeepsWritesAndOutputs) {
   EXPECT_TRUE(at::allclose(r[0].toTensor(), -at::ones({2})));
 }
 
+// The foreach operators write every tensor of their Tensor(a!)[] list: an
+// operator on a parameter one of them updates is not computed once.
+TEST(Passes, ForeachWritesKeepWhatTheyWriteFromFolding) {
+  Builder b;
+  auto x = b.input(NodeKind::Placeholder, "x");
+  auto w = b.input(NodeKind::GetAttr, "w");
+  auto v = b.input(NodeKind::GetAttr, "v");
+  auto before = b.op("aten::exp", "", {Arg::node(v)});  // v is never written: folded
+  b.op("aten::_foreach_add_", "Scalar", {Arg{Arg::Kind::NodeList, 0, 0, "", {w, x}, {}}, Arg::floating(1)});
+  auto after = b.op("aten::exp", "", {Arg::node(w)});
+  b.output({b.op("aten::add", "Tensor", {Arg::node(before), Arg::node(after), Arg::integer(1)})});  // the caller gets neither
+  auto out = replay::optimize(b.g, only("fold"), true);
+  EXPECT_TRUE(out.folded[size_t(before)]);
+  EXPECT_FALSE(out.folded[size_t(after)]) << "w is written by the foreach add";
+}
+
 TEST(Passes, CommonSubexpressionsStopAtWrites) {
   Builder b;
   auto x = b.input(NodeKind::Placeholder, "x");

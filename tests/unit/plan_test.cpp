@@ -293,6 +293,44 @@ TEST(Plan, ItemReadsANumberAfterTheWritesBeforeIt) {
   EXPECT_THROW(replay::Plan(g, {}), Error);
 }
 
+// The foreach optimizers' step sizes: a Scalar[] whose entries are float
+// numbers the graph computes (lr / (1 - 0.9 ** k)) and constants, boxed as
+// Scalars for a Scalar[] and as floats for a float[].
+TEST(Plan, NumberListsPassTheGraphsFloats) {
+  Graph g;
+  Node a = argument({sample::meta({2}, {1})});
+  Node b = argument({sample::meta({3}, {1})});
+  b.name = b.target = "b";
+  b.source = AccessPath::arg(1);
+  Node k = numberInput("float");
+  Node half = numberOp("operator.truediv", {Arg::node(2), Arg::integer(2)}, "float");
+  Arg scalars;
+  scalars.kind = Arg::Kind::NumberList;
+  scalars.ints = {2, -1};
+  scalars.floats = {0, 3.0};
+  Arg halves = scalars;
+  halves.ints = {3, 3};
+  halves.floats = {0, 0};
+  Node mul = opNode("_foreach_mul_", "aten::_foreach_mul_", "ScalarList", {Arg{Arg::Kind::NodeList, 0, 0, "", {0, 1}, {}}, scalars});
+  Node div = opNode("_foreach_div", "aten::_foreach_div", "ScalarList", {Arg{Arg::Kind::NodeList, 0, 0, "", {0, 1}, {}}, halves});
+  div.outputs = {sample::meta({2}, {1}), sample::meta({3}, {1})};
+  Node first;
+  first.name = "getitem";
+  first.target = "getitem";
+  first.args = {Arg::node(5), Arg::integer(0)};
+  first.outputs = {sample::meta({2}, {1})};
+  g.nodes = {a, b, k, half, mul, div, first, output({Arg::node(6)})};
+  replay::Plan plan(g, {});
+  at::Tensor x = at::ones({2}), y = at::ones({3});
+  auto out = plan.runWith({x, y, c10::IValue(0.5)})[0].toTensor();
+  EXPECT_TRUE(at::allclose(x, at::mul(at::ones({2}), 0.5))) << x;
+  EXPECT_TRUE(at::allclose(y, at::mul(at::ones({3}), 3.0))) << y;
+  EXPECT_TRUE(at::allclose(out, at::mul(at::ones({2}), 2.0))) << out;  // 0.5 / (0.5 / 2)
+  // An int entry is not a float: refused when built.
+  g.nodes[3] = numberOp("operator.floordiv", {Arg::integer(7), Arg::integer(2)}, "int");
+  EXPECT_THROW(replay::Plan(g, {}), Error);
+}
+
 TEST(Plan, OperatorsTakeLiftedNumbersAndCheckTheSizesTheyGive) {
   // x * k (k wrapped as Python wraps it), and x[:, k : k + 2] whose sizes
   // must stay those seen at capture.

@@ -1,12 +1,12 @@
-// The .mgp file format, version 13 (2 added the RefGraph view to records
+// The .mgp file format, version 14 (2 added the RefGraph view to records
 // and tuple dict keys, 3 when the state was taken, 4 the dict class of
 // mock expressions, 5 dynamic sizes in tensor metadata, 6 lifted numbers,
 // 7 the Distinct check, names without control characters, and mock Refs,
 // 8 an operator's grad mode region and forward-only records, 9 sizes that
 // are graph values and number arithmetic's values at capture, 10 loop
 // regions, 11 branches, 12 backward nodes and a state tensor's .grad,
-// 13 dict keys that are objects: path steps, values and mock writes;
-// graph.h and value.h). This header is the only place that knows
+// 13 dict keys that are objects: path steps, values and mock writes,
+// 14 float lists holding graph numbers; graph.h and value.h). This header is the only place that knows
 // the byte layout; everything else works on RecordFile.
 //
 // Grammar (all integers little-endian; "varint" is unsigned LEB128, "zigzag"
@@ -81,7 +81,7 @@
 
 namespace magpy::record {
 
-constexpr uint32_t kFormatVersion = 13;
+constexpr uint32_t kFormatVersion = 14;
 
 // Values, constants and mock expressions nest at most this deep, and access
 // paths have at most this many steps: the reader refuses deeper ones (so no

@@ -73,6 +73,9 @@ struct Arg {
                     // s = "float64"/"int64"/"bool", value in f or i
     SizeList,       // an int[] some of whose entries are sizes the graph reads
                     // (aten::size.int nodes): ints = pairs (0, value) or (1, node)
+    NumberList,     // a float[] or Scalar[] of floats some of whose entries are float
+                    // numbers the graph computes (the foreach optimizers' step sizes):
+                    // ints = a node per entry, -1 where the entry is the constant floats[k]
   };
   Kind kind = Kind::None;
   int64_t i = 0;

@@ -32,6 +32,9 @@ void forEachNodeArg(NodeT& node, F&& f) {
     } else if (a.kind == Arg::Kind::SizeList) {
       for (size_t k = 0; k + 1 < a.ints.size(); k += 2)
         if (a.ints[k] == 1) f(a.ints[k + 1]);
+    } else if (a.kind == Arg::Kind::NumberList) {
+      for (auto& i : a.ints)
+        if (i != -1) f(i);
     }
   }
   for (auto& m : node.outputs)

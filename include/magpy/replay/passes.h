@@ -70,7 +70,8 @@ size_t foldStaticSizes(record::Graph& graph);
 // mock may store either) as a Python number
 // in a Tensor operand (a 0-dim wrapped number, which broadcasts) or as a
 // scalar that scales or shifts values (alpha, beta, value, other,
-// exponent, min, max). No result's sizes depend on it and no check or
+// exponent, min, max; the foreach operators' scalar, and scalars, a list
+// of them). No result's sizes depend on it and no check or
 // region reads it: a call with any value stops nowhere another would not
 // (a learning rate).
 bool onlyScalesValues(const record::Graph& graph, int number);
