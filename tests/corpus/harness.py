@@ -78,3 +78,42 @@ def compare(make, calls, between=None, reseed=False, **expected):
         if hasattr(subject, "__dict__") and not callable(getattr(subject, "__code__", None)):
             assert same_state(subject, reference), f"call {i}: state differs from eager"
     return expect_stats(compiled, **expected)
+
+
+class TrainStep(torch.nn.Module):
+    """The optimizer programs' step on a small CNN: zero_grad, two
+    micro-batches of 2 accumulating gradients, clip_grad_norm_, the
+    optimizer's step. `optimizer(params)` and `schedule(opt)` build them."""
+
+    def __init__(self, optimizer, schedule=None, set_to_none=False):
+        super().__init__()
+        nn = torch.nn
+        self.net = nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(),
+                                 nn.Linear(4 * 5 * 5, 3))
+        self._opt = optimizer(self.net.parameters())
+        self._schedule = schedule(self._opt) if schedule else None
+        self._set_to_none = set_to_none
+
+    def forward(self, x, y):
+        self._opt.zero_grad(set_to_none=self._set_to_none)
+        total = 0
+        for xs, ys in ((x[:2], y[:2]), (x[2:], y[2:])):
+            loss = torch.nn.functional.cross_entropy(self.net(xs), ys) / 2
+            loss.backward()
+            total = total + loss.detach()
+        torch.nn.utils.clip_grad_norm_(self.net.parameters(), 1.0)
+        self._opt.step()
+        return total
+
+
+def schedule_step(i, subject, reference):
+    """A `between` for TrainStep: the learning-rate schedule steps before every call but the first."""
+    if i > 0:
+        subject._schedule.step()
+        reference._schedule.step()
+
+
+def step_batches(count=8):
+    """TrainStep's calls: batches of 4 images 2x5x5 with 3 classes."""
+    torch.manual_seed(0)
+    return [(torch.randn(4, 2, 5, 5), torch.randint(0, 3, (4,))) for _ in range(count)]

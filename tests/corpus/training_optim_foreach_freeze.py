@@ -8,8 +8,8 @@
 # replay refuses the calls after it.
 import torch
 
-from harness import compare
-from training_optim_foreach import AdamWCosine, images
+from harness import compare, step_batches
+from training_optim_foreach import AdamWCosine
 
 
 def freeze_bias(i, subject, reference):
@@ -21,4 +21,4 @@ def freeze_bias(i, subject, reference):
             m.net[4].bias.grad = None
 
 
-compare(AdamWCosine, images, between=freeze_bias, records=3, graphs=3, breaks=0)
+compare(AdamWCosine, step_batches(), between=freeze_bias, records=3, graphs=3, breaks=0)
