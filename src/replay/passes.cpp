@@ -845,8 +845,9 @@ bool onlyScalesValues(const record::Graph& g, int number) {
     for (size_t a = 0; a < n.args.size(); ++a) {
       const Arg& arg = n.args[a];
       bool takes = arg.kind == Arg::Kind::Node && arg.i >= 0 && reached[size_t(arg.i)];
-      bool inList = (arg.kind == Arg::Kind::NodeList || arg.kind == Arg::Kind::SizeList || arg.kind == Arg::Kind::NumberList) &&
-                    std::any_of(arg.ints.begin(), arg.ints.end(), [&](int64_t j) { return j >= 0 && size_t(j) < i && reached[size_t(j)]; });
+      bool inList = false;
+      if (arg.kind != Arg::Kind::Node)
+        forEachArgNode(arg, [&](int64_t j) { inList = inList || (j >= 0 && size_t(j) < i && reached[size_t(j)]); });
       if (inList && arg.kind != Arg::Kind::NumberList) return false;
       if (!(takes || inList) || n.kind == NodeKind::Output) continue;  // returned or stored by the mock
       // Float +, -, * never fail; int arithmetic on inputs alone

@@ -374,3 +374,37 @@ TEST(Passes, LoopBodiesAreNotFolded) {
   at::Tensor h0 = at::randn({3});
   EXPECT_TRUE(at::equal(plan.runWith({at::randn({4, 3}), h0})[1].toTensor(), at::stack({h0 * 2, h0 * 2, h0 * 2, h0 * 2})));
 }
+
+// A learning rate reaches only values: as alpha, in a foreach Scalar[]; a
+// SizeList's constant entries are no uses of it, its node entries are.
+TEST(Passes, OnlyScalesValuesFollowsTheNumbersUses) {
+  auto graph = [](Arg use, const char* target, const char* overload) {
+    Builder b;
+    Node lr;
+    lr.kind = NodeKind::GetAttr;
+    lr.name = lr.target = "lr";
+    lr.source = AccessPath::self().attr("lr");
+    lr.number = "float";
+    lr.seen = Atom::floating(0.1);
+    b.add(lr);
+    auto x = b.input(NodeKind::Placeholder, "x");
+    if (std::string(target) == "aten::view")
+      b.op(target, overload, {Arg::node(x), use});
+    else
+      b.op(target, overload, {Arg{Arg::Kind::NodeList, 0, 0, "", {x}, {}}, use});
+    b.output({x});
+    return b.g;
+  };
+  Arg scalars;
+  scalars.kind = Arg::Kind::NumberList;
+  scalars.ints = {0};
+  scalars.floats = {0};
+  EXPECT_TRUE(replay::onlyScalesValues(graph(scalars, "aten::_foreach_mul_", "ScalarList"), 0));
+  EXPECT_TRUE(replay::onlyScalesValues(graph(Arg::node(0), "aten::_foreach_mul_", "Scalar"), 0));
+  Arg sizes;
+  sizes.kind = Arg::Kind::SizeList;
+  sizes.ints = {0, 0, 0, 2};  // the constants 0 and 2: not node 0
+  EXPECT_TRUE(replay::onlyScalesValues(graph(sizes, "aten::view", ""), 0));
+  sizes.ints = {1, 0, 0, 2};  // node 0 as a size
+  EXPECT_FALSE(replay::onlyScalesValues(graph(sizes, "aten::view", ""), 0));
+}

@@ -15,28 +15,32 @@
 
 namespace magpy::record {
 
-// Calls f(index) for each value `node` uses, in argument order: Node
-// arguments and the entries of NodeList arguments, skipping NodeList's
-// None entries (-1); then the nodes whose values its results' sizes are
+// Calls f(index) for each value one argument names: a Node argument, the
+// entries of a NodeList or NumberList (skipping -1: None, a constant),
+// the node entries of a SizeList. On a mutable argument f may take
+// `int64_t&` and point a use elsewhere.
+template <class ArgT, class F>
+void forEachArgNode(ArgT& a, F&& f) {
+  static_assert(std::is_same_v<std::remove_const_t<ArgT>, Arg>, "forEachArgNode walks a record::Arg");
+  if (a.kind == Arg::Kind::Node) {
+    f(a.i);
+  } else if (a.kind == Arg::Kind::NodeList || a.kind == Arg::Kind::NumberList) {
+    for (auto& i : a.ints)
+      if (i != -1) f(i);
+  } else if (a.kind == Arg::Kind::SizeList) {
+    for (size_t k = 0; k + 1 < a.ints.size(); k += 2)
+      if (a.ints[k] == 1) f(a.ints[k + 1]);
+  }
+}
+
+// Calls f(index) for each value `node` uses, in argument order
+// (forEachArgNode); then the nodes whose values its results' sizes are
 // (SymDim::node). On a mutable node f may take `int64_t&` and point a use
 // elsewhere.
 template <class NodeT, class F>
 void forEachNodeArg(NodeT& node, F&& f) {
   static_assert(std::is_same_v<std::remove_const_t<NodeT>, Node>, "forEachNodeArg walks a record::Node");
-  for (auto& a : node.args) {
-    if (a.kind == Arg::Kind::Node) {
-      f(a.i);
-    } else if (a.kind == Arg::Kind::NodeList) {
-      for (auto& i : a.ints)
-        if (i != -1) f(i);
-    } else if (a.kind == Arg::Kind::SizeList) {
-      for (size_t k = 0; k + 1 < a.ints.size(); k += 2)
-        if (a.ints[k] == 1) f(a.ints[k + 1]);
-    } else if (a.kind == Arg::Kind::NumberList) {
-      for (auto& i : a.ints)
-        if (i != -1) f(i);
-    }
-  }
+  for (auto& a : node.args) forEachArgNode(a, f);
   for (auto& m : node.outputs)
     for (auto& d : m.sym)
       if (d.node >= 0) {
