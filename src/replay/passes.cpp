@@ -456,10 +456,7 @@ StorageUse storageUse(const record::Graph& g, const std::vector<std::set<size_t>
           if (g.nodes[r].isInput()) use.firstInputWrite = std::min(use.firstInputWrite, i);
         }
       };
-      if (arg.kind == Arg::Kind::Node) write(arg.i);
-      else  // Tensor(a!)[]: the foreach operators' in-place forms
-        for (int64_t value : arg.ints)
-          if (value >= 0) write(value);
+      forEachArgNode(arg, write);  // a NodeList: Tensor(a!)[], the foreach operators' in-place forms
     }
   }
   return use;

@@ -854,12 +854,12 @@ struct Plan::Impl::Builder {
   // numbers the graph computes (record::Arg::Kind::NumberList).
   Operand numberList(const record::Arg& a, const c10::Argument& param, bool& lifted, const std::string& where) {
     auto list = param.real_type()->cast<c10::ListType>();
-    c10::TypeKind element = list ? list->getElementType()->kind() : c10::TypeKind::AnyType;
-    if (element != c10::TypeKind::FloatType && element != c10::TypeKind::NumberType)
+    bool floats = list && list->getElementType()->kind() == c10::TypeKind::FloatType;
+    if (!floats && !takesScalarList(param))
       throw Error(where + ": argument '" + param.name() + "' takes " + param.real_type()->str() + ", the record passes a list of floats");
     Operand op;
     op.kind = Operand::Kind::NumberList;
-    op.scalars = element == c10::TypeKind::NumberType;
+    op.scalars = !floats;
     for (size_t k = 0; k < a.ints.size(); ++k) {
       int s = a.ints[k] >= 0 ? slotOf(a.ints[k], where) : -1;
       if (s >= 0 && slotNumber[size_t(s)] != 'f') throw Error(where + ": a number list entry is not a float");
