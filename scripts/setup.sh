@@ -11,7 +11,7 @@ set -euo pipefail
 packages=(
   build-essential cmake
   python3 python3.11-dev libpython3.11-dev
-  python3-torch libtorch-dev pybind11-dev python3-torchvision python3-torchaudio python3-numpy
+  python3-torch libtorch-dev libgloo-dev pybind11-dev python3-torchvision python3-torchaudio python3-numpy
   libcli11-dev libyaml-cpp-dev libzstd-dev
   googletest libgtest-dev
   libopenblas0-pthread

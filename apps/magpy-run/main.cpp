@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <malloc.h>
 
+#include "magpy/replay/distributed.h"
 #include "magpy/replay/runner.h"
 #include "magpy/support/error.h"
 
@@ -70,6 +71,15 @@ int main(int argc, char** argv) {
   app.add_flag("--keep-going", opt.keepGoing,
                "When a logged call matches no record, go on with the other functions' calls (exit status 1 at the end)");
   app.add_flag("--explain", opt.explain, "When no record accepts a call, print each record's failing guard");
+  int nproc = 0;
+  app.add_option("--nproc-per-node", nproc,
+                 "Start N ranks of a data-parallel job on this machine, as torchrun would (RANK, WORLD_SIZE, "
+                 "MASTER_ADDR=127.0.0.1, a free MASTER_PORT), each running this command; \"{rank}\" in file names is "
+                 "the rank's number")
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--dist-timeout", opt.distTimeout,
+                 "Seconds a rank waits for the others (forming the group, each collective) before it fails")
+      ->capture_default_str();
   app.add_option_function<double>("--rtol", [&](double v) { opt.tol.rtol = v; },
                                   "Relative tolerance of the result check (default: torch.testing's for the dtype)");
   app.add_option_function<double>("--atol", [&](double v) { opt.tol.atol = v; },
@@ -80,6 +90,17 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   opt.check = !noCheck;
+  if (nproc > 0) {
+    // Each rank runs the same command without --nproc-per-node.
+    std::vector<std::string> rankArgs;
+    for (int i = 0; i < argc; ++i) {
+      std::string a = argv[i];
+      if (a == "--nproc-per-node") ++i;
+      else if (a.rfind("--nproc-per-node=", 0) != 0) rankArgs.push_back(a);
+    }
+    auto grace = std::chrono::milliseconds(int64_t(opt.distTimeout * 1000));
+    return magpy::runReportingErrors("magpy-run", [&] { return magpy::replay::launchRanks(nproc, rankArgs, grace); });
+  }
 
   return magpy::runReportingErrors("magpy-run", [&] { return magpy::replay::runRecord(opt); });
 }

@@ -23,6 +23,7 @@
 #include "magpy/replay/tensors.h"
 #include "magpy/support/error.h"
 #include "magpy/support/strings.h"
+#include "replay/collectives.h"
 
 namespace magpy::capture {
 namespace {
@@ -512,7 +513,10 @@ void Session::endProgress() {
   if (impl_->progressShown) std::cerr << "\r\033[K" << std::flush;
   impl_->progressShown = false;
 }
-void Session::activate() { gSession = this; }
+void Session::activate() {
+  gSession = this;
+  replay::setGroupSource(scriptProcessGroup);  // collectives run in the script's default group
+}
 
 PyObject* Session::compile(PyObject* target, std::optional<bool> dynamic) {
   if (isCompiled(target)) {

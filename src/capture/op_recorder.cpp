@@ -11,6 +11,7 @@
 #include "magpy/replay/passes.h"
 #include "magpy/replay/tensors.h"
 #include "magpy/support/error.h"
+#include "replay/collectives.h"
 
 namespace magpy::capture {
 namespace {
@@ -361,6 +362,7 @@ bool OpRecorder::writesArgument(const std::string& name, const c10::FunctionSche
   const auto& params = schema.arguments();
   if (i >= params.size()) return false;
   if (params[i].alias_info() && params[i].alias_info()->isWrite()) return true;
+  if (i == 0 && record::isCollective(name)) return true;  // their schemas mark no write (graph.h)
   return (i == 3 || i == 4) && writesRunningStats(name, inputs);
 }
 
@@ -513,6 +515,20 @@ bool OpRecorder::argFor(const c10::IValue& v, const c10::Argument& param, record
   } else if (v.isGenerator()) {
     delegate_.breakGraph(op + " takes an explicit random generator");
     return false;
+  } else if (replay::takesGroup(param)) {
+    if (!replay::isCurrentGroup(v)) {
+      delegate_.breakGraph(op + " runs on a process group other than torch.distributed's default group, which "
+                                "records do not name yet");
+      return false;
+    }
+    out.kind = K::Group;
+  } else if (replay::takesReduceOp(param)) {
+    auto code = replay::reduceOpCode(v);
+    if (!code) {
+      delegate_.breakGraph(op + " reduces with an op a record cannot hold (PREMUL_SUM, AVG or a supplement)");
+      return false;
+    }
+    out = record::Arg::integer(*code);
   } else if (v.isScalar()) {  // complex numbers
     delegate_.breakGraph(op + " takes a complex scalar, which records cannot hold");
     return false;
@@ -679,6 +695,19 @@ std::vector<int> OpRecorder::takeUnliftedNumbers() {
   return out;
 }
 
+// A collective outside grad regions, whose record then guards the group's
+// size and backend; the other c10d operators (barrier, all_gather, ...)
+// are breaks.
+bool OpRecorder::collectiveAllowed(const std::string& op, record::GradMode grad) {
+  if (grad != record::GradMode::Ambient) {
+    delegate_.breakGraph(op + " runs inside a grad mode region, which records do not hold collectives in");
+    return false;
+  }
+  delegate_.readRuntimeState("dist_world_size");
+  delegate_.readRuntimeState("dist_backend");
+  return true;
+}
+
 void OpRecorder::onOperator(const std::string& name, const std::string& overload,
                             const std::vector<c10::IValue>& inputs, const std::vector<c10::IValue>& outputs) {
   if (isMetadataOp(name) || isProfilerRange(name) || readsFixedNumbers(inputs, outputs)) return;
@@ -698,6 +727,10 @@ void OpRecorder::onOperator(const std::string& name, const std::string& overload
     delegate_.breakGraph(op + " has no schema in this libtorch");
     return;
   }
+  if (name.rfind("c10d::", 0) == 0 && !record::isCollective(name)) {
+    delegate_.breakGraph(op + " is a torch.distributed operator records do not hold (all_reduce and broadcast are)");
+    return;
+  }
   const auto& params = h->schema().arguments();
   record::Node n;
   n.kind = record::NodeKind::CallFunction;
@@ -706,6 +739,8 @@ void OpRecorder::onOperator(const std::string& name, const std::string& overload
   n.where = delegate_.sourceLocation();
   if (gradEnabled != gradEnabledAtEntry_) n.grad = gradEnabled ? record::GradMode::On : record::GradMode::Off;
   bool dataShape = hasDataDependentOutputShape(name, overload, inputs);
+  bool collective = record::isCollective(name);
+  if (collective && !collectiveAllowed(op, n.grad)) return;
   for (size_t i = 0; i < inputs.size() && i < params.size(); ++i) {
     record::Arg a;
     if (!argFor(inputs[i], params[i], a, op)) return;
@@ -733,8 +768,8 @@ void OpRecorder::onOperator(const std::string& name, const std::string& overload
     } else if (out.isTensorList()) {
       int64_t k = 0;
       for (const at::Tensor& t : out.toTensorList()) results.emplace_back(k++, t);
-    } else if (out.isNone()) {
-      continue;
+    } else if (out.isNone() || (collective && replay::isWork(out))) {
+      continue;  // a collective's Work: replay waits for it
     } else if (outputs.size() == 1 && readsContentsOnly(name) && checksInputs(inputs)) {
       return;
     } else {

@@ -40,6 +40,9 @@ class OpRecorder {
     virtual bool checksContents(const at::Tensor& t) = 0;
     // The run did something a graph cannot hold: a graph break.
     virtual void breakGraph(const std::string& reason) = 0;
+    // The record depends on interpreter state (a "runtime." path): a
+    // collective on the process group's size and backend.
+    virtual void readRuntimeState(const std::string& name) = 0;
     // The source line ("file.py:12") of the operator being recorded; asked
     // only for operators that become nodes.
     virtual std::string sourceLocation() const = 0;
@@ -166,6 +169,7 @@ class OpRecorder {
   bool argFor(const c10::IValue& v, const c10::Argument& param, record::Arg& out, const std::string& op);
   bool listArg(const c10::IValue& v, const c10::Argument& param, record::Arg& out, const std::string& op);
   int64_t tensorArg(const at::Tensor& t, const std::string& op);
+  bool collectiveAllowed(const std::string& op, record::GradMode grad);
   static bool writesArgument(const std::string& name, const c10::FunctionSchema& schema, size_t i,
                              c10::ArrayRef<const c10::IValue> inputs);
 

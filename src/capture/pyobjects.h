@@ -13,6 +13,7 @@
 #include "magpy/support/error.h"
 
 namespace at { class Tensor; }
+namespace c10 { struct IValue; }
 
 namespace magpy::capture {
 
@@ -203,6 +204,9 @@ bool plainTensorType(PyTypeObject* t);
 const at::Tensor& tensorOf(PyObject* o);    // o must be a tensor
 PyRef wrapTensor(const at::Tensor& t);       // the existing Python object when there is one
 bool torchImported();
+// torch.distributed's default process group (an IValue of c10d's class),
+// or None before the script formed one: collectives' group in the JIT.
+c10::IValue scriptProcessGroup();
 // The class C when f is C.apply of a custom torch.autograd.Function
 // subclass C (a builtin method bound to the class), else null.
 PyObject* autogradFunctionOfApply(PyObject* f);

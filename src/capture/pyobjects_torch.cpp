@@ -1,8 +1,11 @@
 // The one place that includes libtorch_python's headers (slow to compile).
 #include <torch/csrc/autograd/python_function.h>
 #include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/utils/pybind.h>
 
 #include "capture/pyobjects.h"
+#include "capture/python_frame.h"
 
 namespace magpy::capture {
 
@@ -54,6 +57,35 @@ PyObject* autogradFunctionOfApply(PyObject* f) {
   PyErr_Clear();
   bool apply = name && PyUnicode_Check(name.get()) && PyUnicode_CompareWithASCIIString(name.get(), "apply") == 0;
   return apply ? cls : nullptr;
+}
+
+namespace {
+
+// GroupMember.WORLD, read as attributes: no Python code runs (the
+// operator recorder asks while the monitor traces).
+c10::IValue defaultGroup() {
+  PyObject* modules = PyImport_GetModuleDict();
+  PyObject* c10d = PyDict_GetItemString(modules, "torch.distributed.distributed_c10d");
+  if (!c10d) return {};
+  PyObject* members = PyDict_GetItemString(PyModule_GetDict(c10d), "GroupMember");
+  static PyObject* name = PyUnicode_InternFromString("WORLD");
+  PyObject* world = members && PyType_Check(members) ? classLookup(reinterpret_cast<PyTypeObject*>(members), name) : nullptr;
+  if (!world || world == Py_None) return {};
+  try {
+    return c10::IValue(pybind11::cast<c10::intrusive_ptr<c10d::ProcessGroup>>(pybind11::handle(world)));
+  } catch (const pybind11::cast_error&) {
+    return {};
+  }
+}
+
+}  // namespace
+
+// torch's bindings run collectives with the GIL released.
+c10::IValue scriptProcessGroup() {
+  PyGILState_STATE gil = PyGILState_Ensure();
+  c10::IValue group = defaultGroup();
+  PyGILState_Release(gil);
+  return group;
 }
 
 }  // namespace magpy::capture

@@ -136,6 +136,7 @@ class SourceWriter {
       case Arg::Kind::MemoryFormat: return "torch." + a.s;
       // A device as its string: both eager and TorchScript convert it.
       case Arg::Kind::Device: return quote(a.s);
+      case Arg::Kind::Group: return "torch.distributed.distributed_c10d._get_default_group()";
       case Arg::Kind::WrappedScalar:
         return a.s == "bool" ? (a.i ? "True" : "False") : a.s.rfind("float", 0) == 0 ? pyFloat(a.f) : std::to_string(a.i);
     }
@@ -382,7 +383,8 @@ FxExportSummary writeFxExport(const record::RecordFile& file, const FxExportOpti
 
   for (const Node& n : rec.graph.nodes) {
     const char* what = n.target == record::kLoop ? "a loop" : n.target == record::kIf ? "a branch"
-                       : n.target == record::kBackward ? "a backward pass" : nullptr;
+                       : n.target == record::kBackward ? "a backward pass"
+                       : record::isCollective(n.target) ? "a collective" : nullptr;
     if (what)
       throw Error(fn.name + " record " + std::to_string(ri) + " has " + what + " (%" + n.name +
                   "), which the torch.fx export does not write yet: replay it with magpy-run");

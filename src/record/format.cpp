@@ -337,7 +337,7 @@ template <class Ar> void io(Ar& ar, Check& c) {
 }
 
 template <class Ar> void io(Ar& ar, Arg& a) {
-  ioEnum(ar, a.kind, Arg::Kind::NumberList);
+  ioEnum(ar, a.kind, Arg::Kind::Group);
   ar.zigzag(a.i);
   ar.f64(a.f);
   ar.str(a.s);

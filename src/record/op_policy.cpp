@@ -5,6 +5,8 @@
 #include <iterator>
 #include <unordered_set>
 
+#include "magpy/record/graph.h"
+
 namespace magpy::record {
 namespace {
 
@@ -235,6 +237,9 @@ std::string outsidePolicy(const std::string& target, const std::string& overload
   size_t sep = target.find("::");
   if (sep == std::string::npos) return "names no operator namespace";
   std::string ns = target.substr(0, sep), name = target.substr(sep + 2);
+  // The collectives (graph.h) check their tensor lists and root rank; the
+  // ranks replay the same records (replay::formGroup), so their sizes agree.
+  if (ns == "c10d") return isCollective(target) && overload.empty() ? "" : "is a torch.distributed operator magpy does not replay";
   if (ns != "aten") return "is outside the ATen operator set";
   // What a refused operator does, where it is known, says more than that
   // it is missing from the list.

@@ -60,6 +60,10 @@ bool hasUnseenSide(const Node& n) {
   return n.target == kIf && n.args.size() >= 3 && !(n.args[1].i && n.args[2].i);
 }
 
+bool isCollective(const std::string& target) { return target == "c10d::allreduce_" || target == "c10d::broadcast_"; }
+
+bool isRecordedReduceOp(int64_t code) { return code == 0 || (code >= 2 && code <= 7); }
+
 bool isCheck(const std::string& target) {
   return target == kExpectEqual || target == kExpectSizes || target == kExpectTrue;
 }
@@ -160,6 +164,10 @@ std::string numberOpResult(const std::string& target, const std::string& left, c
 
 bool hasBackward(const Graph& g) {
   return std::any_of(g.nodes.begin(), g.nodes.end(), [](const Node& n) { return n.target == kBackward; });
+}
+
+bool hasCollectives(const Graph& g) {
+  return std::any_of(g.nodes.begin(), g.nodes.end(), [](const Node& n) { return isCollective(n.target); });
 }
 
 size_t Graph::numOps() const {

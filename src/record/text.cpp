@@ -53,6 +53,7 @@ std::string argText(const Arg& a, const Graph& g) {
     case Arg::Kind::Layout:
     case Arg::Kind::MemoryFormat: return "torch." + a.s;
     case Arg::Kind::Device: return "device(" + quote(a.s) + ")";
+    case Arg::Kind::Group: return "process_group";
     case Arg::Kind::WrappedScalar:
       return a.s == "bool" ? (a.i ? "True" : "False") : a.s.rfind("float", 0) == 0 ? formatDouble(a.f) : std::to_string(a.i);
   }

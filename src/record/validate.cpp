@@ -367,6 +367,7 @@ class Validator {
       number(n, node);
       check(n, node);
       if (n.target == kBackward) backward(n, g, ni, node);
+      if (isCollective(n.target)) collective(n, g, ni, node);
       if (n.grad != GradMode::Ambient && !n.isOp()) bad(node + " has a grad mode region but is no ATen operator");
       for (auto& a : n.args) {
         bool named = a.kind == Arg::Kind::DType || a.kind == Arg::Kind::Layout ||
@@ -379,6 +380,8 @@ class Validator {
         }
         if (a.kind == Arg::Kind::NumberList && a.ints.size() != a.floats.size())
           bad(node + " has a number list whose nodes and constants differ in length");
+        if (a.kind == Arg::Kind::Group && !isCollective(n.target))
+          bad(node + " takes a process group but is no collective");
       }
       forEachNodeArg(n, [&](int64_t i) {
         if (i < 0 || size_t(i) >= ni) bad(node + " uses a value that is not defined before it");
@@ -414,6 +417,30 @@ class Validator {
       if (!leaf || !leaves.insert(j).second)
         bad(node + " names a leaf that is not a distinct graph input requiring grad");
     }
+    if (regionScopes(g)[ni] >= 0) bad(node + " lies inside a loop or branch");
+  }
+
+  // A collective (graph.h): distinct tensors computed before it, the
+  // process group, a ReduceOp a record may hold or a root rank, the
+  // group's own timeout; one result per tensor; outside regions (a rank
+  // that took another side would leave the others waiting).
+  void collective(const Node& n, const Graph& g, size_t ni, const std::string& node) const {
+    bool reduce = n.target == "c10d::allreduce_";
+    size_t count = reduce ? 4 : 5;
+    auto isInt = [&](size_t k) { return n.args[k].kind == Arg::Kind::Int; };
+    bool shaped = n.kind == NodeKind::CallFunction && n.args.size() == count &&
+                  n.args[0].kind == Arg::Kind::NodeList && !n.args[0].ints.empty() &&
+                  n.args[1].kind == Arg::Kind::Group && isInt(2) && isInt(count - 1) && n.args[count - 1].i == -1 &&
+                  (reduce ? isRecordedReduceOp(n.args[2].i) : n.args[2].i >= 0 && isInt(3) && n.args[3].i == 0) &&
+                  n.outputs.size() == n.args[0].ints.size() && n.number.empty() && n.grad == GradMode::Ambient;
+    if (!shaped)
+      bad(node + " is " + n.target + " but does not take ([tensors], process group, " +
+          (reduce ? "reduce op" : "root rank, 0") + ", -1) and give one tensor per tensor");
+    std::set<int64_t> seen;
+    for (int64_t j : n.args[0].ints)
+      if (j < 0 || size_t(j) >= ni || g.nodes[size_t(j)].outputs.size() != 1 || !g.nodes[size_t(j)].number.empty() ||
+          isRegionMarker(g.nodes[size_t(j)].target) || !seen.insert(j).second)
+        bad(node + " takes a value that is not a distinct tensor computed before it");
     if (regionScopes(g)[ni] >= 0) bad(node + " lies inside a loop or branch");
   }
 

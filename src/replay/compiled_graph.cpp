@@ -26,6 +26,7 @@ std::string loweringRefusal(const std::vector<Step>& steps, bool dynamic) {
       return step.node + " bounds a loop or a branch, which the compiled backend does not lower yet";
     if (step.number != NumberOp::None) return step.node + " is Python number arithmetic, which replay checks per call";
     if (step.backward) return step.node + " runs autograd's backward, which the compiled backend does not lower";
+    if (step.collective) return step.node + " is a collective, which replay runs and waits for per call";
     if (step.expect != Expect::None) return step.node + " checks what the program read into Python, which replay does per call";
     if (dynamic && step.op && record::mayHaveDataDependentSizes(step.op->schema().name(), step.op->schema().overload_name()))
       return step.node + " gives results whose sizes depend on tensor contents, in a record with dynamic sizes";
@@ -102,6 +103,7 @@ class Lowering {
         case Operand::Kind::SizeList:
         case Operand::Kind::NumberList: args.push_back(list(op, step.node)); break;
         case Operand::Kind::WrappedNumber: throw Error(step.node + ": takes a lifted number");
+        case Operand::Kind::Group: throw Error(step.node + ": takes a process group");
       }
     }
     jit::Node* node = g_.insertNode(g_.create(c10::Symbol::fromQualString(schema.name()), args, schema.returns().size()));

@@ -448,7 +448,8 @@ StorageUse storageUse(const record::Graph& g, const std::vector<std::set<size_t>
       const Arg& arg = n.args[a];
       if (arg.kind != Arg::Kind::Node && arg.kind != Arg::Kind::NodeList) continue;
       bool writes = !s || (a < s->arguments().size() && s->arguments()[a].alias_info() && s->arguments()[a].alias_info()->isWrite()) ||
-                    ((a == 3 || a == 4) && n.target.find("norm") != std::string::npos);
+                    ((a == 3 || a == 4) && n.target.find("norm") != std::string::npos) ||
+                    (a == 0 && record::isCollective(n.target));
       if (!writes) continue;
       auto write = [&](int64_t value) {
         for (size_t r : roots[size_t(value)]) {
@@ -535,6 +536,7 @@ bool writesArguments(const record::Node& n) {
                                                       "aten::_batch_norm_impl_index", "aten::instance_norm",
                                                       "aten::_native_batch_norm_legit"};
   if (kRunningStats.count(n.target) && n.args.size() > 5 && n.args[5].kind == Arg::Kind::Bool && n.args[5].i) return true;
+  if (record::isCollective(n.target)) return true;  // their schemas mark no write (graph.h)
   const c10::FunctionSchema* s = schemaOf(n);
   if (!s) return true;  // unknown: assume the worst
   for (auto& a : s->arguments())

@@ -23,6 +23,7 @@
 #include "magpy/replay/tensors.h"
 #include "magpy/support/error.h"
 #include "magpy/support/strings.h"
+#include "replay/collectives.h"
 #include "replay/compiled_graph.h"
 #include "replay/numbers.h"
 #include "replay/plan_steps.h"
@@ -80,6 +81,12 @@ c10::IValue constantFor(const record::Arg& a, const c10::Argument& schemaArg, co
     case K::None: return c10::IValue();
     case K::Bool: return c10::IValue(bool(a.i));
     case K::Int:
+      if (takesReduceOp(schemaArg)) {
+        if (!record::isRecordedReduceOp(a.i))
+          throw Error(where + ": argument '" + schemaArg.name() + "' is reduce op " + std::to_string(a.i) +
+                      ", which is none a record may hold");
+        return reduceOpFor(a.i);
+      }
       // An int where a dtype goes is one (a record from elsewhere may hold any).
       if (isScalarTypeArgument(schemaArg) && (a.i < 0 || a.i >= int64_t(c10::ScalarType::NumOptions)))
         throw Error(where + ": argument '" + schemaArg.name() + "' is dtype number " + std::to_string(a.i) +
@@ -318,6 +325,14 @@ void runStep(const Step& step, std::vector<c10::IValue>& slots, std::vector<c10:
         stack.emplace_back(std::move(list));
         break;
       }
+      case Operand::Kind::Group: {
+        c10::IValue group = currentGroup();
+        if (group.isNone())
+          throw Error("it is a collective, and this process has no process group: start magpy-run once per rank "
+                      "with torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), or with --nproc-per-node");
+        stack.push_back(std::move(group));
+        break;
+      }
       case Operand::Kind::NumberList: {
         std::vector<double> floats = op.floats;
         for (size_t k = 0; k < op.slots.size(); ++k)
@@ -341,7 +356,8 @@ void runStep(const Step& step, std::vector<c10::IValue>& slots, std::vector<c10:
     c10::AutoGradMode region(step.grad == record::GradMode::On);  // restored on every exit
     step.op->callBoxed(&stack);
   }
-  if (step.unpackList) {
+  if (step.collective) waitFor(stack[1]);
+  if (step.unpackList || step.collective) {
     auto list = stack[0].toTensorVector();
     if (list.size() != step.outputs.size())  // x.chunk(n): another n
       throw SizeMismatch(step.name + " returned " + std::to_string(list.size()) + " tensors, the record expects " +
@@ -808,13 +824,19 @@ struct Plan::Impl::Builder {
       step.unpackList = true;  // split/unbind/chunk: one slot per element seen at capture
       returns = n.outputs.size();
     }
+    if (record::isCollective(n.target)) {
+      if (returns != 2 || !n.args.size() || n.args[0].kind != record::Arg::Kind::NodeList)
+        throw Error(where + ": " + n.opName() + " in this libtorch is not the collective the record names");
+      step.collective = true;  // its tensors, once the group completed it
+      returns = n.outputs.size();
+    }
     if (record::readsItem(n)) {
       step.outputs.push_back(newSlot(itemType(n, where), true));  // another number at every call
       addStep(ni, std::move(step));
       return;
     }
     for (size_t r = 0; r < returns; ++r) {
-      char number = step.unpackList ? 0 : numberType(*schema.returns()[r].real_type());
+      char number = step.unpackList || step.collective ? 0 : numberType(*schema.returns()[r].real_type());
       step.outputs.push_back(newSlot(number, number && lifted));
     }
     if (n.outputs.size() == step.outputs.size())
@@ -897,6 +919,12 @@ struct Plan::Impl::Builder {
       }
     } else if (a.kind == record::Arg::Kind::NumberList) {
       op = numberList(a, param, lifted, where);
+    } else if (a.kind == record::Arg::Kind::Group || takesGroup(param)) {
+      if (a.kind != record::Arg::Kind::Group || !takesGroup(param))
+        throw Error(where + ": argument '" + param.name() + "' " +
+                    (takesGroup(param) ? "takes a process group, the record passes something else"
+                                       : "takes no process group, the record passes one"));
+      op.kind = Operand::Kind::Group;
     } else if (a.kind == record::Arg::Kind::NodeList) {
       op.kind = isOptionalTensorList(param) ? Operand::Kind::OptionalTensorList : Operand::Kind::TensorList;
       for (auto i : a.ints) {

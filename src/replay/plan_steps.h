@@ -21,7 +21,8 @@ struct Operand {
   // WrappedNumber: a lifted Python number where the operator takes a Tensor
   // (x * gain), made the 0-dim "wrapped number" tensor Python makes.
   // NumberList: floats, some of them numbers the graph computes.
-  enum class Kind : uint8_t { Const, Slot, TensorList, OptionalTensorList, SizeList, NumberList, WrappedNumber };
+  // Group: the process group a collective runs in (replay/collectives.h).
+  enum class Kind : uint8_t { Const, Slot, TensorList, OptionalTensorList, SizeList, NumberList, WrappedNumber, Group };
   Kind kind = Kind::Const;
   c10::IValue constant;
   int slot = -1;
@@ -70,6 +71,7 @@ struct Step {
   std::vector<Operand> operands;
   std::vector<int> outputs;  // slot per returned value
   bool unpackList = false;   // the op returns one Tensor[]: its elements go to `outputs`
+  bool collective = false;   // record::isCollective: returns (Tensor[], Work); waited for, then unpacked
   bool folded = false;       // depends only on parameters: computed once while they are unchanged
   record::GradMode grad = record::GradMode::Ambient;  // the region's mode, switched around the operator
   bool beforeEffects = true;  // no earlier step wrote an input or drew random numbers (replay::firstEffect)

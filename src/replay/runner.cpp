@@ -10,11 +10,14 @@
 #include <iostream>
 #include <optional>
 
+#include "magpy/record/text.h"
+#include "magpy/replay/distributed.h"
 #include "magpy/replay/profile.h"
 #include "magpy/replay/session.h"
 #include "magpy/replay/state_dict.h"
 #include "magpy/replay/tensors.h"
 #include "magpy/replay/value_files.h"
+#include "magpy/support/hash.h"
 #include "magpy/support/strings.h"
 
 namespace magpy::replay {
@@ -258,9 +261,50 @@ void showOptimizations(const Session& session) {
     }
 }
 
+// A rank's own files ("{rank}" in a name) and its share of the output:
+// rank 0 saves the state that every rank holds alike.
+RunOptions forThisRank(const RunOptions& given, const std::optional<RankEnvironment>& env) {
+  RunOptions opt = given;
+  if (!env) return opt;
+  for (std::string* name : {&opt.record, &opt.inputs, &opt.batches, &opt.output, &opt.state})
+    *name = forRank(*name, env->rank);
+  if (env->rank != 0 && opt.saveState.find("{rank}") == std::string::npos) opt.saveState.clear();
+  opt.saveState = forRank(opt.saveState, env->rank);
+  return opt;
+}
+
+bool hasCollectives(const record::RecordFile& file) {
+  for (const auto& fn : file.functions)
+    for (const auto& rec : fn.records)
+      if (record::hasCollectives(rec.graph)) return true;
+  return false;
+}
+
+// The ranks replay the same records: their guards, graphs and mocks.
+std::string recordDigest(const record::RecordFile& file) {
+  record::ViewOptions view;
+  view.sections = {record::Section::Guards, record::Section::Graph, record::Section::Mock};
+  std::string text = record::printView(file, view);
+  return hexDigest(hashBytes(text.data(), text.size()));
+}
+
+void formGroupFor(const Session& session, const std::optional<RankEnvironment>& env, const RunOptions& opt) {
+  if (!hasCollectives(session.file())) return;
+  if (!env)
+    throw Error(opt.record + " runs collectives (torch.distributed): start magpy-run once per rank with torchrun's "
+                "environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), or with --nproc-per-node N");
+  if (opt.distTimeout <= 0) throw Error("--dist-timeout takes a positive number of seconds");
+  auto timeout = std::chrono::milliseconds(int64_t(opt.distTimeout * 1000));
+  formGroup(*env, recordDigest(session.file()), timeout);
+  std::cout << "rank " << env->rank << " of " << env->worldSize << ": process group formed (gloo, " << env->masterAddr
+            << ":" << env->masterPort << ")\n";
+}
+
 }  // namespace
 
-int runRecord(const RunOptions& opt) {
+int runRecord(const RunOptions& given) {
+  std::optional<RankEnvironment> rank = rankEnvironment();
+  RunOptions opt = forThisRank(given, rank);
   if (!opt.output.empty() && opt.inputs.empty()) throw Error("--output needs --inputs");
   if (opt.profile && opt.repeat == 0) throw Error("--profile needs --repeat N (the calls it profiles)");
   if (!opt.inputs.empty() && !opt.batches.empty()) throw Error("--inputs and --batches do not go together");
@@ -290,6 +334,7 @@ int runRecord(const RunOptions& opt) {
             << env.python_version << ", torch " << env.torch_version << "; replaying on libtorch " << libtorchVersion()
             << " with " << at::get_num_threads() << " threads, no Python)\n";
   if (opt.repeat > 0) std::cout << "loaded in " << std::fixed << std::setprecision(1) << loadMs << " ms\n" << std::defaultfloat;
+  formGroupFor(session, rank, opt);
   int status = !opt.batches.empty() ? runBatches(session, opt)
                : !opt.inputs.empty() ? runInputs(session, opt)
                                      : replayLog(session, opt);
@@ -303,5 +348,4 @@ int runRecord(const RunOptions& opt) {
   if (opt.showOptimizations) showOptimizations(session);
   return status;
 }
-
 }  // namespace magpy::replay

@@ -25,6 +25,7 @@
 
 #include "magpy/replay/tensors.h"
 #include "magpy/support/error.h"
+#include "replay/collectives.h"
 #include "replay/native_store.h"
 
 namespace magpy::replay {
@@ -45,7 +46,7 @@ std::optional<record::Atom> runtimeState(const std::string& name) {
   if (name == "autocast_cpu") return record::Atom::boolean(at::autocast::is_cpu_enabled());
   if (name == "default_dtype")
     return record::Atom::named(record::Atom::Kind::DType, dtypeName(c10::typeMetaToScalarType(c10::get_default_dtype())));
-  return std::nullopt;
+  return groupState(name);
 }
 
 const std::map<std::string, record::Atom>& settableRuntimeStates() {

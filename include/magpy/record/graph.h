@@ -76,6 +76,7 @@ struct Arg {
     NumberList,     // a float[] or Scalar[] of floats some of whose entries are float
                     // numbers the graph computes (the foreach optimizers' step sizes):
                     // ints = a node per entry, -1 where the entry is the constant floats[k]
+    Group,          // a collective's process group: the one replay runs in (isCollective)
   };
   Kind kind = Kind::None;
   int64_t i = 0;
@@ -226,6 +227,27 @@ bool isRegionMarker(const std::string& target);
 // Outside loops and branches only.
 constexpr const char* kBackward = "magpy.backward";
 
+// Collectives (torch.distributed; c10d's operators in libtorch's
+// dispatcher) reduce or broadcast tensors in place across the ranks of a
+// process group:
+//
+//   %c = c10d::allreduce_([%t_0, ..., %t_K-1], group, op, timeout)
+//   %c = c10d::broadcast_([%t_0, ..., %t_K-1], group, root_rank, root_tensor, timeout)
+//   getitem(%c, k)          tensor k once the collective completed
+//
+// group is an Arg::Kind::Group: the group the process replays in
+// (torch.distributed's default group in the JIT, the one magpy-run forms
+// from torchrun's environment), never an object the record holds. op is
+// the code of c10d's ReduceOp (kReduceOps: SUM 0, PRODUCT 2, MIN 3, MAX 4,
+// BAND 5, BOR 6, BXOR 7), timeout -1 (the group's own). Their schemas mark
+// no write: replay counts the tensors as written, keeps every collective
+// and its order, and waits for each before the next node. A record with
+// collectives guards the group's size and backend (runtime.dist_world_size,
+// runtime.dist_backend).
+bool isCollective(const std::string& target);
+// Whether a ReduceOp code is one a record may hold.
+bool isRecordedReduceOp(int64_t code);
+
 struct Graph {
   std::vector<Node> nodes;
 
@@ -236,5 +258,7 @@ struct Graph {
 // Whether the graph differentiates (holds a magpy.backward): replay then
 // runs it with autograd, and no pass may change what autograd records.
 bool hasBackward(const Graph& g);
+// Whether the graph runs a collective.
+bool hasCollectives(const Graph& g);
 
 }  // namespace magpy::record

@@ -11,7 +11,8 @@
 //          | "G(" module ")[" str "]"    global of another module
 //          | "runtime." name             interpreter state: grad_enabled, default_dtype,
 //                                        deterministic_algorithms, inference_mode,
-//                                        num_threads, anomaly_mode, autocast, autocast_cpu
+//                                        num_threads, anomaly_mode, autocast, autocast_cpu,
+//                                        dist_world_size, dist_backend (the process group's)
 //   step  := "." name                   attribute (".__referent__" of a weakref.ref: the
 //                                        object it refers to, None once it died)
 //          | "[" int "]"                 sequence position

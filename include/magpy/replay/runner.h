@@ -24,12 +24,18 @@ struct RunOptions {
   bool explain = false, keepGoing = false, trustRecord = false;
   std::string memoryBudget = "2G";
   double timeBudget = 0;  // seconds, 0: none
+  double distTimeout = 60;  // --dist-timeout: seconds a rank waits for the others
   Tolerance tol;
 };
 
 // Runs the job on standard output; returns the exit status (0 all calls
 // replayed and matched, 1 a call refused or a result differed). Throws
 // Error for a file it cannot use or options that do not go together.
+// Started as a rank of a torch.distributed job (torchrun's environment,
+// include/magpy/replay/distributed.h), "{rank}" in its file names is the
+// rank, a record with collectives first forms the process group with the
+// other ranks, and only rank 0 saves the state (unless its name holds
+// "{rank}").
 int runRecord(const RunOptions& opt);
 
 }  // namespace magpy::replay

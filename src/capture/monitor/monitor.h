@@ -209,6 +209,7 @@ class Monitor : public OpRecorder::Delegate {
   void beforeWrite(const at::Tensor& t) override;
   void breakGraph(const std::string& reason) override;
   std::string sourceLocation() const override;
+  void readRuntimeState(const std::string& name) override;
 
   // Frames: entering, binding, leaving (frames.cpp).
   void enterFrame(PyFrameObject* frame);
@@ -391,7 +392,6 @@ class Monitor : public OpRecorder::Delegate {
   std::string currentLocation() const;  // where(the innermost frame), or "" outside any
   void registerTensor(NodeId id);
   void keepEntryContents(const at::Tensor& written);
-  void readRuntimeState(const std::string& name);
   bool writeRuntimeState(const Pending& p, const std::string& name);
   bool storesItsOwnRequiresGrad(const Step& s);
   bool makesLeafRequiringGrad(PyObject* result);
