@@ -207,6 +207,8 @@ bool torchImported();
 // torch.distributed's default process group (an IValue of c10d's class),
 // or None before the script formed one: collectives' group in the JIT.
 c10::IValue scriptProcessGroup();
+// A torch.distributed ProcessGroup object as such an IValue (None for others).
+c10::IValue processGroupValue(PyObject* group);
 // The class C when f is C.apply of a custom torch.autograd.Function
 // subclass C (a builtin method bound to the class), else null.
 PyObject* autogradFunctionOfApply(PyObject* f);

@@ -70,15 +70,19 @@ c10::IValue defaultGroup() {
   PyObject* members = PyDict_GetItemString(PyModule_GetDict(c10d), "GroupMember");
   static PyObject* name = PyUnicode_InternFromString("WORLD");
   PyObject* world = members && PyType_Check(members) ? classLookup(reinterpret_cast<PyTypeObject*>(members), name) : nullptr;
-  if (!world || world == Py_None) return {};
+  return world ? processGroupValue(world) : c10::IValue();
+}
+
+}  // namespace
+
+c10::IValue processGroupValue(PyObject* group) {
+  if (!group || group == Py_None) return {};
   try {
-    return c10::IValue(pybind11::cast<c10::intrusive_ptr<c10d::ProcessGroup>>(pybind11::handle(world)));
+    return c10::IValue(pybind11::cast<c10::intrusive_ptr<c10d::ProcessGroup>>(pybind11::handle(group)));
   } catch (const pybind11::cast_error&) {
     return {};
   }
 }
-
-}  // namespace
 
 // torch's bindings run collectives with the GIL released.
 c10::IValue scriptProcessGroup() {

@@ -420,27 +420,26 @@ class Validator {
     if (regionScopes(g)[ni] >= 0) bad(node + " lies inside a loop or branch");
   }
 
-  // A collective (graph.h): distinct tensors computed before it, the
+  // A collective (graph.h): a tensor computed before it, the
   // process group, a ReduceOp a record may hold or a root rank, the
-  // group's own timeout; one result per tensor; outside regions (a rank
+  // group's own timeout; the tensor as its result; outside regions (a rank
   // that took another side would leave the others waiting).
   void collective(const Node& n, const Graph& g, size_t ni, const std::string& node) const {
     bool reduce = n.target == "c10d::allreduce_";
     size_t count = reduce ? 4 : 5;
     auto isInt = [&](size_t k) { return n.args[k].kind == Arg::Kind::Int; };
     bool shaped = n.kind == NodeKind::CallFunction && n.args.size() == count &&
-                  n.args[0].kind == Arg::Kind::NodeList && !n.args[0].ints.empty() &&
+                  n.args[0].kind == Arg::Kind::NodeList && n.args[0].ints.size() == 1 &&
                   n.args[1].kind == Arg::Kind::Group && isInt(2) && isInt(count - 1) && n.args[count - 1].i == -1 &&
                   (reduce ? isRecordedReduceOp(n.args[2].i) : n.args[2].i >= 0 && isInt(3) && n.args[3].i == 0) &&
                   n.outputs.size() == n.args[0].ints.size() && n.number.empty() && n.grad == GradMode::Ambient;
     if (!shaped)
-      bad(node + " is " + n.target + " but does not take ([tensors], process group, " +
-          (reduce ? "reduce op" : "root rank, 0") + ", -1) and give one tensor per tensor");
-    std::set<int64_t> seen;
-    for (int64_t j : n.args[0].ints)
-      if (j < 0 || size_t(j) >= ni || g.nodes[size_t(j)].outputs.size() != 1 || !g.nodes[size_t(j)].number.empty() ||
-          isRegionMarker(g.nodes[size_t(j)].target) || !seen.insert(j).second)
-        bad(node + " takes a value that is not a distinct tensor computed before it");
+      bad(node + " is " + n.target + " but does not take ([tensor], process group, " +
+          (reduce ? "reduce op" : "root rank, 0") + ", -1) and give the tensor");
+    int64_t j = n.args[0].ints[0];
+    if (j < 0 || size_t(j) >= ni || g.nodes[size_t(j)].outputs.size() != 1 || !g.nodes[size_t(j)].number.empty() ||
+        isRegionMarker(g.nodes[size_t(j)].target))
+      bad(node + " takes a value that is not a tensor computed before it");
     if (regionScopes(g)[ni] >= 0) bad(node + " lies inside a loop or branch");
   }
 

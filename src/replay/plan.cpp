@@ -244,12 +244,13 @@ bool isOptionalTensorList(const c10::Argument& a) {
 
 }  // namespace
 
-std::string autogradHooks(const at::Tensor& leaf) {
+std::string autogradHooks(const at::Tensor& leaf, bool reducesGradients) {
   const auto* meta = torch::autograd::impl::get_autograd_meta(leaf);
   if (!meta) return "";
   if (!meta->hooks_.empty() || meta->retains_grad_ >= 0) return "the tensor has hooks (register_hook, retain_grad)";
   auto accumulator = meta->grad_accumulator_.lock();
-  if (accumulator && (!accumulator->pre_hooks().empty() || !accumulator->post_hooks().empty()))
+  size_t allowed = reducesGradients ? 1 : 0;
+  if (accumulator && (!accumulator->pre_hooks().empty() || accumulator->post_hooks().size() > allowed))
     return "the node that accumulates its gradient has hooks";
   return "";
 }
@@ -373,6 +374,7 @@ void runStep(const Step& step, std::vector<c10::IValue>& slots, std::vector<c10:
 struct Plan::Impl {
   bool differentiates = false;
   std::vector<size_t> leafInputs;  // inputs a magpy.backward accumulates into (indices into inputSlots)
+  bool reducesGradients = false;   // runs collectives (DistributedDataParallel's reduction): autogradHooks
   mutable std::vector<std::string> applied;
   std::vector<PlanConstant> constants;
   // Folding: the inputs folded steps read, and their results as last computed.
@@ -1014,6 +1016,7 @@ Plan::Plan(const record::Graph& input, const std::vector<record::TensorBlob>& bl
   if (std::string why = readsUninitialized(input); !why.empty()) throw Error(why);
   PlanOptions options = given;
   impl_->differentiates = record::hasBackward(input);
+  impl_->reducesGradients = impl_->differentiates && record::hasCollectives(input);
   options.inference = options.inference && !impl_->differentiates;  // a backward needs autograd
   OptimizedGraph optimized = optimize(input, options.passes, options.inference);
   impl_->applied = optimized.applied;
@@ -1169,7 +1172,7 @@ std::vector<c10::IValue> Plan::runWith(std::vector<c10::IValue> inputs, const Sy
   }
   p.ranCompiled = false;
   for (size_t i : p.leafInputs) {
-    std::string hooks = autogradHooks(inputs[i].toTensor());
+    std::string hooks = autogradHooks(inputs[i].toTensor(), p.reducesGradients);
     if (hooks.empty()) continue;
     SizeMismatch e("graph input " + record::toString(p.inputPaths[i]) + " is a leaf of the record's backward pass, and " +
                    hooks + ": the record does not describe this call");

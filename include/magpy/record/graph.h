@@ -231,10 +231,12 @@ constexpr const char* kBackward = "magpy.backward";
 // dispatcher) reduce or broadcast tensors in place across the ranks of a
 // process group:
 //
-//   %c = c10d::allreduce_([%t_0, ..., %t_K-1], group, op, timeout)
-//   %c = c10d::broadcast_([%t_0, ..., %t_K-1], group, root_rank, root_tensor, timeout)
-//   getitem(%c, k)          tensor k once the collective completed
+//   %c = c10d::allreduce_([%t], group, op, timeout)
+//   %c = c10d::broadcast_([%t], group, root_rank, 0, timeout)
+//   getitem(%c, 0)          the tensor once the collective completed
 //
+// (one tensor each, as torch.distributed passes them: c10d's lists are one
+// tensor per device)
 // group is an Arg::Kind::Group: the group the process replays in
 // (torch.distributed's default group in the JIT, the one magpy-run forms
 // from torchrun's environment), never an object the record holds. op is

@@ -38,8 +38,11 @@ struct SizeMismatch : Error {
 // hooks on the tensor (register_hook, retain_grad) or on the node that
 // accumulates into its .grad (as DistributedDataParallel's). "" for none.
 // A graph that differentiates refuses a call whose leaves have any, before
-// its first step (a miss: SizeMismatch, decidedOtherwise).
-std::string autogradHooks(const at::Tensor& leaf);
+// its first step (a miss: SizeMismatch, decidedOtherwise), but for one
+// hook after the accumulation where the graph reduces gradients with
+// collectives: DistributedDataParallel's, whose reduction the record
+// holds (and replay's backward runs no accumulation hooks).
+std::string autogradHooks(const at::Tensor& leaf, bool reducesGradients = false);
 
 struct PlanOptions {
   PassOptions passes = PassOptions::none();

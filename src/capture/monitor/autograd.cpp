@@ -139,15 +139,17 @@ bool Monitor::backwardLeaves(const at::Tensor& root) {
   while (!todo.empty()) {
     Node* n = todo.back();
     todo.pop_back();
-    if (!n->pre_hooks().empty() || !n->post_hooks().empty())
+    auto* acc = dynamic_cast<torch::autograd::AccumulateGrad*>(n);
+    bool reduced = acc && reducedByDataParallel(*n, acc->variable);  // DDP's hook: its reduction follows (finishBackward)
+    if (!reduced && (!n->pre_hooks().empty() || !n->post_hooks().empty()))
       return refuse("autograd node " + n->name() + " has hooks (register_hook, module backward hooks), which run Python");
-    if (auto* acc = dynamic_cast<torch::autograd::AccumulateGrad*>(n)) {
+    if (acc) {
       const at::Tensor& leaf = acc->variable;
       auto node = tensorNodes_.find(leaf.unsafeGetTensorImpl());
       int value = ops_->valueOf(leaf);
       if (node == tensorNodes_.end() || value < 0 || !ops_->graph().nodes[size_t(value)].isInput())
         return refuse("a tensor autograd accumulates a gradient into is not one the call read");
-      if (std::string hooks = replay::autogradHooks(leaf); !hooks.empty())
+      if (std::string hooks = replay::autogradHooks(leaf, reduced); !hooks.empty())
         return refuse("a tensor autograd accumulates a gradient into has hooks: " + hooks);
       BackwardCall::Leaf l{leaf, node->second, value, leaf.grad()};
       if (l.gradBefore.defined() && (l.gradBefore.is_sparse() || l.gradBefore.requires_grad()))
@@ -169,6 +171,11 @@ bool Monitor::backwardLeaves(const at::Tensor& root) {
       if (edge.function && seen.insert(edge.function.get()).second) todo.push_back(edge.function.get());
   }
   if (backward_.leaves.empty()) return refuse("no tensor receives a gradient");
+  size_t reduced = 0;
+  for (auto& l : backward_.leaves) reduced += reducedByDataParallel_.count(l.variable.unsafeGetTensorImpl());
+  if (reduced != reducedByDataParallel_.size())
+    return refuse("a parameter of DistributedDataParallel's module gets no gradient, which DDP refuses without "
+                  "find_unused_parameters=True");
   return true;
 }
 
@@ -207,8 +214,9 @@ bool Monitor::finishBackward(Step& s) {
     ops_->bindTo(stored, gradients[k]);
     refs_.write(l.node, Relation::attr("grad"), g);
   }
+  if (!reducedByDataParallel_.empty()) reduceDataParallelGradients();
   backward_ = BackwardCall{};
-  return true;
+  return !broken_;
 }
 
 }  // namespace magpy::capture

@@ -139,6 +139,10 @@ void Monitor::beginCall(ShadowFrame& sf, Pending& p) {
     beginAutogradFunction(p, function);
     return;
   }
+  if (isDataParallelForward(callable)) {
+    beginDataParallel(p);
+    return;
+  }
   if (PyFunction_Check(callable)) {
     p.inlined = true;
     p.calleeFunction = p.callableNode;
@@ -449,6 +453,7 @@ void Monitor::readLayer(NodeId layer) {
 bool Monitor::finishCall(Step& s) {
   Pending& p = s.p;
   PyObject* result = s.outObj(0);
+  if (p.dataParallel) return finishDataParallel(s);
   if (NodeId returned = p.calleeReturned(result); returned != kNoNode) {
     s.out[0] = returned;
     return true;

@@ -57,8 +57,15 @@ void Monitor::enterFrame(PyFrameObject* frame) {
   Frame view(frame);
   PyFrameObject* back = frameBack(frame);
   bool root = frames_.empty();
-  if (root ? back != callerFrame_ : (back != frames_.back()->frame || !frames_.back()->pending.active ||
-                                     !frames_.back()->pending.traceCallees)) {
+  Pending* binding = root ? nullptr : &frames_.back()->pending;
+  if (binding && binding->active && binding->dataParallel) {
+    binding = dataParallelBinding(view);  // DDP's own code runs untraced
+    if (!binding) {
+      view.traceOpcodes(false);
+      return;
+    }
+  } else if (root ? back != callerFrame_ : (back != frames_.back()->frame || !frames_.back()->pending.active ||
+                                            !frames_.back()->pending.traceCallees)) {
     if (!root && back && back != frames_.back()->frame && !broken_) guardUntracedCallee(view, Frame(back));
     view.traceOpcodes(false);
     return;
@@ -115,7 +122,7 @@ void Monitor::enterFrame(PyFrameObject* frame) {
     unstarted_.erase(generator.get());
     ok = bindFrame(*sf, *call);
   } else {
-    ok = bindFrame(*sf, frames_.back()->pending);
+    ok = bindFrame(*sf, *binding);
   }
   frames_.push_back(std::move(sf));
   if (!ok) return;

@@ -270,7 +270,13 @@ NodeId Monitor::boundMethod(NodeId owner, PyObject* ownerObj, PyObject* name, Py
   std::string attr = utf8(name);
   if (hasDict) classMethods_.insert({owner, attr});
   NodeId c = refs_.read(owner, Relation::attr("__class__"), cls);
-  NodeId f = refs_.read(c, Relation::attr(attr), PyMethod_GET_FUNCTION(method));
+  // A native class (pybind11's) keeps a builtin function as an
+  // instancemethod wrapping it: that entry is what the class holds, and
+  // what its guard finds there.
+  PyObject* function = PyMethod_GET_FUNCTION(method);
+  PyObject* entry = classLookup(Py_TYPE(ownerObj), name);
+  if (entry && PyInstanceMethod_Check(entry) && PyInstanceMethod_GET_FUNCTION(entry) == function) function = entry;
+  NodeId f = refs_.read(c, Relation::attr(attr), function);
   NodeId m = newNode(method);
   refs_.write(m, Relation::attr("__func__"), f);
   refs_.write(m, Relation::attr("__self__"), owner);

@@ -33,6 +33,8 @@
 #include "magpy/record/annotations.h"
 #include "magpy/record/record.h"
 
+namespace torch::autograd { struct Node; }
+
 namespace magpy::capture {
 
 // What is being called: `function(*args, **kwargs)`, where the function
@@ -314,6 +316,13 @@ class Monitor : public OpRecorder::Delegate {
   static bool isBackwardCall(const std::string& callee);
   void beginBackward(Pending& p);
   bool backwardLeaves(const at::Tensor& root);
+  bool isDataParallelForward(PyObject* function) const;
+  void beginDataParallel(Pending& p);
+  bool dataParallelSupported(Pending& p, PyObject* ddp, NodeId node);
+  Pending* dataParallelBinding(Frame& view);
+  bool finishDataParallel(Step& s);
+  bool reducedByDataParallel(const torch::autograd::Node& accumulator, const at::Tensor& leaf) const;
+  void reduceDataParallelGradients();
   bool finishBackward(Step& s);
   bool keepsRequiresGrad(const Pending& p);
   bool finishPrecall(Step& s);
@@ -450,6 +459,20 @@ class Monitor : public OpRecorder::Delegate {
     std::vector<Leaf> leaves;
   };
   BackwardCall backward_;
+  // DistributedDataParallel (data_parallel.cpp): its forward is the call of
+  // its module, traced as one, and its gradient reduction follows the
+  // step's backward as collectives.
+  struct DataParallel {
+    PyObject* ddp = nullptr;
+    NodeId node = kNoNode;
+    PyObject* module = nullptr;  // ddp.module
+    NodeId moduleNode = kNoNode;
+    std::vector<at::Tensor> buffers;  // broadcast from rank 0 before the module's forward
+    bool moduleEntered = false;
+  };
+  std::optional<DataParallel> dataParallel_;              // the forward under way
+  std::unique_ptr<Pending> dataParallelCall_;             // its module's call, as bound
+  std::unordered_set<const c10::TensorImpl*> reducedByDataParallel_;  // parameters its backward reduces
   std::set<std::string> runtimeWrites_;  // interpreter state the program set (grad mode regions)
   record::GraphBreak gradSwitch_;        // where it last switched grad mode (where, function, opcode)
   std::set<int> itemsChecked_;  // aten::item nodes whose value a check holds

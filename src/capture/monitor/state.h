@@ -40,6 +40,7 @@ struct Monitor::Pending {
   bool inlined = false;
   bool autogradForward = false;  // F.apply(*args): its frame is calleeFunction, F.forward(ctx, *args)
   bool backward = false;         // loss.backward(): Monitor::backward_ holds what it began with
+  bool dataParallel = false;     // DistributedDataParallel.forward: Monitor::dataParallel_ holds its module
   bool keyAbsent = false;        // d[k] on a dict subclass (defaultdict) that lacked k
   bool returnsSelf = false;      // t.requires_grad_(flag) that changes nothing: it returns t
   bool dereferences = false;     // ref() of a weakref.ref: its referent
