@@ -15,7 +15,7 @@ int main(int argc, char** argv) {
   magpy::capture::Options opt;
   opt.program = argv[0];
   bool quiet = false;
-  app.add_option("-o,--output", opt.output, "Record file to write (default: <script stem>.mgp here)");
+  app.add_option("-o,--output", opt.output, "Record file to write (default: <script stem>.mgp here; as a rank of a torch.distributed job, <script stem>.rank<N>.mgp, and {rank} in the name is the rank)");
   // One value per occurrence, so the script after it stays the script.
   app.add_option_function<std::string>(
          "--annotations", [&](const std::string& path) { opt.annotations.push_back(path); },

@@ -13,6 +13,7 @@
 #include "capture/pyobjects.h"
 #include "magpy/capture/capture.h"
 #include "magpy/record/format.h"
+#include "magpy/replay/distributed.h"
 #include "magpy/replay/tensors.h"
 #include "magpy/support/error.h"
 
@@ -121,10 +122,23 @@ std::string builtinAnnotations() {
   return MAGPY_ANNOTATIONS_DIR;
 }
 
+// The record's file name. A rank of a torch.distributed job (torchrun's
+// environment) writes its own: "{rank}" in -o is its number, and the
+// default name is <stem>.rank<N>.mgp.
+std::string recordFileName(const Options& o) {
+  auto rank = replay::rankEnvironment();
+  std::string name = o.output;
+  if (!rank || rank->worldSize == 1) return name.empty() ? fs::path(o.script).stem().string() + ".mgp" : replay::forRank(name, 0);
+  if (name.empty()) return fs::path(o.script).stem().string() + ".rank" + std::to_string(rank->rank) + ".mgp";
+  if (name.find("{rank}") == std::string::npos)
+    throw Error("-o " + name + ": every rank of this " + std::to_string(rank->worldSize) + "-process job would write it; "
+                "put {rank} in the name (-o step.{rank}.mgp)");
+  return replay::forRank(name, rank->rank);
+}
+
 Outcome captureScript(const Options& o) {
   Outcome out;
-  out.output = o.output;
-  if (out.output.empty()) out.output = fs::path(o.script).stem().string() + ".mgp";
+  out.output = recordFileName(o);
   std::error_code ec;
   if (!fs::is_regular_file(o.script, ec)) throw Error(o.script + ": no such script; pass the path of a Python file");
 

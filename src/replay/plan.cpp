@@ -1272,21 +1272,22 @@ std::vector<c10::IValue> Plan::Impl::runSteps(std::vector<c10::IValue> inputs, c
         for (int s : step.release) slots[size_t(s)] = c10::IValue();
       continue;
     }
+    // A collective fails where another rank failed or left the group.
+    const char* why = step.collective ? " (another rank of the group failed or left it)" : "";
     try {
       runStep(step, slots, stack);
     } catch (const c10::Error& e) {
-      throw Error("while running " + step.node + ": " + e.what_without_backtrace());
+      throw Error("while running " + step.node + ": " + e.what_without_backtrace() + why);
     } catch (const SizeMismatch& e) {
       SizeMismatch stopped("while running " + step.node + ": " + e.what());
       stopped.changedNothing = step.beforeEffects;
       stopped.decidedOtherwise = e.decidedOtherwise;
       throw stopped;
-    } catch (const Error& e) {
-      throw Error("while running " + step.node + ": " + e.what());
     } catch (const std::exception& e) {
       // Some kernels reject their arguments with a bare std::runtime_error
-      // (view's shape check, IValue conversions), not c10::Error.
-      throw Error("while running " + step.node + ": " + e.what());
+      // (view's shape check, IValue conversions), not c10::Error; ours are
+      // magpy::Error.
+      throw Error("while running " + step.node + ": " + e.what() + why);
     }
     static const SymbolValues kNoSymbols;
     try {
