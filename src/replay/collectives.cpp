@@ -117,10 +117,14 @@ namespace {
 
 std::vector<uint8_t> bytesOf(const std::string& s) { return {s.begin(), s.end()}; }
 
-// Every rank states its digest; each reads all of them.
-void agree(c10d::Store& store, const RankEnvironment& env, const std::string& digest) {
+// Every rank states its digest and reads all of them; rank 0, whose
+// process serves the store, waits for every rank to have read before it
+// leaves (even to refuse), so each finds the others' digests.
+void agree(c10d::Store& store, const RankEnvironment& env, const std::string& digest,
+           std::chrono::milliseconds timeout) {
   store.set("record/" + std::to_string(env.rank), bytesOf(digest));
-  for (int r = 0; r < env.worldSize; ++r) {
+  std::string differs;
+  for (int r = 0; r < env.worldSize && differs.empty(); ++r) {
     std::vector<uint8_t> theirs;
     try {
       theirs = store.get("record/" + std::to_string(r));
@@ -130,10 +134,21 @@ void agree(c10d::Store& store, const RankEnvironment& env, const std::string& di
                   "was never started");
     }
     if (theirs != bytesOf(digest))
-      throw Error("rank " + std::to_string(env.rank) + ": rank " + std::to_string(r) + " replays other records (digest " +
-                  std::string(theirs.begin(), theirs.end()) + ", this rank's " + digest +
-                  "): give every rank records captured from the same script at the same world size");
+      differs = "rank " + std::to_string(env.rank) + ": rank " + std::to_string(r) + " replays other records (digest " +
+                std::string(theirs.begin(), theirs.end()) + ", this rank's " + digest +
+                "): give every rank records captured from the same script at the same world size";
   }
+  store.set("read/" + std::to_string(env.rank), bytesOf("1"));
+  if (env.rank == 0) {
+    std::vector<std::string> read;
+    for (int r = 1; r < env.worldSize; ++r) read.push_back("read/" + std::to_string(r));
+    try {
+      store.wait(read, timeout);
+    } catch (const std::exception&) {
+      // a rank that never read: it reports its own failure
+    }
+  }
+  if (!differs.empty()) throw Error(differs);
 }
 
 }  // namespace
@@ -155,7 +170,7 @@ void formGroup(const RankEnvironment& env, const std::string& digest, std::chron
                 "MASTER_ADDR, MASTER_PORT and WORLD_SIZE, or use magpy-run --nproc-per-node");
   }
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("magpy", store);
-  agree(*prefixed, env, digest);
+  agree(*prefixed, env, digest, timeout);
   auto gloo = c10d::ProcessGroupGloo::Options::create(timeout);
   bool loopback = env.masterAddr == "127.0.0.1" || env.masterAddr == "localhost";
   gloo->devices.push_back(loopback ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")

@@ -75,7 +75,7 @@ wait $survivor || status=$?
 elapsed=$(( $(date +%s) - start ))
 [ $status -eq 2 ] || { cat "$work/kill.0"; fail "kill: rank 0 exited with $status, not 2"; }
 [ $elapsed -lt 60 ] || fail "kill: rank 0 took $elapsed s to notice"
-grep -q "^magpy-run: error: .*while running %allreduce.*another rank of the group failed" "$work/kill.0" || { cat "$work/kill.0"; fail "kill: no error naming the collective"; }
+grep -Eq "^magpy-run: error: .*while running %(allreduce|broadcast)_.*another rank of the group failed" "$work/kill.0" || { cat "$work/kill.0"; fail "kill: no error naming the collective"; }
 echo "ok: a killed rank ends the other in ${elapsed}s: $(grep '^magpy-run: error' "$work/kill.0" | cut -c1-160)"
 
 # Different records on the two ranks: refused before any call.
