@@ -1283,10 +1283,11 @@ std::vector<c10::IValue> Plan::Impl::runSteps(std::vector<c10::IValue> inputs, c
       stopped.changedNothing = step.beforeEffects;
       stopped.decidedOtherwise = e.decidedOtherwise;
       throw stopped;
+    } catch (const Error& e) {
+      throw Error("while running " + step.node + ": " + e.what());
     } catch (const std::exception& e) {
       // Some kernels reject their arguments with a bare std::runtime_error
-      // (view's shape check, IValue conversions), not c10::Error; ours are
-      // magpy::Error.
+      // (view's shape check, IValue conversions), not c10::Error; so does Gloo.
       throw Error("while running " + step.node + ": " + e.what() + why);
     }
     static const SymbolValues kNoSymbols;

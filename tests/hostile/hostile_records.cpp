@@ -491,6 +491,35 @@ void replayCases(std::vector<Case>& out) {
     out.push_back({"number_list_of_tensor", numberList("float", 0, "ScalarList"), 2, "a number list entry is not a float", true});
     out.push_back({"number_list_for_tensors", numberList("float", 1, "List"), 2, "the record passes a list of floats", true});
   }
+  {
+    // Collectives (record/graph.h): one tensor, the group replay runs in, a
+    // ReduceOp records may hold, the group's own timeout. A well-formed one
+    // needs the ranks of a job; the others are refused at load.
+    auto collective = [](std::vector<Arg> args, size_t tensors = 1, const std::string& target = "c10d::allreduce_") {
+      Node c = op("allreduce_", target, "", std::move(args));
+      c.outputs.assign(tensors, meta({2}));
+      return encode(withTensorArg(c));
+    };
+    Arg group{Arg::Kind::Group};
+    Arg one{Arg::Kind::NodeList, 0, 0, "", {0}, {}};
+    Arg two{Arg::Kind::NodeList, 0, 0, "", {0, 0}, {}};
+    out.push_back({"collective_without_ranks", collective({one, group, Arg::integer(0), Arg::integer(-1)}), 2,
+                   "start magpy-run once per rank with torchrun's environment", true});
+    out.push_back({"collective_reduce_op_premul", collective({one, group, Arg::integer(8), Arg::integer(-1)}), 2,
+                   "c10d::allreduce_ but does not take ([tensor], process group, reduce op, -1)"});
+    out.push_back({"collective_own_timeout", collective({one, group, Arg::integer(0), Arg::integer(int64_t(1) << 40)}), 2,
+                   "c10d::allreduce_ but does not take ([tensor], process group, reduce op, -1)"});
+    out.push_back({"collective_of_two", collective({two, group, Arg::integer(0), Arg::integer(-1)}, 2), 2,
+                   "c10d::allreduce_ but does not take ([tensor], process group, reduce op, -1)"});
+    out.push_back({"collective_negative_root",
+                   collective({one, group, Arg::integer(-1), Arg::integer(0), Arg::integer(-1)}, 1, "c10d::broadcast_"), 2,
+                   "c10d::broadcast_ but does not take ([tensor], process group, root rank, 0, -1)"});
+    out.push_back({"group_outside_collective", encode(withTensorArg(op("relu", "aten::relu", "", {Arg::node(0), group}))),
+                   2, "takes a process group but is no collective"});
+    out.push_back({"c10d_barrier", encode(withTensorArg(op("barrier", "c10d::barrier", "", {Arg::integer(0), ints({}),
+                                                                                             Arg::integer(-1)}))),
+                   2, "is a torch.distributed operator magpy does not replay", true});
+  }
   // Operators whose kernels trust their arguments, each found writing or
   // reading out of bounds from a record's arguments: refused by family.
   out.push_back({"max_pool_backward_far_indices",

@@ -502,3 +502,23 @@ TEST(Format, NumberListsRoundTripAndAreValidated) {
   written.args[1].ints = {int64_t(g.nodes.size()), -1};  // a node after it
   EXPECT_TRUE(contains(errorOf(encode(f)), "not defined before it")) << errorOf(encode(f));
 }
+
+TEST(Format, CollectivesRoundTripAndAreValidated) {
+  RecordFile f = sample::sampleFile();
+  Graph& g = f.functions[0].records[0].graph;
+  Node reduce = sample::opNode("allreduce_", "c10d::allreduce_", "",
+                               {Arg{Arg::Kind::NodeList, 0, 0, "", {0}, {}}, Arg{Arg::Kind::Group}, Arg::integer(0),
+                                Arg::integer(-1)});
+  reduce.outputs = {g.nodes[0].outputs.at(0)};
+  g.nodes.insert(g.nodes.end() - 1, reduce);
+  RecordFile back = decode(encode(f));
+  std::string text = printGraph(back.functions[0].records[0].graph);
+  EXPECT_TRUE(contains(text, "c10d::allreduce_([%arg0], process_group, 0, -1)")) << text;
+  EXPECT_TRUE(hasCollectives(back.functions[0].records[0].graph));
+  Node& written = g.nodes[g.nodes.size() - 2];
+  written.args[2] = Arg::integer(1);  // AVG, which Gloo refuses: no record holds it
+  EXPECT_TRUE(contains(errorOf(encode(f)), "does not take ([tensor], process group, reduce op, -1)")) << errorOf(encode(f));
+  written.args[2] = Arg::integer(0);
+  written.args[1] = Arg::integer(0);  // a group the record would name
+  EXPECT_TRUE(contains(errorOf(encode(f)), "does not take ([tensor], process group")) << errorOf(encode(f));
+}
