@@ -17,6 +17,7 @@ and --compare-state FILE DIR a saved state with DIR/state_0.pt.
 """
 import argparse
 import os
+import time
 
 import torch
 import torch.distributed as dist
@@ -41,6 +42,8 @@ parser = argparse.ArgumentParser()
 parser.add_argument("out_dir", nargs="?", default=".")
 parser.add_argument("--mode", choices=["ddp", "manual"], default="ddp")
 parser.add_argument("--steps", type=int, default=20)
+parser.add_argument("--batches", type=int, default=20, help="batches in each rank's shard")
+parser.add_argument("--time-from", type=int, default=0, help="print the time of the steps from this one on")
 parser.add_argument("--compare", nargs=2, metavar=("DIR_A", "DIR_B"))
 parser.add_argument("--compare-state", nargs=2, metavar=("FILE", "DIR"))
 options = parser.parse_args()
@@ -99,12 +102,18 @@ else:
 
     generator = torch.Generator().manual_seed(1 + rank)
     batches = [(torch.randn(8, 3, 8, 8, generator=generator), torch.randint(0, 10, (8,), generator=generator))
-               for _ in range(20)]
+               for _ in range(options.batches)]
     out_dir = options.out_dir
     os.makedirs(out_dir, exist_ok=True)
     torch.save(batches, os.path.join(out_dir, f"shard_{rank}.pt"))
     compiled = magpy.compile(step)
-    losses = [compiled(x, y).item() for x, y in batches[:options.steps]]
+    losses = []
+    for k, (x, y) in enumerate(batches[:options.steps]):
+        if k == options.time_from:
+            start = time.perf_counter()
+        losses.append(compiled(x, y).item())
+    if options.time_from < len(losses):
+        print(f"rank {rank}: {len(losses) - options.time_from} steps in {time.perf_counter() - start:.4f} s")
     torch.save(losses, os.path.join(out_dir, f"losses_{rank}.pt"))
     torch.save(model.state_dict(), os.path.join(out_dir, f"state_{rank}.pt"))
     print(f"rank {rank} of {world}: {len(losses)} steps, last loss {losses[-1]:.4f}")

@@ -164,6 +164,7 @@ int runBatches(Session& session, const RunOptions& opt) {
   const auto& items = batches.heap->items;
   std::cout << "train " << session.file().functions[f].name << " on " << items.size() << " batches from " << opt.batches
             << " (grad mode on)\n";
+  auto start = std::chrono::steady_clock::now();
   for (size_t k = 0; k < items.size(); ++k) {
     std::vector<Value> args;
     Value kwargs = Value::dict({}, {});
@@ -178,6 +179,9 @@ int runBatches(Session& session, const RunOptions& opt) {
       return 1;
     }
   }
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::cout << "trained on " << items.size() << " batches in " << std::fixed << std::setprecision(4) << seconds << " s\n"
+            << std::defaultfloat;
   return 0;
 }
 

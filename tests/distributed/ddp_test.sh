@@ -18,6 +18,7 @@ rm -rf "$work" && mkdir -p "$work"
 export PYTHONPATH="$here/python${PYTHONPATH:+:$PYTHONPATH}"
 python=/usr/bin/python3
 fail() { echo "FAIL: $*" >&2; exit 1; }
+trap 'kill $(jobs -p) 2>/dev/null || true' EXIT  # no rank outlives the test
 
 free_port() { $python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 

@@ -29,9 +29,14 @@
 namespace magpy::capture {
 namespace {
 
+// The class, once the program imported it (kept: asked at every call).
 PyObject* dataParallelClass() {
+  static PyObject* cls = nullptr;
+  if (cls) return cls;
   PyObject* module = PyDict_GetItemString(PyImport_GetModuleDict(), "torch.nn.parallel.distributed");
-  return module ? PyDict_GetItemString(PyModule_GetDict(module), "DistributedDataParallel") : nullptr;
+  cls = module ? PyDict_GetItemString(PyModule_GetDict(module), "DistributedDataParallel") : nullptr;
+  Py_XINCREF(cls);
+  return cls;
 }
 
 // Runs a c10d collective through the dispatcher, as torch.distributed
@@ -42,19 +47,20 @@ void runCollective(const char* name, std::vector<c10::IValue> stack) {
   replay::waitFor(stack[1]);
 }
 
-std::string attrText(PyObject* owner, const char* name) {
-  PyRef v = PyRef::steal(PyObject_GetAttrString(owner, name));
+// Whether DDP's join context (uneven inputs) is enabled for it.
+bool joins(PyObject* ddp) {
+  PyRef config = PyRef::steal(PyObject_GetAttrString(ddp, "_join_config"));
+  PyRef enable = PyRef::steal(config ? PyObject_GetAttrString(config.get(), "enable") : nullptr);
   PyErr_Clear();
-  PyRef text = PyRef::steal(v ? PyObject_Repr(v.get()) : nullptr);
-  PyErr_Clear();
-  return text ? utf8(text.get()) : "?";
+  return !enable || PyObject_IsTrue(enable.get()) != 0;
 }
 
 }  // namespace
 
 bool Monitor::isDataParallelForward(PyObject* function) const {
+  static PyObject* forward = PyUnicode_InternFromString("forward");
   PyObject* cls = dataParallelClass();
-  return cls && PyType_Check(cls) && function == classLookup(reinterpret_cast<PyTypeObject*>(cls), PyRef::steal(PyUnicode_FromString("forward")).get());
+  return cls && PyType_Check(cls) && function == classLookup(reinterpret_cast<PyTypeObject*>(cls), forward);
 }
 
 void Monitor::beginDataParallel(Pending& p) {
@@ -144,7 +150,7 @@ bool Monitor::dataParallelSupported(Pending& p, PyObject* ddp, NodeId node) {
   else if (!isFalse(setting("_use_replicated_tensor_module"))) why = "a replicated tensor module";
   else if (!isFalse(setting("parameters_to_ignore"))) why = "parameters to ignore";
   else if (PyObject_HasAttrString(ddp, "buffer_hook")) why = "a buffer communication hook";
-  else if (attrText(ddp, "_join_config").find("enable=False") == std::string::npos) why = "join (uneven inputs)";
+  else if (joins(ddp)) why = "join (uneven inputs)";
   if (why.empty()) {
     PyObject* group = setting("process_group");
     PyRef logger = PyRef::steal(PyObject_GetAttrString(ddp, "logger"));
@@ -167,7 +173,8 @@ bool Monitor::dataParallelSupported(Pending& p, PyObject* ddp, NodeId node) {
 // own code runs untraced. Returns the call to bind, or null.
 Monitor::Pending* Monitor::dataParallelBinding(Frame& view) {
   DataParallel& dp = *dataParallel_;
-  PyObject* call = classLookup(Py_TYPE(dp.module), PyRef::steal(PyUnicode_FromString("__call__")).get());
+  static PyObject* name = PyUnicode_InternFromString("__call__");
+  PyObject* call = classLookup(Py_TYPE(dp.module), name);
   if (dp.moduleEntered || view.function() != call || codeArgCount(view.code()) < 1 || view.local(0) != dp.module)
     return nullptr;
   dp.moduleEntered = true;
