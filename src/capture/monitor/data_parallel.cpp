@@ -4,13 +4,16 @@
 // from C++ hooks on the parameters' gradient accumulators during backward.
 // A record holds what that computes instead:
 //
-//   ddp(x)          c10d::broadcast_(buffers, group, 0, 0, -1) where DDP
-//                   syncs buffers, then ddp.module(x), traced as any call
-//   loss.backward() magpy.backward, then per parameter DDP reduces:
-//                   share = grad * (1 / world); allreduce_([share]); grad.copy_(share)
+//   ddp(x)          where DDP syncs buffers, one bucket of them per dtype,
+//                   c10d::broadcast_ from rank 0, copied back; then
+//                   ddp.module(x), traced as any call
+//   loss.backward() magpy.backward, then per dtype one bucket of every
+//                   parameter's grad * (1 / world), c10d::allreduce_,
+//                   copied back into each .grad
 //
 // which is DDP's arithmetic (it scales each gradient into its bucket, sums
-// the buckets across ranks and copies them back). The monitored call runs
+// the buckets across ranks and copies them back), with one bucket where
+// DDP makes them of 25 MB. The monitored call runs
 // the real DDP; the collectives magpy adds there repeat what DDP did (a
 // broadcast of buffers equal on every rank, an average of gradients equal
 // on every rank), so they change nothing but run, and are recorded, as
@@ -18,7 +21,10 @@
 // (find_unused_parameters, static_graph, gradient_as_bucket_view, join,
 // buffer hooks, device ids, other groups, communication hooks) are breaks.
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/cat.h>
 #include <ATen/ops/mul.h>
+
+#include <algorithm>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/accumulate_grad.h>
 
@@ -45,6 +51,32 @@ void runCollective(const char* name, std::vector<c10::IValue> stack) {
   auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name, "");
   op.callBoxed(&stack);
   replay::waitFor(stack[1]);
+}
+
+// One collective per dtype over the tensors flattened into a bucket (each
+// scaled first, where scale is not 1), then each tensor copied back from
+// it, as DDP's buckets do. `args` follow the bucket and the group.
+void runBucketed(const char* name, const std::vector<at::Tensor>& tensors, double scale, std::vector<c10::IValue> args) {
+  std::vector<c10::ScalarType> dtypes;
+  for (const at::Tensor& t : tensors)
+    if (std::find(dtypes.begin(), dtypes.end(), t.scalar_type()) == dtypes.end()) dtypes.push_back(t.scalar_type());
+  for (c10::ScalarType dtype : dtypes) {
+    std::vector<at::Tensor> parts, members;
+    for (const at::Tensor& t : tensors) {
+      if (t.scalar_type() != dtype) continue;
+      parts.push_back((scale == 1 ? t : at::mul(t, scale)).reshape({-1}));
+      members.push_back(t);
+    }
+    at::Tensor bucket = at::cat(parts);
+    std::vector<c10::IValue> stack = {c10::List<at::Tensor>({bucket}), replay::currentGroup()};
+    stack.insert(stack.end(), args.begin(), args.end());
+    runCollective(name, std::move(stack));
+    int64_t offset = 0;
+    for (at::Tensor& t : members) {
+      t.copy_(bucket.narrow(0, offset, t.numel()).view_as(t));
+      offset += t.numel();
+    }
+  }
 }
 
 // Whether DDP's join context (uneven inputs) is enabled for it.
@@ -192,9 +224,7 @@ Monitor::Pending* Monitor::dataParallelBinding(Frame& view) {
   p.keywordObjs = ddpCall.keywordObjs;
   if (!dp.buffers.empty()) {
     ops_->setEnabled(true);
-    for (const at::Tensor& buffer : dp.buffers)  // one each: Gloo broadcasts lists of equal tensors only
-      runCollective("c10d::broadcast_",
-                    {c10::List<at::Tensor>({buffer}), replay::currentGroup(), int64_t(0), int64_t(0), int64_t(-1)});
+    runBucketed("c10d::broadcast_", dp.buffers, 1, {int64_t(0), int64_t(0), int64_t(-1)});
     ops_->setEnabled(false);
   }
   return &p;
@@ -228,14 +258,11 @@ void Monitor::reduceDataParallelGradients() {
     graphBreak("DistributedDataParallel's gradients: no default process group");
     return;
   }
+  std::vector<at::Tensor> grads;
+  for (auto& l : backward_.leaves)
+    if (reducedByDataParallel_.count(l.variable.unsafeGetTensorImpl())) grads.push_back(l.variable.grad());
   ops_->setEnabled(true);
-  for (auto& l : backward_.leaves) {
-    if (!reducedByDataParallel_.count(l.variable.unsafeGetTensorImpl())) continue;
-    at::Tensor grad = l.variable.grad();
-    at::Tensor share = at::mul(grad, 1.0 / double(world->i));
-    runCollective("c10d::allreduce_", {c10::List<at::Tensor>({share}), group, replay::reduceOpFor(0), int64_t(-1)});
-    grad.copy_(share);
-  }
+  runBucketed("c10d::allreduce_", grads, 1.0 / double(world->i), {replay::reduceOpFor(0), int64_t(-1)});
   ops_->setEnabled(false);
   reducedByDataParallel_.clear();
 }
