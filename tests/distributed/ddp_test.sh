@@ -58,6 +58,15 @@ capture_and_compare ddp 2
 capture_and_compare manual 2
 capture_and_compare ddp 4
 
+# A reduce op switched between calls: the JIT agrees with plain Python.
+ranks 2 "$(free_port)" "$bin/magpy-capture" -o "$work/switch.{rank}.mgp" "$here/tests/distributed/reduce_op_switch.py" ||
+  fail "reduce op switch: capture"
+cat "$work/log.0" "$work/log.1" | grep "^[01] " | sort > "$work/switch.jit"
+ranks 2 "$(free_port)" $python "$here/tests/distributed/reduce_op_switch.py" || fail "reduce op switch: eager"
+cat "$work/log.0" "$work/log.1" | sort > "$work/switch.eager"
+diff "$work/switch.jit" "$work/switch.eager" || fail "reduce op switch: the JIT's results differ from eager's"
+echo "ok: a reduce op switched between calls"
+
 # A rank killed mid-run: the other ends with one clear error, in time.
 ddp="$work/ddp-2/jit"
 port=$(free_port)

@@ -288,8 +288,27 @@ bool Monitor::convertsTensor(const Pending& p) const {
 
 // A call its annotation summarizes: the callee is not traced, and it must
 // not read what the graph cannot hold.
+// torch.distributed's all_reduce and broadcast hand their ReduceOp and
+// group to native code, which reads them where no guard sees: a record
+// holds only the defaults (SUM, the default group) and plain ints (src).
+bool Monitor::collectiveArgumentsGuarded(const Pending& p) {
+  if (p.calleeName != "torch.distributed.distributed_c10d.all_reduce" &&
+      p.calleeName != "torch.distributed.distributed_c10d.broadcast")
+    return true;
+  std::vector<PyObject*> passed(p.positionalObjs.begin() + std::min<size_t>(1, p.positionalObjs.size()), p.positionalObjs.end());
+  passed.insert(passed.end(), p.keywordObjs.begin(), p.keywordObjs.end());
+  for (PyObject* v : passed)
+    if (v && v != Py_None && !PyBool_Check(v) && !PyLong_CheckExact(v)) {
+      graphBreak(p.calleeName + " is given a " + Py_TYPE(v)->tp_name + " (a reduce op or a group), whose value native "
+                 "code reads unguarded: records hold the default op (SUM) and group only");
+      return false;
+    }
+  return true;
+}
+
 void Monitor::beginAnnotatedCall(Pending& p, PyObject* callable) {
   const record::FunctionAnnotation& a = *p.annotation;
+  if (!collectiveArgumentsGuarded(p)) return;
   // The callee gets every argument: each counts as used (an argument
   // that reached it inside a *args tuple was not loaded on its own).
   for (size_t i = 0; i < p.positional.size(); ++i) {

@@ -316,6 +316,7 @@ class Monitor : public OpRecorder::Delegate {
   static bool isBackwardCall(const std::string& callee);
   void beginBackward(Pending& p);
   bool backwardLeaves(const at::Tensor& root);
+  bool collectiveArgumentsGuarded(const Pending& p);
   bool isDataParallelForward(PyObject* function) const;
   void beginDataParallel(Pending& p);
   bool dataParallelSupported(Pending& p, PyObject* ddp, NodeId node);
