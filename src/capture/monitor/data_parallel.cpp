@@ -79,6 +79,21 @@ void runBucketed(const char* name, const std::vector<at::Tensor>& tensors, doubl
   }
 }
 
+// One of DDP's logging maps ("ints_map", "strs_map": what it reports of
+// its reducer), or null.
+PyRef loggingMap(PyObject* ddp, const char* name) {
+  PyRef logger = PyRef::steal(PyObject_GetAttrString(ddp, "logger"));
+  PyRef logging = PyRef::steal(logger ? PyObject_CallMethod(logger.get(), "_get_ddp_logging_data", nullptr) : nullptr);
+  PyRef map = PyRef::steal(logging ? PyObject_GetAttrString(logging.get(), name) : nullptr);
+  PyErr_Clear();
+  return map && PyDict_Check(map.get()) ? std::move(map) : PyRef();
+}
+
+int64_t loggedInt(PyObject* map, const char* key) {
+  PyObject* v = PyDict_GetItemString(map, key);
+  return v && PyLong_Check(v) ? PyLong_AsLongLong(v) : -1;
+}
+
 // Whether DDP's join context (uneven inputs) is enabled for it.
 bool joins(PyObject* ddp) {
   PyRef config = PyRef::steal(PyObject_GetAttrString(ddp, "_join_config"));
@@ -150,10 +165,21 @@ void Monitor::beginDataParallel(Pending& p) {
       graphBreak("DistributedDataParallel.forward: magpy cannot list its module's parameters");
       return;
     }
+    int64_t bytes = 0;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list.get()); ++i) {
       PyObject* param = PyList_GET_ITEM(list.get(), i);
-      if (isTensor(param) && tensorOf(param).requires_grad())
-        reducedByDataParallel_.insert(tensorOf(param).unsafeGetTensorImpl());
+      if (!isTensor(param) || !tensorOf(param).requires_grad()) continue;
+      reducedByDataParallel_.insert(tensorOf(param).unsafeGetTensorImpl());
+      bytes += int64_t(tensorOf(param).nbytes());
+    }
+    // The reducer waits for the parameters that required grad when DDP was
+    // built: with others now, DDP would not finish its reduction.
+    PyRef ints = loggingMap(ddp, "ints_map");
+    if (!ints || loggedInt(ints.get(), "num_parameter_tensors") != int64_t(reducedByDataParallel_.size()) ||
+        loggedInt(ints.get(), "total_parameter_size_bytes") != bytes) {
+      graphBreak("DistributedDataParallel's module has other parameters requiring grad than when DDP was built, "
+                 "so DDP would not finish its reduction");
+      return;
     }
   }
   p.dataParallel = true;
@@ -185,12 +211,9 @@ bool Monitor::dataParallelSupported(Pending& p, PyObject* ddp, NodeId node) {
   else if (joins(ddp)) why = "join (uneven inputs)";
   if (why.empty()) {
     PyObject* group = setting("process_group");
-    PyRef logger = PyRef::steal(PyObject_GetAttrString(ddp, "logger"));
-    PyRef logging = PyRef::steal(logger ? PyObject_CallMethod(logger.get(), "_get_ddp_logging_data", nullptr) : nullptr);
-    PyRef strs = PyRef::steal(logging ? PyObject_GetAttrString(logging.get(), "strs_map") : nullptr);
-    PyErr_Clear();
+    PyRef strs = loggingMap(ddp, "strs_map");
     if (!group || !replay::isCurrentGroup(processGroupValue(group))) why = "a process group other than the default one";
-    else if (!strs || !PyDict_Check(strs.get())) why = "a logger magpy cannot read";
+    else if (!strs) why = "a logger magpy cannot read";
     else if (PyDict_GetItemString(strs.get(), "comm_hook")) why = "a communication hook";
   }
   PyErr_Clear();
