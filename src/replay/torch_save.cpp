@@ -40,9 +40,13 @@ using Ref = std::shared_ptr<PyVal>;
 
 // `child` goes into `container`, which must still be open; the child is
 // sealed from then on, so the container's depth stays true (no walk or
-// destructor over a hostile file's values can exhaust the stack).
+// destructor over a hostile file's values can exhaust the stack) and no
+// container comes to hold itself.
 void nest(PyVal& container, PyVal& child) {
   if (container.sealed) throw Error("a container changed after it was stored in another");
+  // Sealing stops every cycle but one into itself (list.append(list)),
+  // which reference counting would never free.
+  if (&container == &child) throw Error("a container stored into itself");
   child.sealed = true;
   container.depth = std::max(container.depth, child.depth + 1);
   if (container.depth > kMaxTorchSaveDepth)

@@ -93,6 +93,12 @@ TEST(TorchSave, AContainerChangedAfterItWasStoredIsRefused) {
   EXPECT_TRUE(contains(errorOf(writeFile("chain", pickle)), "a container changed after it was stored in another"));
 }
 
+TEST(TorchSave, AContainerStoredIntoItselfIsRefused) {
+  // l.append(l): a cycle reference counting never frees (the fuzzer found it leaking).
+  std::string pickle = kProto + "]" + put(0) + get(0) + "a.";
+  EXPECT_TRUE(contains(errorOf(writeFile("itself", pickle)), "a container stored into itself"));
+}
+
 TEST(TorchSave, NestingIsBounded) {
   std::string pickle = kProto;
   for (int k = 0; k < 100; ++k) pickle += "]";
