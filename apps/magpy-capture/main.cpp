@@ -49,6 +49,17 @@ int main(int argc, char** argv) {
                  "dynamic=...) overrides it per function)")
       ->check(CLI::IsMember({"auto", "off"}))
       ->capture_default_str();
+  app.add_option("--backend", opt.backend,
+                 "How a record's calls with grad mode off run once it served two: aten (operator by operator), "
+                 "compiled (a TorchScript graph with libtorch's inference passes), auto (compiled where its first "
+                 "call shows it faster). Compiled graphs are checked against operator by operator on their first "
+                 "call; calls with grad mode on run operator by operator (magpy.compile(fn, backend=...) overrides)")
+      ->check(CLI::IsMember({"aten", "compiled", "auto"}))
+      ->capture_default_str();
+  app.add_flag("--freeze-state", opt.freezeState,
+               "Let compiled graphs freeze the state tensors they only read (fold and re-lay them out once): the "
+               "script promises to write them only through torch operations, never through .data, numpy views or "
+               "another process (magpy.compile(fn, freeze_state=...) overrides)");
   app.add_flag("-q,--quiet", quiet, "Print nothing but errors");
   app.prefix_command();  // everything from the script on belongs to the script
   app.footer("Usage: magpy-capture [options] script.py [script arguments...]");

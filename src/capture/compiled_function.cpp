@@ -79,21 +79,27 @@ PyTypeObject CompiledType = [] {
 }();
 
 PyObject* magpyCompile(PyObject*, PyObject* args, PyObject* kwargs) {
-  static const char* kKeywords[] = {"fn", "dynamic", nullptr};
+  static const char* kKeywords[] = {"fn", "dynamic", "backend", "freeze_state", nullptr};
   PyObject* target = nullptr;
   PyObject* dynamic = Py_None;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$O:compile", const_cast<char**>(kKeywords), &target, &dynamic))
+  PyObject* freeze = Py_None;
+  const char* backend = nullptr;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$OzO:compile", const_cast<char**>(kKeywords), &target, &dynamic,
+                                   &backend, &freeze))
     return nullptr;
-  if (dynamic != Py_None && !PyBool_Check(dynamic)) {
-    PyErr_Format(PyExc_TypeError, "magpy.compile: dynamic must be True, False or None, not %s", Py_TYPE(dynamic)->tp_name);
-    return nullptr;
-  }
+  for (auto [name, flag] : {std::pair{"dynamic", dynamic}, std::pair{"freeze_state", freeze}})
+    if (flag != Py_None && !PyBool_Check(flag)) {
+      PyErr_Format(PyExc_TypeError, "magpy.compile: %s must be True, False or None, not %s", name, Py_TYPE(flag)->tp_name);
+      return nullptr;
+    }
   Session* session = Session::current();
   if (!session) {
     PyErr_SetString(PyExc_RuntimeError, "magpy.compile works only in scripts run by magpy-capture");
     return nullptr;
   }
-  return session->compile(target, dynamic == Py_None ? std::nullopt : std::optional<bool>(dynamic == Py_True));
+  auto flag = [](PyObject* v) { return v == Py_None ? std::nullopt : std::optional<bool>(v == Py_True); };
+  return session->compile(target, flag(dynamic), backend ? std::optional<std::string>(backend) : std::nullopt,
+                          flag(freeze));
 }
 
 PyObject* magpyFailNextEntry(PyObject*, PyObject* name) {
@@ -106,10 +112,14 @@ PyObject* magpyFailNextEntry(PyObject*, PyObject* name) {
 
 PyMethodDef kModuleMethods[] = {
     {"compile", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(magpyCompile)), METH_VARARGS | METH_KEYWORDS,
-     "compile(fn_or_module, *, dynamic=None) -> callable\n\nReturns a callable that behaves like fn_or_module; "
-     "magpy-capture monitors its calls, captures them as operator graphs and writes them to the record file. "
-     "dynamic=False keeps every record's sizes fixed; True or None (magpy-capture --dynamic auto, the default) "
-     "lets records that differ only in argument sizes become one dynamic record."},
+     "compile(fn_or_module, *, dynamic=None, backend=None, freeze_state=None) -> callable\n\nReturns a callable "
+     "that behaves like fn_or_module; magpy-capture monitors its calls, captures them as operator graphs and writes "
+     "them to the record file. dynamic=False keeps every record's sizes fixed; True or None (magpy-capture --dynamic "
+     "auto, the default) lets records that differ only in argument sizes become one dynamic record. backend "
+     "('aten', 'compiled', 'auto'; None: magpy-capture --backend) says how calls with grad mode off run once a "
+     "record served two: compiled graphs, checked against operator by operator on their first call. "
+     "freeze_state=True (None: --freeze-state) lets compiled graphs freeze the state tensors they only read: "
+     "the script then writes them only through torch operations, never through .data or numpy views."},
     {"_fail_next_entry", magpyFailNextEntry, METH_O,
      "_fail_next_entry(name): for magpy's own tests: the next entry from Python into magpy of this kind "
      "('compiled_call', 'frame_hook', 'trace') fails inside magpy with a C++ exception."},

@@ -2,6 +2,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Tensor.h>
+#include <c10/core/GradMode.h>
 
 #include <algorithm>
 #include <chrono>
@@ -116,6 +117,74 @@ struct Session::Impl {
       if (p.root == record::AccessPath::Root::Self && !fn.absentPaths.count(p)) wanted.insert(p.steps);
     }
     return snapshot(fn.spec.self, wanted, blobs);
+  }
+
+  // ---- compiled graphs (replay/compiled_graph.h) ----
+
+  // A record's plan for this call if the call runs compiled: autograd must
+  // record nothing in it (grad mode off, no region turning it on, no
+  // backward), so libtorch's inference passes keep what the program sees;
+  // and the record must have served kCallsBeforeCompiling such calls, so a
+  // record of a shape seen once never pays the first compiled call's trial
+  // (the steps, then each set of passes, checked to agree: plan.cpp).
+  static constexpr size_t kCallsBeforeCompiling = 2;
+
+  const replay::Plan* compiledPlan(Unit& fn, size_t r) {
+    Entry& e = fn.entries[r];
+    Entry::Compiled& c = e.compiled;
+    if (fn.backend == replay::Backend::Aten || e.plan->differentiates()) return nullptr;
+    if (c10::GradMode::is_enabled()) {
+      if (!c.explained) explain(fn, "record " + std::to_string(r) + ": a call with grad mode on runs operator by operator, "
+                                    "as autograd records each operator");
+      c.explained = true;
+      return nullptr;
+    }
+    if (!c.refusal.empty() || ++c.gradFreeCalls <= kCallsBeforeCompiling) return nullptr;
+    if (!c.plan) buildCompiledPlan(fn, r);
+    return c.plan.get();
+  }
+
+  void buildCompiledPlan(Unit& fn, size_t r) {
+    Entry& e = fn.entries[r];
+    Entry::Compiled& c = e.compiled;
+    const record::Graph& g = e.record.graph;
+    if (std::any_of(g.nodes.begin(), g.nodes.end(), [](const record::Node& n) { return n.grad == record::GradMode::On; }))
+      c.refusal = "it turns grad mode on inside, where autograd records its operators";
+    try {
+      replay::PlanOptions options;
+      options.passes = replay::PassOptions::parse("default");
+      options.inference = true;
+      options.trustRecord = true;
+      options.backend = fn.backend;
+      options.freezeState = fn.freezeState;
+      if (c.refusal.empty()) c.plan = std::make_unique<replay::Plan>(g, blobs.blobs(), options);
+    } catch (const Error& ex) {
+      c.refusal = ex.what();
+    }
+    const auto& atenPaths = e.plan->inputPaths();
+    for (size_t i = 0; c.plan && i < c.plan->inputPaths().size(); ++i) {
+      auto it = std::find(atenPaths.begin(), atenPaths.end(), c.plan->inputPaths()[i]);
+      if (it == atenPaths.end()) {
+        c.refusal = "its optimized graph reads " + record::toString(c.plan->inputPaths()[i]) + ", which the record's does not";
+        c.plan.reset();
+      } else {
+        c.inputs.push_back(size_t(it - atenPaths.begin()));
+      }
+    }
+    if (!c.refusal.empty())
+      explain(fn, "record " + std::to_string(r) + " runs operator by operator, not compiled: " + c.refusal);
+  }
+
+  // Once per record, --explain says how its first compiled-backend call
+  // decided (plan.h: optimizations()).
+  void explainBackend(Unit& fn, size_t r) {
+    Entry::Compiled& c = fn.entries[r].compiled;
+    if (c.backendExplained || !options.explain) return;
+    for (const std::string& line : c.plan->optimizations())
+      if (line.rfind("backend:", 0) == 0) {
+        explain(fn, "record " + std::to_string(r) + " without autograd: " + line);
+        c.backendExplained = true;
+      }
   }
 
   // ---- the record-set policy (specialize.h) ----
@@ -454,8 +523,17 @@ struct Session::Impl::Records {
     return inv.runEager();
   }
   std::vector<c10::IValue> run(size_t r) {
-    const Entry& e = fn.entries[r];
+    Entry& e = fn.entries[r];
     std::vector<c10::IValue> inputs = e.live->inputs(*values);
+    if (const replay::Plan* compiled = s.compiledPlan(fn, r)) {
+      std::vector<c10::IValue> picked;
+      picked.reserve(e.compiled.inputs.size());
+      for (size_t i : e.compiled.inputs) picked.push_back(inputs[i]);
+      auto outputs = compiled->runWith(std::move(picked), &values->symbols());
+      fn.compiledCalls += compiled->ranCompiled();
+      s.explainBackend(fn, r);
+      return outputs;
+    }
     if (!e.plan->differentiates()) return e.plan->runWith(std::move(inputs), &values->symbols());
     // torch's autograd engine refuses a caller holding the GIL (as
     // loss.backward() releases it); the plan touches no Python object.
@@ -518,7 +596,8 @@ void Session::activate() {
   replay::setGroupSource(scriptProcessGroup);  // collectives run in the script's default group
 }
 
-PyObject* Session::compile(PyObject* target, std::optional<bool> dynamic) {
+PyObject* Session::compile(PyObject* target, std::optional<bool> dynamic, const std::optional<std::string>& backend,
+                           std::optional<bool> freezeState) {
   if (isCompiled(target)) {
     Py_INCREF(target);
     return target;
@@ -528,6 +607,13 @@ PyObject* Session::compile(PyObject* target, std::optional<bool> dynamic) {
     return nullptr;
   }
   auto fn = std::make_unique<Unit>();
+  try {
+    fn->backend = replay::parseBackend(backend.value_or(impl_->options.backend));
+  } catch (const Error& e) {
+    PyErr_Format(PyExc_ValueError, "magpy.compile: %s", e.what());
+    return nullptr;
+  }
+  fn->freezeState = freezeState.value_or(impl_->options.freezeState);
   fn->target = PyRef::borrow(target);
   fn->policy = RecordSetPolicy(impl_->options.dynamic && dynamic.value_or(impl_->options.dynamic));
   fn->spec.self = target;
@@ -662,9 +748,10 @@ PyObject* Session::stats(size_t index) {
       count(*u, segmentGraphs, segmentBreaks);
       segmentHits += u->hits;
     }
-  return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:d,s:d,s:d,s:d,s:d}", "records",
+  return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:d,s:d,s:d,s:d,s:d}", "records",
                        Py_ssize_t(fn.entries.size()), "graphs", Py_ssize_t(graphs), "breaks", Py_ssize_t(breaks), "calls",
-                       Py_ssize_t(fn.calls), "hits", Py_ssize_t(fn.hits), "monitored", Py_ssize_t(fn.monitored), "eager",
+                       Py_ssize_t(fn.calls), "hits", Py_ssize_t(fn.hits), "compiled", Py_ssize_t(fn.compiledCalls),
+                       "monitored", Py_ssize_t(fn.monitored), "eager",
                        Py_ssize_t(fn.eager), "segments", Py_ssize_t(segments), "segment_graphs", Py_ssize_t(segmentGraphs),
                        "segment_hits", Py_ssize_t(segmentHits), "guard_seconds", fn.times.guards, "graph_seconds",
                        fn.times.graph, "mock_seconds", fn.times.mock, "monitor_seconds", fn.monitorTime, "build_seconds",

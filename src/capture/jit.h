@@ -33,7 +33,10 @@ class Session {
 
   // New reference, or null with a Python error. dynamic: whether records
   // whose argument sizes change become dynamic (default: --dynamic).
-  PyObject* compile(PyObject* target, std::optional<bool> dynamic = std::nullopt);
+  // backend: "aten", "compiled" or "auto" (default: --backend); freezeState
+  // (default: --freeze-state), as capture::Options says.
+  PyObject* compile(PyObject* target, std::optional<bool> dynamic = std::nullopt,
+                    const std::optional<std::string>& backend = std::nullopt, std::optional<bool> freezeState = std::nullopt);
   PyObject* call(size_t function, PyObject* args, PyObject* kwargs);
   PyObject* stats(size_t function);
 

@@ -27,6 +27,8 @@ size_t Segments::unitFor(PyObject* function, PyCodeObject* code) {
   auto unit = std::make_unique<Unit>();
   unit->name = "segment " + qualifiedName(function) + " (in " + units_[activeUnit_]->name + ")";
   unit->parent = activeUnit_;
+  unit->backend = units_[activeUnit_]->backend;
+  unit->freezeState = units_[activeUnit_]->freezeState;
   unit->spec.homeModule = utf8(PyFunction_GET_MODULE(function));
   units_.push_back(std::move(unit));
   codes_.push_back(PyRef::borrow(reinterpret_cast<PyObject*>(code)));

@@ -40,6 +40,17 @@ struct Entry {
   // A record with lifted numbers whose operators computed other sizes for
   // other values: its numbers change sizes, so the JIT no longer tries it.
   bool retired = false;
+  // Calls autograd records nothing in run on a second plan with libtorch's
+  // inference passes and the compiled backend (jit.cpp, compiledPlan):
+  // built once the record served kCallsBeforeCompiling of them; its
+  // inputs, picked from `plan`'s by index.
+  struct Compiled {
+    std::unique_ptr<replay::Plan> plan;
+    std::vector<size_t> inputs;
+    size_t gradFreeCalls = 0;
+    std::string refusal;  // why the record has none
+    bool explained = false, backendExplained = false;  // --explain says each once
+  } compiled;
 };
 
 struct Unit {
@@ -57,6 +68,9 @@ struct Unit {
   // shares memory with G['a']"), or "": the record file cannot keep that.
   std::string sharedMemory;
   size_t calls = 0, hits = 0, monitored = 0, eager = 0;
+  size_t compiledCalls = 0;  // hits whose graph ran compiled
+  replay::Backend backend = replay::Backend::Auto;  // for calls autograd records nothing in
+  bool freezeState = false;  // compiled graphs may freeze the state (replay::PlanOptions::freezeState)
   // Where the time goes (seconds, summed over calls): the paper's Figure 16.
   replay::PhaseTimes times;
   double monitorTime = 0, buildTime = 0;

@@ -523,7 +523,8 @@ struct Plan::Impl::Builder {
     }
     plan.inputSlots.push_back(s);
     plan.inputNumbers.push_back(slotNumber[size_t(s)]);
-    plan.freezable.push_back(n.kind == record::NodeKind::GetAttr && n.number.empty() && !ownedPerRun[ni]);
+    plan.freezable.push_back(options.freezeState && n.kind == record::NodeKind::GetAttr && n.number.empty() &&
+                             !ownedPerRun[ni]);
     plan.writtenInput.push_back(ownedPerRun[ni]);
     if (written[ni] && plan.backend != Backend::Aten) plan.writtenInputs.push_back(plan.inputSlots.size() - 1);
     plan.inputPaths.push_back(n.source);
@@ -1011,6 +1012,19 @@ struct Plan::Impl::Builder {
   }
 };
 
+namespace {
+
+// Without freezing, results computed from the state alone are computed
+// anew in every run: a cached one would miss a write no version shows.
+void keepStateLive(OptimizedGraph& optimized) {
+  optimized.folded.assign(optimized.folded.size(), false);
+  auto& applied = optimized.applied;
+  applied.erase(std::remove_if(applied.begin(), applied.end(), [](const std::string& a) { return a.rfind("fold:", 0) == 0; }),
+                applied.end());
+}
+
+}  // namespace
+
 Plan::Plan(const record::Graph& input, const std::vector<record::TensorBlob>& blobs, const PlanOptions& given)
     : impl_(std::make_unique<Impl>()) {
   if (std::string why = readsUninitialized(input); !why.empty()) throw Error(why);
@@ -1019,6 +1033,7 @@ Plan::Plan(const record::Graph& input, const std::vector<record::TensorBlob>& bl
   impl_->reducesGradients = impl_->differentiates && record::hasCollectives(input);
   options.inference = options.inference && !impl_->differentiates;  // a backward needs autograd
   OptimizedGraph optimized = optimize(input, options.passes, options.inference);
+  if (!options.freezeState) keepStateLive(optimized);
   impl_->applied = optimized.applied;
   impl_->stopsCleanly = replay::stopsCleanly(optimized.graph);
   impl_->backend = options.inference && c10::Device(options.device).is_cpu() ? options.backend : Backend::Aten;

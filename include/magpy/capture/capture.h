@@ -27,6 +27,14 @@ struct Options {
   bool progress = false;                // a progress line on stderr (for a terminal)
   bool stateAtExit = false;             // keep compiled modules' state as the script left it (no call log)
   bool dynamic = true;                  // make records whose argument sizes change dynamic (--dynamic auto|off)
+  // How calls autograd records nothing in run once a record served a few:
+  // "aten" (operator by operator), "compiled" or "auto" (compiled where the
+  // first such call shows it faster); both check it agrees first.
+  std::string backend = "auto";
+  // Compiled graphs may freeze the state tensors they only read: the
+  // program promises to write them only through torch operations (not
+  // `.data`, numpy views or other processes), which the JIT sees.
+  bool freezeState = false;
 };
 
 struct Outcome {
