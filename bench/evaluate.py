@@ -77,12 +77,12 @@ def script_options(kwargs):
     return out
 
 
-def capture(name, script, options, out, timed, threads, log_calls=16):
+def capture(name, script, options, out, timed, threads, log_calls=16, jit_args=()):
     """magpy-capture of the script; returns its timing line and its report."""
     record = os.path.join(out, name + ".mgp")
     report = os.path.join(out, name + ".report.json")
     stdout = run([os.path.join(BIN, "magpy-capture"), "-q", "-o", record, "--report", report, "--format", "json",
-                  "--log-calls", str(log_calls),
+                  "--log-calls", str(log_calls)] + list(jit_args) + [
                   os.path.join(MODELS_DIR, script)] + options + ["--time", str(timed), "--threads", str(threads)])
     line = next(l for l in stdout.splitlines() if l.startswith("MAGPY_TIMING "))
     with open(report) as f:
@@ -120,8 +120,10 @@ def evaluate_model(name, kwargs, args):
     # results, for replay) would otherwise be timed as part of the JIT.
     # Batch 1 as baselines.py times eager and TorchScript (a script may
     # default to another: align.py's main runs batch 2).
+    # The JIT runs compiled graphs with the state frozen into them: the
+    # scripts write no weights between calls.
     record, timing, report = capture(name, name + ".py", options + ["--batch", "1"], args.work, args.calls, args.threads,
-                                     log_calls=3)
+                                     log_calls=3, jit_args=["--freeze-state"])
     result = {"baselines": base, "jit": timing, "counts": magpy_counts(report),
               "replay": replay(record, args.calls, args.threads),
               "replay_auto": replay(record, args.calls, args.threads, "auto")}
@@ -191,7 +193,8 @@ def write_results(results, dynamic, args, path):
         "",
         "ms per call; ratios are eager time over the column's time (above 1: faster than eager). TorchScript is "
         "torch.jit.trace + torch.jit.freeze run from C++; the magpy JIT is the compiled model called from Python "
-        "inside magpy-capture (guards checked on live objects, graph run natively, mock applied); magpy-run is "
+        "inside magpy-capture (guards checked on live objects, the graph compiled with the state frozen into it "
+        "(`--freeze-state`, backend auto: compiled where its first call shows it faster), mock applied); magpy-run is "
         "native replay with graph optimizations, operator by operator (`--backend aten`) and compiled where the "
         "first call shows it faster (`--backend auto`).",
         "",
