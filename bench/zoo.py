@@ -57,11 +57,12 @@ def records_of(report):
     return sum(1 for r in records if r.get("graph")), len(records)
 
 
-def zoo_one(name, bin_dir, work, timeout):
+def zoo_one(name, bin_dir, work, timeout, capture_args=()):
     record, report_file = os.path.join(work, name + ".mgp"), os.path.join(work, name + ".json")
     row = {"model": name, "jit_equal": False, "native_equal": False, "breaks": {}, "graphs": 0, "records": 0}
     rc, out, err, seconds = run([os.path.join(bin_dir, "magpy-capture"), "-q", "-o", record, "--report", report_file,
-                                 "--format", "json", os.path.join(HERE, "zoo_model.py"), name], timeout)
+                                 "--format", "json"] + list(capture_args) + [os.path.join(HERE, "zoo_model.py"), name],
+                                timeout)
     row["capture_s"] = round(seconds, 1)
     result = [line for line in out.splitlines() if line.startswith("MAGPY_ZOO ")]
     if rc != 0 or not result:
@@ -139,6 +140,7 @@ def main():
     p.add_argument("--out", help="write the Markdown table here (and the rows as JSON next to it)")
     p.add_argument("--timeout", type=int, default=900, help="seconds per capture or replay")
     p.add_argument("--require-whole", action="store_true", help="fail unless every model is whole and equal")
+    p.add_argument("--capture-args", default="", help="extra magpy-capture options (\"--backend compiled --freeze-state\")")
     args = p.parse_args()
     names = list(MODELS) if args.models == "all" else CI_SUBSET if args.models == "ci" else args.models.split(",")
     unknown = [n for n in names if n not in MODELS]
@@ -147,7 +149,7 @@ def main():
     rows, start = [], time.perf_counter()
     with tempfile.TemporaryDirectory() as work:
         for name in names:
-            row = zoo_one(name, args.bin, work, args.timeout)
+            row = zoo_one(name, args.bin, work, args.timeout, args.capture_args.split())
             rows.append(row)
             print(json.dumps(row), flush=True)
     table = markdown(rows, time.perf_counter() - start)

@@ -5,7 +5,8 @@ compared with eager: bench/zoo.py runs this under magpy-capture.
 
 Builds the model with random weights (seeded) in eval mode at a small
 input size, then calls the compiled model on two different inputs and on
-the first again, comparing each result with eager's. Prints one line,
+each again (the last runs a compiled graph where the JIT makes one),
+comparing each result with eager's. Prints one line,
 MAGPY_ZOO {json}: whether every result was equal, the first (monitored)
 call's time and an eager call's time. python3 runs it too (with python/ on
 sys.path magpy.compile is the identity).
@@ -156,8 +157,11 @@ def main():
     model = builder().eval()
     compiled = magpy.compile(model)
     g = torch.Generator().manual_seed(1)
+    # Two inputs, then each again: the JIT checks a record's compiled graph
+    # on its third call without autograd and runs it on the fourth
+    # (magpy-capture --backend, --freeze-state).
     calls = [inputs(g), inputs(g)]
-    calls.append(calls[0])
+    calls += [calls[0], calls[1], calls[0]]
     equal, first_s, eager_s, error = True, None, None, ""
     with torch.no_grad():
         for i, args in enumerate(calls):
@@ -177,8 +181,10 @@ def main():
                 assert_same(got, want, f"{name}, call {i}")
             except AssertionError as e:
                 equal, error = False, str(e).splitlines()[0]
+    stats = compiled._magpy_stats() if hasattr(compiled, "_magpy_stats") else {}
     print("MAGPY_ZOO " + json.dumps({"model": name, "jit_equal": equal, "first_call_s": first_s,
-                                     "eager_s": eager_s, "error": error}))
+                                     "eager_s": eager_s, "jit_compiled_calls": stats.get("compiled", 0),
+                                     "error": error}))
 
 
 if __name__ == "__main__":
