@@ -20,8 +20,25 @@ bool PathStep::operator==(const PathStep& o) const {
   return kind == o.kind && name == o.name && index == o.index && key == o.key && keyOf == o.keyOf;
 }
 
-bool PathStep::operator<(const PathStep& o) const {
-  return std::tie(kind, index, name, key, keyOf) < std::tie(o.kind, o.index, o.name, o.key, o.keyOf);
+namespace {
+
+template <class T>
+int compareAll(const std::vector<T>& a, const std::vector<T>& b) {
+  for (size_t k = 0; k < a.size() && k < b.size(); ++k)
+    if (int c = a[k].compare(b[k])) return c;
+  return a.size() == b.size() ? 0 : a.size() < b.size() ? -1 : 1;
+}
+
+}  // namespace
+
+// Three-way, field by field in the order kind, index, name, key, keyOf
+// (see Atom::compare for why).
+int PathStep::compare(const PathStep& o) const {
+  if (kind != o.kind) return kind < o.kind ? -1 : 1;
+  if (index != o.index) return index < o.index ? -1 : 1;
+  if (int c = name.compare(o.name)) return c;
+  if (int c = key.compare(o.key)) return c;
+  return compareAll(keyOf, o.keyOf);
 }
 
 AccessPath AccessPath::global(std::string module, std::string key) {
@@ -61,8 +78,11 @@ bool AccessPath::isPrefixOf(const AccessPath& other) const {
   return true;
 }
 
-bool AccessPath::operator<(const AccessPath& o) const {
-  return std::tie(root, index, name, steps) < std::tie(o.root, o.index, o.name, o.steps);
+int AccessPath::compare(const AccessPath& o) const {
+  if (root != o.root) return root < o.root ? -1 : 1;
+  if (index != o.index) return index < o.index ? -1 : 1;
+  if (int c = name.compare(o.name)) return c;
+  return compareAll(steps, o.steps);
 }
 
 namespace {

@@ -46,26 +46,38 @@ const Node* Graph::output() const {
   return nullptr;
 }
 
+namespace {
+
+// Markers, checks and backward are all "magpy.<name>": the predicates below
+// run per node in every pass, and most targets ("aten::...") fail here.
+bool magpyTarget(const std::string& target) { return target.size() > 6 && target.compare(0, 6, "magpy.") == 0; }
+
+}  // namespace
+
 bool readsItem(const Node& n) { return n.kind == NodeKind::CallFunction && n.target == kItem && !n.number.empty(); }
 
 bool Node::isOp() const {
-  return kind == NodeKind::CallFunction && target != "getitem" && (number.empty() || readsItem(*this)) && !isCheck(target) &&
-         !isRegionMarker(target) && target != kBackward;
+  if (kind != NodeKind::CallFunction || target == "getitem" || (!number.empty() && !readsItem(*this))) return false;
+  return !magpyTarget(target) || (!isCheck(target) && !isRegionMarker(target) && target != kBackward);
 }
 
-bool isLoopMarker(const std::string& target) { return target == kLoop || target == kCarried || target == kLoopEnd; }
-bool isIfMarker(const std::string& target) { return target == kIf || target == kIfElse || target == kIfEnd; }
+bool isLoopMarker(const std::string& target) {
+  return magpyTarget(target) && (target == kLoop || target == kCarried || target == kLoopEnd);
+}
+bool isIfMarker(const std::string& target) { return magpyTarget(target) && (target == kIf || target == kIfElse || target == kIfEnd); }
 bool isRegionMarker(const std::string& target) { return isLoopMarker(target) || isIfMarker(target); }
 bool hasUnseenSide(const Node& n) {
   return n.target == kIf && n.args.size() >= 3 && !(n.args[1].i && n.args[2].i);
 }
 
-bool isCollective(const std::string& target) { return target == "c10d::allreduce_" || target == "c10d::broadcast_"; }
+bool isCollective(const std::string& target) {
+  return target.compare(0, 6, "c10d::") == 0 && (target == "c10d::allreduce_" || target == "c10d::broadcast_");
+}
 
 bool isRecordedReduceOp(int64_t code) { return code == 0 || (code >= 2 && code <= 7); }
 
 bool isCheck(const std::string& target) {
-  return target == kExpectEqual || target == kExpectSizes || target == kExpectTrue;
+  return magpyTarget(target) && (target == kExpectEqual || target == kExpectSizes || target == kExpectTrue);
 }
 
 namespace {

@@ -22,11 +22,20 @@ bool Atom::operator==(const Atom& o) const {
   }
 }
 
-bool Atom::operator<(const Atom& o) const {
+// Three-way, field by field (kind, int, float bits, string, items): sets
+// and sorts of paths compare long equal prefixes, and a tuple's `<` would
+// compare each equal field twice.
+int Atom::compare(const Atom& o) const {
+  if (kind != o.kind) return kind < o.kind ? -1 : 1;
+  if (i != o.i) return i < o.i ? -1 : 1;
   uint64_t a = 0, b = 0;
   std::memcpy(&a, &f, 8);
   std::memcpy(&b, &o.f, 8);
-  return std::tie(kind, i, a, s, items) < std::tie(o.kind, o.i, b, o.s, o.items);
+  if (a != b) return a < b ? -1 : 1;
+  if (int c = s.compare(o.s)) return c;
+  for (size_t k = 0; k < items.size() && k < o.items.size(); ++k)
+    if (int c = items[k].compare(o.items[k])) return c;
+  return items.size() == o.items.size() ? 0 : items.size() < o.items.size() ? -1 : 1;
 }
 
 std::string objectLabel(const std::string& type, const Atom& base) {

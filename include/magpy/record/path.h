@@ -46,7 +46,8 @@ struct PathStep {
   static PathStep keyedBy(AccessPath keyPath);
 
   bool operator==(const PathStep& o) const;
-  bool operator<(const PathStep& o) const;
+  bool operator<(const PathStep& o) const { return compare(o) < 0; }
+  int compare(const PathStep& o) const;  // <0, 0, >0 in that order
 };
 
 struct AccessPath {
@@ -76,7 +77,8 @@ struct AccessPath {
     return root == o.root && index == o.index && name == o.name && steps == o.steps;
   }
   bool operator!=(const AccessPath& o) const { return !(*this == o); }
-  bool operator<(const AccessPath& o) const;
+  bool operator<(const AccessPath& o) const { return compare(o) < 0; }
+  int compare(const AccessPath& o) const;  // <0, 0, >0 in that order
 };
 
 inline PathStep PathStep::attr(std::string n) { PathStep s; s.name = std::move(n); return s; }

@@ -44,7 +44,8 @@ struct Atom {
 
   bool operator==(const Atom& o) const;
   bool operator!=(const Atom& o) const { return !(*this == o); }
-  bool operator<(const Atom& o) const;  // a total order, for canonical sorting
+  bool operator<(const Atom& o) const { return compare(o) < 0; }  // a total order, for canonical sorting
+  int compare(const Atom& o) const;  // <0, 0, >0 in that order
 };
 
 // Python-style rendering: None, True, 3, 2.5, 'text', torch.float32, ...
