@@ -44,12 +44,13 @@ bool hasSideEffects(const Node& n) {
 }
 
 // The graph's nodes in another order, each after the values it uses.
-record::Graph reordered(const record::Graph& g, const std::vector<size_t>& order) {
+record::Graph reordered(record::Graph g, const std::vector<size_t>& order) {
   std::vector<int64_t> position(g.nodes.size());
   for (size_t k = 0; k < order.size(); ++k) position[order[k]] = int64_t(k);
   record::Graph out;
+  out.nodes.reserve(order.size());
   for (size_t k : order) {
-    Node n = g.nodes[k];
+    Node n = std::move(g.nodes[k]);
     forEachNodeArg(n, [&](int64_t& j) { j = position[size_t(j)]; });
     out.nodes.push_back(std::move(n));
   }
@@ -58,13 +59,14 @@ record::Graph reordered(const record::Graph& g, const std::vector<size_t>& order
 
 // Inputs first, in their order: later passes add operators that read
 // parameters, and those must be defined before them.
-record::Graph inputsFirst(const record::Graph& g) {
+record::Graph inputsFirst(record::Graph g) {
   std::vector<size_t> order;
   for (size_t i = 0; i < g.nodes.size(); ++i)
     if (g.nodes[i].isInput()) order.push_back(i);
   for (size_t i = 0; i < g.nodes.size(); ++i)
     if (!g.nodes[i].isInput()) order.push_back(i);
-  return reordered(g, order);
+  if (std::is_sorted(order.begin(), order.end())) return g;
+  return reordered(std::move(g), order);
 }
 
 // dropout(x, p, train=False): the identity, no draw.
@@ -715,7 +717,7 @@ namespace {
 // graph writes (torchaudio's Tacotron2 reads its longest mel length after
 // the prenet's dropout drew: a call with another length must stop before
 // the draw). Reads of unwritten values give the same results earlier.
-record::Graph hoistChecks(const record::Graph& g) {
+record::Graph hoistChecks(record::Graph g) {
   auto roots = storageRoots(g);
   StorageUse use = storageUse(g, roots);
   size_t effect = firstEffectWith(g, use);
@@ -750,7 +752,7 @@ record::Graph hoistChecks(const record::Graph& g) {
     if (i < effect || moved[i]) order.push_back(i);
   for (size_t i = effect; i < g.nodes.size(); ++i)
     if (!moved[i]) order.push_back(i);
-  return reordered(g, order);
+  return reordered(std::move(g), order);
 }
 
 }  // namespace
@@ -761,7 +763,7 @@ namespace {
 // branch is that value (a call that takes an unseen side stops at the
 // branch): later nodes take it directly, so checks of it move before the
 // branch where they read nothing else it computes.
-record::Graph passThroughBranches(const record::Graph& g) {
+record::Graph passThroughBranches(record::Graph g) {
   if (!record::hasBranches(g)) return g;
   std::map<int64_t, size_t> elseOf;  // branch node -> its if_else
   Replacements replacements(g.nodes.size());

@@ -1,6 +1,7 @@
 #include "magpy/replay/state_access.h"
 
 #include <algorithm>
+#include <set>
 #include <tuple>
 
 namespace magpy::replay {
@@ -69,18 +70,24 @@ RecordAccess::RecordAccess(const std::vector<record::Guard>& guards, const std::
                            const record::MockSpec& mock)
     : guardsKept_(guards), mock_(mock) {
   using K = record::Check::Kind;
+  // One tree node per path: a value with a type guard is found by node
+  // (a scan of the guards per tensor guard was quadratic in large models).
+  std::vector<int> nodes;
+  std::set<int> typed;
+  for (const record::Guard& g : guardsKept_) {
+    nodes.push_back(tree_.add(g.path));
+    if (g.check.kind == K::Type) typed.insert(nodes.back());
+  }
   for (size_t i = 0; i < guardsKept_.size(); ++i) {
     const record::Guard& g = guardsKept_[i];
     GuardStep gs;
     gs.guard = i;
-    gs.node = tree_.add(g.path);
+    gs.node = nodes[i];
     bool relation = g.check.kind == K::Alias || g.check.kind == K::Distinct;
     gs.perCall = readsCall(g.path) || (relation && readsCall(g.check.path));
     gs.argCount = g.check.kind == K::Length && g.path == record::AccessPath::allArgs();
     if (relation) gs.other = tree_.add(g.check.path);
-    if (g.check.kind == K::Tensor || g.check.kind == K::Equals)
-      gs.subclassTyped = std::any_of(guards.begin(), guards.end(),
-                                     [&](const record::Guard& o) { return o.check.kind == K::Type && o.path == g.path; });
+    if (g.check.kind == K::Tensor || g.check.kind == K::Equals) gs.subclassTyped = typed.count(gs.node) > 0;
     if (g.check.kind == K::Tensor) gs.dtype = dtypeFromName(g.check.meta.dtype);
     guards_.push_back(std::move(gs));
   }
