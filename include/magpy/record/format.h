@@ -1,4 +1,4 @@
-// The .mgp file format, version 15 (2 added the RefGraph view to records
+// The .mgp file format, version 16 (2 added the RefGraph view to records
 // and tuple dict keys, 3 when the state was taken, 4 the dict class of
 // mock expressions, 5 dynamic sizes in tensor metadata, 6 lifted numbers,
 // 7 the Distinct check, names without control characters, and mock Refs,
@@ -6,7 +6,8 @@
 // are graph values and number arithmetic's values at capture, 10 loop
 // regions, 11 branches, 12 backward nodes and a state tensor's .grad,
 // 13 dict keys that are objects: path steps, values and mock writes,
-// 14 float lists holding graph numbers, 15 collectives' process groups;
+// 14 float lists holding graph numbers, 15 collectives' process groups,
+// 16 hashes of long byte runs in four lanes (support/hash.h);
 // graph.h and value.h). This header is the only place that knows
 // the byte layout; everything else works on RecordFile.
 //
@@ -82,7 +83,7 @@
 
 namespace magpy::record {
 
-constexpr uint32_t kFormatVersion = 15;
+constexpr uint32_t kFormatVersion = 16;
 
 // Values, constants and mock expressions nest at most this deep, and access
 // paths have at most this many steps: the reader refuses deeper ones (so no

@@ -1,8 +1,10 @@
 // Content hashing for tensors, annotation sets and records.
 //
 // The hash is a fixed, documented function (64-bit, little-endian words,
-// multiply-xorshift mixing) so that hashes written into records stay stable
-// across machines and magpy versions. It is not cryptographic.
+// multiply-xorshift mixing; a run of 64 bytes or more is mixed as 32-byte
+// blocks into four lanes, folded into the state after the run) so that
+// hashes written into records stay stable across machines and within a
+// record format version (record/format.h). It is not cryptographic.
 #pragma once
 
 #include <cstddef>
