@@ -56,6 +56,11 @@ int main(int argc, char** argv) {
                  "call; calls with grad mode on run operator by operator (magpy.compile(fn, backend=...) overrides)")
       ->check(CLI::IsMember({"aten", "compiled", "auto"}))
       ->capture_default_str();
+  app.add_option("--compile-after", opt.compileAfter,
+                 "Calls without autograd a record serves operator by operator before the next one tries its "
+                 "compiled graph (--backend compiled or auto)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("--freeze-state", opt.freezeState,
                "Let compiled graphs freeze the state tensors they only read (fold and re-lay them out once): the "
                "script promises to write them only through torch operations, never through .data, numpy views or "

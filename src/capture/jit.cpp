@@ -124,11 +124,9 @@ struct Session::Impl {
   // A record's plan for this call if the call runs compiled: autograd must
   // record nothing in it (grad mode off, no region turning it on, no
   // backward), so libtorch's inference passes keep what the program sees;
-  // and the record must have served kCallsBeforeCompiling such calls, so a
+  // and the record must have served Unit::compileAfter such calls, so a
   // record of a shape seen once never pays the first compiled call's trial
   // (the steps, then each set of passes, checked to agree: plan.cpp).
-  static constexpr size_t kCallsBeforeCompiling = 2;
-
   const replay::Plan* compiledPlan(Unit& fn, size_t r) {
     Entry& e = fn.entries[r];
     Entry::Compiled& c = e.compiled;
@@ -139,7 +137,7 @@ struct Session::Impl {
       c.explained = true;
       return nullptr;
     }
-    if (!c.refusal.empty() || ++c.gradFreeCalls <= kCallsBeforeCompiling) return nullptr;
+    if (!c.refusal.empty() || ++c.gradFreeCalls <= fn.compileAfter) return nullptr;
     if (!c.plan) buildCompiledPlan(fn, r);
     return c.plan.get();
   }
@@ -614,6 +612,7 @@ PyObject* Session::compile(PyObject* target, std::optional<bool> dynamic, const 
     return nullptr;
   }
   fn->freezeState = freezeState.value_or(impl_->options.freezeState);
+  fn->compileAfter = size_t(std::max(0, impl_->options.compileAfter));
   fn->target = PyRef::borrow(target);
   fn->policy = RecordSetPolicy(impl_->options.dynamic && dynamic.value_or(impl_->options.dynamic));
   fn->spec.self = target;

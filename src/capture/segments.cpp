@@ -28,6 +28,7 @@ size_t Segments::unitFor(PyObject* function, PyCodeObject* code) {
   unit->name = "segment " + qualifiedName(function) + " (in " + units_[activeUnit_]->name + ")";
   unit->parent = activeUnit_;
   unit->backend = units_[activeUnit_]->backend;
+  unit->compileAfter = units_[activeUnit_]->compileAfter;
   unit->freezeState = units_[activeUnit_]->freezeState;
   unit->spec.homeModule = utf8(PyFunction_GET_MODULE(function));
   units_.push_back(std::move(unit));

@@ -42,7 +42,7 @@ struct Entry {
   bool retired = false;
   // Calls autograd records nothing in run on a second plan with libtorch's
   // inference passes and the compiled backend (jit.cpp, compiledPlan):
-  // built once the record served kCallsBeforeCompiling of them; its
+  // built once the record served Unit::compileAfter of them; its
   // inputs, picked from `plan`'s by index.
   struct Compiled {
     std::unique_ptr<replay::Plan> plan;
@@ -70,6 +70,7 @@ struct Unit {
   size_t calls = 0, hits = 0, monitored = 0, eager = 0;
   size_t compiledCalls = 0;  // hits whose graph ran compiled
   replay::Backend backend = replay::Backend::Auto;  // for calls autograd records nothing in
+  size_t compileAfter = 2;   // capture::Options::compileAfter
   bool freezeState = false;  // compiled graphs may freeze the state (replay::PlanOptions::freezeState)
   // Where the time goes (seconds, summed over calls): the paper's Figure 16.
   replay::PhaseTimes times;

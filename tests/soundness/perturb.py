@@ -43,12 +43,16 @@ the program ends. Results, the arguments (written in place) and the state
 the program lists in state() are compared after every call; on a difference
 the driver prints the seed and the program's source and exits 1. The record
 it leaves is replayed natively by `magpy-run --keep-going` (check.py
---generator perturb).
+--generator perturb). `perturb.py SEED COUNT --no-grad` makes every call in
+both worlds with grad mode off, where the JIT runs compiled graphs
+(check.py --no-grad --capture-args "--backend compiled --compile-after 0").
 """
 import random
 import sys
 
-CALLS = 4
+# With --no-grad, twice the calls: a record's calls after its first hit run
+# compiled graphs, and more of them get there.
+CALLS = 8 if "--no-grad" in sys.argv[3:] else 4
 FEATURES = []
 
 
@@ -783,7 +787,8 @@ def run(seed, source):
             (xc, vc), (xe, ve) = arguments(kind), arguments(kind)
             ac = [xc, vc] + (cns["extra_args"](i) if "extra_args" in cns else [])
             ae = [xe, ve] + (ens["extra_args"](i) if "extra_args" in ens else [])
-            got, want = attempt(compiled, *ac), attempt(ens["f"], *ae)
+            with torch.set_grad_enabled(not NO_GRAD):  # both worlds alike
+                got, want = attempt(compiled, *ac), attempt(ens["f"], *ae)
             if not same(got, want):
                 fail(seed, source, i, f"result {got} != eager {want}")
             if not same(ac, ae):
@@ -797,6 +802,7 @@ def run(seed, source):
                 a, b = attempt(cns["perturb"], i, rng_c), attempt(ens["perturb"], i, rng_e)
                 if not same(a, b):
                     fail(seed, source, i, f"perturb gave {a} != eager {b}")
+        COMPILED_CALLS[0] += compiled._magpy_stats()["compiled"]
     finally:
         # What the program changed for both worlds goes back for the next program.
         for name in set(vars(torch.Tensor)) - set(tensor_dict):
@@ -822,10 +828,13 @@ def main():
         print(source + f"# {meta}")
         return
     seed, count = int(sys.argv[1]), int(sys.argv[2])
-    out = [DRIVER, f"CALLS = {CALLS}", "PROGRAMS = ["]
+    # --no-grad: every call in both worlds runs with grad mode off, where
+    # the JIT may run compiled graphs (magpy-capture --backend).
+    out = [DRIVER, f"CALLS = {CALLS}", f"NO_GRAD = {'--no-grad' in sys.argv[3:]}", "COMPILED_CALLS = [0]",
+           "PROGRAMS = ["]
     for s in range(seed, seed + count):
         out.append(f"    ({s}, {program(s)[0]!r}),")
-    out += ["]", "for p in PROGRAMS:", "    run(*p)", "print(f'perturb: {len(PROGRAMS)} programs agree with eager')"]
+    out += ["]", "for p in PROGRAMS:", "    run(*p)", "print(f'perturb: {len(PROGRAMS)} programs agree with eager; {COMPILED_CALLS[0]} calls ran compiled graphs')"]
     print("\n".join(out))
 
 

@@ -31,6 +31,10 @@ struct Options {
   // "aten" (operator by operator), "compiled" or "auto" (compiled where the
   // first such call shows it faster); both check it agrees first.
   std::string backend = "auto";
+  // Calls without autograd a record serves operator by operator before
+  // its next one tries the compiled graph: a record of a shape seen once or
+  // twice never pays the trial (--compile-after).
+  int compileAfter = 2;
   // Compiled graphs may freeze the state tensors they only read: the
   // program promises to write them only through torch operations (not
   // `.data`, numpy views or other processes), which the JIT sees.
