@@ -150,7 +150,7 @@ struct Session::Impl {
       c.refusal = "it turns grad mode on inside, where autograd records its operators";
     try {
       replay::PlanOptions options;
-      options.passes = replay::PassOptions::parse("default");
+      options.passes = replay::PassOptions();  // the default set: dce, cse, fold, dropout
       options.inference = true;
       options.trustRecord = true;
       options.backend = fn.backend;

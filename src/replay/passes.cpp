@@ -808,7 +808,7 @@ Backend parseBackend(const std::string& name) {
   throw Error("unknown backend '" + name + "' (use aten, compiled or auto)");
 }
 
-OptimizedGraph optimize(const record::Graph& graph, const PassOptions& o, bool inference) {
+OptimizedGraph optimize(const record::Graph& graph, const PassOptions& o, bool inference, bool cachesState) {
   OptimizedGraph out;
   // Gradients follow the operators as the program ran them: merging two
   // (cse) would sum their gradients in another order.
@@ -824,7 +824,7 @@ OptimizedGraph optimize(const record::Graph& graph, const PassOptions& o, bool i
   if (o.foldConstants) note("sizes", foldStaticSizes(out.graph), "sizes, number operators and decisions fixed by the guards folded");
   if (o.deadCode) note("dce", eliminateDeadCode(out.graph), "unused nodes removed");
   out.folded.assign(out.graph.nodes.size(), false);
-  if (inference && o.foldConstants) {
+  if (inference && o.foldConstants && cachesState) {
     out.folded = foldable(out.graph);
     size_t n = 0;
     for (bool f : out.folded) n += f;

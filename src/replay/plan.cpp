@@ -1012,19 +1012,6 @@ struct Plan::Impl::Builder {
   }
 };
 
-namespace {
-
-// Without freezing, results computed from the state alone are computed
-// anew in every run: a cached one would miss a write no version shows.
-void keepStateLive(OptimizedGraph& optimized) {
-  optimized.folded.assign(optimized.folded.size(), false);
-  auto& applied = optimized.applied;
-  applied.erase(std::remove_if(applied.begin(), applied.end(), [](const std::string& a) { return a.rfind("fold:", 0) == 0; }),
-                applied.end());
-}
-
-}  // namespace
-
 Plan::Plan(const record::Graph& input, const std::vector<record::TensorBlob>& blobs, const PlanOptions& given)
     : impl_(std::make_unique<Impl>()) {
   if (std::string why = readsUninitialized(input); !why.empty()) throw Error(why);
@@ -1032,8 +1019,7 @@ Plan::Plan(const record::Graph& input, const std::vector<record::TensorBlob>& bl
   impl_->differentiates = record::hasBackward(input);
   impl_->reducesGradients = impl_->differentiates && record::hasCollectives(input);
   options.inference = options.inference && !impl_->differentiates;  // a backward needs autograd
-  OptimizedGraph optimized = optimize(input, options.passes, options.inference);
-  if (!options.freezeState) keepStateLive(optimized);
+  OptimizedGraph optimized = optimize(input, options.passes, options.inference, options.freezeState);
   impl_->applied = optimized.applied;
   impl_->stopsCleanly = replay::stopsCleanly(optimized.graph);
   impl_->backend = options.inference && c10::Device(options.device).is_cpu() ? options.backend : Backend::Aten;

@@ -89,6 +89,20 @@ TEST(Passes, ForeachWritesKeepWhatTheyWriteFromFolding) {
   EXPECT_FALSE(out.folded[size_t(after)]) << "w is written by the foreach add";
 }
 
+// A state that may be written without a new version (the JIT's state
+// without --freeze-state) caches no parameter-only result.
+TEST(Passes, NothingFoldsWhereTheStateIsNotCached) {
+  Builder b;
+  auto x = b.input(NodeKind::Placeholder, "x");
+  auto v = b.input(NodeKind::GetAttr, "v");
+  auto e = b.op("aten::exp", "", {Arg::node(v)});
+  b.output({b.op("aten::add", "Tensor", {Arg::node(e), Arg::node(x), Arg::integer(1)})});
+  EXPECT_TRUE(replay::optimize(b.g, only("fold"), true).folded[size_t(e)]);
+  auto out = replay::optimize(b.g, only("fold"), true, /*cachesState=*/false);
+  for (bool f : out.folded) EXPECT_FALSE(f);
+  for (const std::string& a : out.applied) EXPECT_EQ(a.rfind("fold:", 0), std::string::npos) << a;
+}
+
 TEST(Passes, CommonSubexpressionsStopAtWrites) {
   Builder b;
   auto x = b.input(NodeKind::Placeholder, "x");

@@ -51,8 +51,10 @@ struct OptimizedGraph {
 };
 
 // `inference`: replay runs without autograd, so results that depend only on
-// parameters can be cached and batch norm can be folded.
-OptimizedGraph optimize(const record::Graph& graph, const PassOptions& options, bool inference);
+// parameters can be cached and batch norm can be folded. `cachesState`
+// false: no such result is cached (the state may be written without a new
+// version, PlanOptions::freezeState).
+OptimizedGraph optimize(const record::Graph& graph, const PassOptions& options, bool inference, bool cachesState = true);
 
 // Removes nodes nothing needs: kept are the Output node's values, every
 // operator that writes a tensor, and every random draw (it moves the

@@ -55,8 +55,8 @@ struct PlanOptions {
   // graph cannot be stopped inside).
   double timeBudget = 0;
   // Whether a compiled graph may freeze the state tensors it only reads
-  // (and, with passes.foldConstants, cached results computed from them
-  // alone): sound where every write to them is seen as a new version or
+  // (and the plan cache results computed from them alone, optimize()'s
+  // cachesState): sound where every write to them is seen as a new version or
   // storage, as in native replay. In a live Python process `.data`, numpy
   // views and other processes write without either: there the state stays
   // an input of the compiled graph unless the program says otherwise.
