@@ -9,6 +9,7 @@
 #include "magpy/record/graph_utils.h"
 #include "magpy/record/text.h"
 #include "magpy/support/error.h"
+#include "magpy/support/hash.h"
 #include "sample.h"
 
 using namespace magpy;
@@ -28,6 +29,22 @@ std::string errorOf(const std::string& bytes) {
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 }  // namespace
+
+// The content hash is part of the format (version 16): fixed values for a
+// short run and a run that goes through the four lanes, and every byte of
+// each lane and of the tail counts.
+TEST(Format, ContentHashIsFixedAndReadsEveryByte) {
+  unsigned char bytes[100];
+  for (int i = 0; i < 100; ++i) bytes[i] = static_cast<unsigned char>(i * 7 + 1);
+  EXPECT_EQ(magpy::hexDigest(magpy::hashBytes(bytes, 100)), "abcd1450c1914d20");
+  EXPECT_EQ(magpy::hexDigest(magpy::hashBytes(bytes, 8)), "124a857c0f9c5f58");
+  uint64_t whole = magpy::hashBytes(bytes, 100);
+  for (int i : {0, 8, 16, 24, 31, 32, 63, 64, 70, 99}) {
+    bytes[i] ^= 1;
+    EXPECT_NE(magpy::hashBytes(bytes, 100), whole) << "byte " << i;
+    bytes[i] ^= 1;
+  }
+}
 
 TEST(Format, RoundTripKeepsEverything) {
   RecordFile f = sample::sampleFile();

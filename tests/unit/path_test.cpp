@@ -57,6 +57,30 @@ TEST(AccessPath, RejectsMalformedText) {
   }
 }
 
+// The three-way compare is the order sets and sorts of paths use: total,
+// antisymmetric, zero exactly for equal paths, a prefix before its
+// extensions, fields in the order root, index, name, steps.
+TEST(AccessPath, CompareIsATotalOrderAgreeingWithEquality) {
+  using magpy::record::Atom;
+  std::vector<AccessPath> paths = {
+      AccessPath::self(), AccessPath::self().attr("a"), AccessPath::self().attr("a").item(2),
+      AccessPath::self().attr("a").item(10), AccessPath::self().attr("b"), AccessPath::self().key(Atom::integer(1)),
+      AccessPath::self().key(Atom::string("1")), AccessPath::self().key(Atom::tuple({Atom::integer(1)})),
+      AccessPath::self().key(Atom::tuple({Atom::integer(1), Atom::integer(0)})), AccessPath::arg(0), AccessPath::arg(1),
+      AccessPath::kwarg("x"), AccessPath::global("m", "g"), AccessPath::self().keyedBy(AccessPath::arg(0))};
+  for (const auto& a : paths)
+    for (const auto& b : paths) {
+      EXPECT_EQ(a.compare(b) == 0, a == b) << toString(a) << " vs " << toString(b);
+      EXPECT_EQ(a.compare(b) < 0, b.compare(a) > 0) << toString(a) << " vs " << toString(b);
+      EXPECT_EQ(a < b, a.compare(b) < 0);
+    }
+  EXPECT_LT(AccessPath::self().attr("a").compare(AccessPath::self().attr("a").item(0)), 0);
+  EXPECT_LT(AccessPath::self().attr("zzz").compare(AccessPath::arg(0)), 0) << "the root decides first";
+  EXPECT_LT(AccessPath::self().key(Atom::tuple({Atom::integer(1)})).compare(
+                AccessPath::self().key(Atom::tuple({Atom::integer(1), Atom::integer(0)}))),
+            0);
+}
+
 TEST(AccessPath, Prefixes) {
   AccessPath a = AccessPath::self().attr("x");
   EXPECT_TRUE(a.isPrefixOf(a.item(0)));
