@@ -39,3 +39,4 @@ for k in range(12):
     except Exception as e:
         out = type(e).__name__
     print(rank, k, out, float(model.module.bn.running_mean.sum()), float(model.module.fc1.weight.sum()))
+dist.destroy_process_group()  # as train_ddp.py: no process group left to tear down at exit
