@@ -135,7 +135,9 @@ bool classUnchanged(PyTypeObject* type, unsigned version);
 // What a class finds along its MRO: each class on it, then its dict's keys
 // and values (borrowed), without caches CPython's own library writes into
 // classes (copyreg's __slotnames__, written when an instance is copied or
-// pickled), which change a class's tag but nothing it finds.
+// pickled), which change a class's tag but nothing it finds. For a class
+// of Python code also what type's descriptors read outside the dict
+// (__name__, __qualname__, __bases__, __class__), which setting changes.
 void classContents(PyTypeObject* type, std::vector<PyObject*>& out);
 // A Python function's __name__ (borrowed str).
 PyObject* functionName(PyObject* function);

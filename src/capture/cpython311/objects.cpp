@@ -43,6 +43,11 @@ void classContents(PyTypeObject* type, std::vector<PyObject*>& out) {
   for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); ++i) {
     PyObject* cls = PyTuple_GET_ITEM(mro, i);
     out.push_back(cls);
+    auto* t = reinterpret_cast<PyTypeObject*>(cls);
+    if (t->tp_flags & Py_TPFLAGS_HEAPTYPE) {
+      auto* heap = reinterpret_cast<PyHeapTypeObject*>(t);
+      out.insert(out.end(), {heap->ht_name, heap->ht_qualname, t->tp_bases, reinterpret_cast<PyObject*>(Py_TYPE(t))});
+    }
     PyObject* dict = reinterpret_cast<PyTypeObject*>(cls)->tp_dict;
     PyObject *k, *v;
     Py_ssize_t pos = 0;
