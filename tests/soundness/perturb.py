@@ -6,7 +6,8 @@ Each program is a small function f(x, v) computing a tensor from x through
 the parts of Python that a record may silently depend on: user classes,
 dunders the interpreter calls implicitly (__len__, __getitem__, __bool__,
 __mul__/__rmul__, __enter__/__exit__, __call__, __index__), @property, a
-descriptor with state of its own, __slots__, super() chains, a module alias,
+descriptor with state of its own, __slots__, super() chains, class names
+(__name__, __qualname__, __module__, an instance's __class__), a module alias,
 closure cells, __defaults__, a callee whose __code__ is replaced, OrderedDict
 order, enums, Python callbacks given to builtins, methods patched on
 torch.Tensor, the default dtype, and an argument v that may be a view of x;
@@ -201,6 +202,18 @@ def super_chain(r, k):
               ("class bases changed", [f"Top{k}.__bases__ = (Base{k},)"]),
               ("instance attribute shadows method", [f"top{k}.scale = lambda t: t * 0"])],
              state=[f"vars(top{k})"])
+
+
+@feature
+def class_name(r, k):
+    read = r.choice(["__name__", "__qualname__"])  # __module__ differs between the two worlds
+    return F([f"class Named{k}:", "    pass", f"class Other{k}:", "    pass", f"named{k} = Named{k}()"],
+             [f"y = y * len(type(named{k}).{read})"],
+             [("class renamed", [f"Named{k}.__name__ = rng.choice(['A', 'Named', 'LongerName'])"]),
+              ("class qualified name set", [f"Named{k}.__qualname__ = rng.choice(['Q', 'Outer.Inner', 'Named'])"]),
+              ("class module set", [f"Named{k}.__module__ = rng.choice(['m', 'pkg.mod'])"]),
+              ("instance class switched", [f"named{k}.__class__ = rng.choice([Named{k}, Other{k}])"])],
+             state=[f"type(named{k}).{read}"])
 
 
 @feature
