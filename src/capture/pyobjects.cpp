@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "capture/python_frame.h"
 #include "magpy/support/error.h"
 #include "magpy/support/hash.h"
 
@@ -195,18 +197,55 @@ PyObject* moduleHolder(PyObject* instanceDict, const char* holder) {
   return d && PyDict_Check(d) ? d : nullptr;
 }
 
-std::string typeName(PyTypeObject* t) {
+namespace {
+
+std::string readTypeName(PyTypeObject* t) {
   std::string module = attrString(reinterpret_cast<PyObject*>(t), "__module__");
   std::string qual = attrString(reinterpret_cast<PyObject*>(t), "__qualname__");
   if (qual.empty()) qual = t->tp_name;
   return canonical(module.empty() ? qual : module + "." + qual);
 }
 
+// Whether getattr reads a class's __module__ and __qualname__ with type's
+// own descriptors: then only setting them on the class changes them, and
+// that changes the class's version tag.
+bool namedByType(PyTypeObject* t) {
+  static PyObject* module = PyUnicode_InternFromString("__module__");
+  static PyObject* qualname = PyUnicode_InternFromString("__qualname__");
+  PyTypeObject* meta = Py_TYPE(t);
+  return meta == &PyType_Type || (meta->tp_getattro == PyType_Type.tp_getattro &&
+                                  classLookup(meta, module) == classLookup(&PyType_Type, module) &&
+                                  classLookup(meta, qualname) == classLookup(&PyType_Type, qualname));
+}
+
+}  // namespace
+
+// Capture names the same few classes thousands of times per call; a name is
+// kept while the class's version tag and its metaclass's hold (tags are
+// never reused, so a class made later at the same address misses).
+std::string typeName(PyTypeObject* t) {
+  struct Named {
+    unsigned version, metaVersion;
+    std::string name;
+  };
+  static std::unordered_map<PyTypeObject*, Named> names;
+  auto it = names.find(t);
+  if (it != names.end() && classUnchanged(t, it->second.version) && classUnchanged(Py_TYPE(t), it->second.metaVersion))
+    return it->second.name;
+  std::string name = readTypeName(t);
+  unsigned version = classVersion(t), metaVersion = classVersion(Py_TYPE(t));
+  if (version && metaVersion && namedByType(t)) {
+    if (names.size() >= 4096) names.clear();  // classes made per call would otherwise pile up
+    names[t] = Named{version, metaVersion, name};
+  }
+  return name;
+}
+
 std::string qualifiedName(PyObject* c) {
   if (PyType_Check(c)) return typeName(reinterpret_cast<PyTypeObject*>(c));
   if (PyMethod_Check(c)) return qualifiedName(PyMethod_GET_FUNCTION(c));
+  if (PyFunction_Check(c)) return canonical(str(PyFunction_GET_MODULE(c)) + "." + str(functionQualname(c)));
   std::string qual = attrString(c, "__qualname__");
-  if (PyFunction_Check(c)) return canonical(attrString(c, "__module__") + "." + qual);
   if (qual.empty()) return typeName(Py_TYPE(c)) + ".__call__";
 
   // Builtins: a module function (__self__ is the module or None), a method

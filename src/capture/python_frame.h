@@ -139,8 +139,11 @@ bool classUnchanged(PyTypeObject* type, unsigned version);
 // of Python code also what type's descriptors read outside the dict
 // (__name__, __qualname__, __bases__, __class__), which setting changes.
 void classContents(PyTypeObject* type, std::vector<PyObject*>& out);
-// A Python function's __name__ (borrowed str).
+// A Python function's __name__ and __qualname__ (borrowed str): what
+// getattr gives (functions cannot be subclassed, their type's descriptors
+// read these fields).
 PyObject* functionName(PyObject* function);
+PyObject* functionQualname(PyObject* function);
 // The object's instance __dict__ (borrowed; null when it has none or it
 // was never made).
 PyObject* instanceDict(PyObject* obj);

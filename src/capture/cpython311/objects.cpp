@@ -61,6 +61,8 @@ void classContents(PyTypeObject* type, std::vector<PyObject*>& out) {
 
 PyObject* functionName(PyObject* function) { return reinterpret_cast<PyFunctionObject*>(function)->func_name; }
 
+PyObject* functionQualname(PyObject* function) { return reinterpret_cast<PyFunctionObject*>(function)->func_qualname; }
+
 PyObject* instanceDict(PyObject* obj) {
   PyObject** slot = _PyObject_GetDictPtr(obj);
   return slot ? *slot : nullptr;
