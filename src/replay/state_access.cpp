@@ -17,27 +17,35 @@ PathTree::StepKind PathTree::kindOf(record::PathStep::Kind kind) {
 }
 
 int PathTree::add(const record::AccessPath& path) {
-  record::AccessPath root = path;
-  root.steps.clear();
+  record::AccessPath root;
+  root.root = path.root;
+  root.index = path.index;
+  root.name = path.name;
   auto [at, fresh] = roots_.emplace(root, int(nodes_.size()));
-  if (fresh) nodes_.push_back({-1, root, StepKind::Attr, {}});
+  if (fresh) nodes_.push_back({-1, std::move(root), StepKind::Attr, {}});
   int node = at->second;
   for (size_t k = 0; k < path.steps.size(); ++k) {
-    StepKind kind;
-    record::PathStep step = path.steps[k];
     if (record::isInstanceDictKey(path, k)) {
-      kind = StepKind::InstanceAttr;
-      step = record::PathStep::attr(path.steps[++k].key.s);
-    } else {
-      kind = kindOf(step.kind);
+      ++k;
+      node = child(node, StepKind::InstanceAttr, record::PathStep::attr(path.steps[k].key.s), -1);
+      continue;
     }
+    const record::PathStep& step = path.steps[k];
+    StepKind kind = kindOf(step.kind);
     // The key's own path first: resolving this step resolves it.
     int keyNode = kind == StepKind::ObjectKey ? add(step.keyOf.at(0)) : -1;
-    auto [child, added] = children_.emplace(std::make_tuple(node, kind, step), int(nodes_.size()));
-    if (added) nodes_.push_back({node, {}, kind, std::move(step), keyNode});
-    node = child->second;
+    node = child(node, kind, step, keyNode);
   }
   return node;
+}
+
+int PathTree::child(int parent, StepKind kind, const record::PathStep& step, int keyNode) {
+  auto it = children_.find(std::forward_as_tuple(parent, kind, step));
+  if (it != children_.end()) return it->second;
+  int id = int(nodes_.size());
+  children_.emplace(std::make_tuple(parent, kind, step), id);
+  nodes_.push_back({parent, {}, kind, step, keyNode});
+  return id;
 }
 
 record::AccessPath PathTree::pathOf(int node) const {

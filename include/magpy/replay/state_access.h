@@ -64,8 +64,11 @@ class PathTree {
   record::AccessPath pathOf(int node) const;  // for messages
 
  private:
+  int child(int parent, StepKind kind, const record::PathStep& step, int keyNode);
+
   std::vector<Node> nodes_;
-  std::map<std::tuple<int, StepKind, record::PathStep>, int> children_;
+  // Transparent: a lookup compares the caller's step, copied only when added.
+  std::map<std::tuple<int, StepKind, record::PathStep>, int, std::less<>> children_;
   std::map<record::AccessPath, int> roots_;
 };
 
