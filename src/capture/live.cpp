@@ -478,11 +478,16 @@ PyRef LiveRecord::mock(const std::vector<c10::IValue>& outputs, Values& values) 
   return result;
 }
 
+// Found by content before anything is copied: another record of the same
+// model (another shape, another branch) reads the same weights.
 uint32_t BlobPool::add(const at::Tensor& t) {
-  record::TensorBlob b = replay::blobOf(t);
-  uint64_t key = Hasher().u64(b.hash).text(b.dtype).bytes(b.shape.data(), b.shape.size() * sizeof(int64_t)).digest();
+  at::Tensor dense = replay::denseCpu(t);
+  uint64_t hash = hashBytes(dense.data_ptr(), dense.nbytes());
+  auto sizes = dense.sizes();
+  uint64_t key = Hasher().u64(hash).text(replay::dtypeName(dense.scalar_type())).bytes(sizes.data(), sizes.size() * sizeof(int64_t)).digest();
   auto it = byHash_.find(key);
   if (it != byHash_.end()) return it->second;
+  record::TensorBlob b = replay::blobOf(dense, hash);
   uint32_t index = uint32_t(blobs_.size());
   bytes_ += b.bytes.size();
   blobs_.push_back(std::move(b));

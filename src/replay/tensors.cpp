@@ -66,13 +66,14 @@ record::TensorMeta metaOf(const at::Tensor& t) {
   return m;
 }
 
-record::TensorBlob blobOf(const at::Tensor& t) {
-  at::Tensor dense = t.detach().to(c10::kCPU).contiguous();
+at::Tensor denseCpu(const at::Tensor& t) { return t.detach().to(c10::kCPU).contiguous(); }
+
+record::TensorBlob blobOf(const at::Tensor& dense, uint64_t hash) {
   record::TensorBlob b;
   b.dtype = dtypeName(dense.scalar_type());
   b.shape.assign(dense.sizes().begin(), dense.sizes().end());
   b.bytes.assign(static_cast<const char*>(dense.data_ptr()), dense.nbytes());
-  b.hash = hashBytes(b.bytes.data(), b.bytes.size());
+  b.hash = hash;
   return b;
 }
 

@@ -15,8 +15,10 @@ std::string deviceName(const c10::Device& d);   // "cpu", "cuda:0"
 
 record::TensorMeta metaOf(const at::Tensor& t);
 
-// Dense row-major bytes of t (copied to CPU), with their hash.
-record::TensorBlob blobOf(const at::Tensor& t);
+// t as dense row-major CPU memory (t itself where it is already).
+at::Tensor denseCpu(const at::Tensor& t);
+// A copy of a dense CPU tensor's bytes, whose hashBytes is `hash`.
+record::TensorBlob blobOf(const at::Tensor& dense, uint64_t hash);
 
 // A new CPU tensor holding blob's elements, laid out with meta's strides
 // when they describe a dense layout, and requires_grad as in meta.
