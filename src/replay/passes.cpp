@@ -176,6 +176,50 @@ size_t foldConvBatchNorm(record::Graph& g) {
   return folded;
 }
 
+// linear(x, w, b) with a 2-D x and a bias is what ATen computes as
+// addmm(b, x, w.t()): written so, the transpose of a parameter is a
+// parameter-only operator that folding computes once, and each call skips
+// linear's own dispatch and the view it makes. Same kernels, same bits.
+size_t linearAsAddmm(record::Graph& g) {
+  auto rank = [&](const Arg& a) -> size_t {
+    const Node& n = g.nodes[size_t(a.i)];
+    if (n.outputs.empty()) return 0;
+    return n.outputs[0].dynamic() ? n.outputs[0].sym.size() : n.outputs[0].shape.size();
+  };
+  auto qualifies = [&](const Node& n) {
+    return n.target == "aten::linear" && n.overload.empty() && n.args.size() == 3 &&
+           n.args[0].kind == Arg::Kind::Node && n.args[1].kind == Arg::Kind::Node && n.args[2].kind == Arg::Kind::Node &&
+           g.nodes[size_t(n.args[1].i)].kind == NodeKind::GetAttr && rank(n.args[0]) == 2 && rank(n.args[1]) == 2;
+  };
+  std::vector<bool> linear(g.nodes.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i) linear[i] = qualifies(g.nodes[i]);
+  if (std::find(linear.begin(), linear.end(), true) == linear.end()) return 0;
+  std::vector<Node> out;
+  std::vector<int64_t> newIndex(g.nodes.size(), -1);
+  size_t rewritten = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node n = std::move(g.nodes[i]);
+    forEachNodeArg(n, [&](int64_t& j) { j = newIndex[size_t(j)]; });
+    if (linear[i]) {
+      Node t;
+      t.kind = NodeKind::CallFunction;
+      t.target = "aten::t";
+      t.name = n.name + "_weight_t";
+      t.args = {n.args[1]};
+      t.where = n.where;
+      t.grad = n.grad;
+      out.push_back(std::move(t));
+      n.target = "aten::addmm";
+      n.args = {n.args[2], n.args[0], Arg::node(int64_t(out.size() - 1)), Arg::integer(1), Arg::integer(1)};
+      ++rewritten;
+    }
+    out.push_back(std::move(n));
+    newIndex[i] = int64_t(out.size() - 1);
+  }
+  g.nodes = std::move(out);
+  return rewritten;
+}
+
 std::string signature(const Node& n) {
   std::ostringstream s;
   s << n.target << "." << n.overload << "@" << int(n.grad);  // one mode's result needs no grad in the other
@@ -820,6 +864,8 @@ OptimizedGraph optimize(const record::Graph& graph, const PassOptions& o, bool i
   };
   if (inference && o.dropoutEval) note("dropout", dropoutEval(out.graph), "eval-mode dropouts removed");
   if (inference && o.foldConvBatchNorm) note("conv-bn", foldConvBatchNorm(out.graph), "batch norms folded into convolutions");
+  if (inference && o.foldConstants && cachesState)
+    note("linear", linearAsAddmm(out.graph), "linear layers as addmm on a transposed weight computed once");
   if (o.commonSubexpr && !differentiates) note("cse", commonSubexpressions(out.graph), "duplicate operators merged");
   if (o.foldConstants) note("sizes", foldStaticSizes(out.graph), "sizes, number operators and decisions fixed by the guards folded");
   if (o.deadCode) note("dce", eliminateDeadCode(out.graph), "unused nodes removed");

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <ATen/ATen.h>
 
 #include "magpy/replay/passes.h"
@@ -226,6 +228,54 @@ TEST(Passes, ConvBatchNormFolding) {
   at::Tensor other = tw.clone().neg_();
   auto replaced = at::batch_norm(at::conv2d(tx, other, {}, 1, 1), tg, tb, tm, tv, false, 0.1, 1e-5, false).relu();
   EXPECT_TRUE(at::allclose(plan.runWith({tx, other, tg, tb, tm, tv})[0].toTensor(), replaced, 1e-4, 1e-5));
+}
+
+TEST(Passes, LinearOnAMatrixIsAddmmOnACachedTranspose) {
+  Builder b;
+  auto meta = [](std::vector<int64_t> shape) {
+    TensorMeta m;
+    m.shape = std::move(shape);
+    return std::vector<TensorMeta>{m};
+  };
+  auto x = b.input(NodeKind::Placeholder, "x");
+  auto x3 = b.input(NodeKind::Placeholder, "x3");
+  auto w = b.input(NodeKind::GetAttr, "w");
+  auto bias = b.input(NodeKind::GetAttr, "bias");
+  b.g.nodes[size_t(x)].outputs = meta({2, 5});
+  b.g.nodes[size_t(x3)].outputs = meta({2, 4, 5});
+  b.g.nodes[size_t(w)].outputs = meta({3, 5});
+  b.g.nodes[size_t(bias)].outputs = meta({3});
+  auto matrix = b.op("aten::linear", "", {Arg::node(x), Arg::node(w), Arg::node(bias)});
+  auto batched = b.op("aten::linear", "", {Arg::node(x3), Arg::node(w), Arg::node(bias)});  // matmul inside linear
+  auto unbiased = b.op("aten::linear", "", {Arg::node(x), Arg::node(w), Arg::none()});   // mm inside linear
+  b.output({matrix, batched, unbiased});
+
+  auto count = [](const replay::OptimizedGraph& o, const std::string& target) {
+    return std::count_if(o.graph.nodes.begin(), o.graph.nodes.end(), [&](const Node& n) { return n.target == target; });
+  };
+  auto out = replay::optimize(b.g, PassOptions(), true);
+  EXPECT_EQ(count(out, "aten::addmm"), 1);
+  EXPECT_EQ(count(out, "aten::linear"), 2);
+  for (size_t i = 0; i < out.graph.nodes.size(); ++i)
+    if (out.graph.nodes[i].target == "aten::t") EXPECT_TRUE(out.folded[i]);
+  // Without cached state (the JIT) the transpose would be made per call: linear stays.
+  EXPECT_EQ(count(replay::optimize(b.g, PassOptions(), true, /*cachesState=*/false), "aten::addmm"), 0);
+  EXPECT_EQ(count(replay::optimize(b.g, PassOptions(), /*inference=*/false), "aten::addmm"), 0);
+
+  // The same bits as linear, also after the weight is written or replaced.
+  at::Tensor tx = at::randn({2, 5}), tx3 = at::randn({2, 4, 5}), tw = at::randn({3, 5}), tb = at::randn({3});
+  replay::Plan plan(b.g, {}, {PassOptions(), true});
+  auto check = [&](const at::Tensor& weight) {
+    auto r = plan.runWith({tx, tx3, weight, tb});
+    EXPECT_TRUE(at::equal(r[0].toTensor(), at::linear(tx, weight, tb)));
+    EXPECT_TRUE(at::equal(r[1].toTensor(), at::linear(tx3, weight, tb)));
+    EXPECT_TRUE(at::equal(r[2].toTensor(), at::linear(tx, weight)));
+  };
+  check(tw);
+  check(tw);
+  tw.mul_(2);
+  check(tw);
+  check(at::randn({3, 5}));
 }
 
 TEST(Passes, TrainingBatchNormIsNotFolded) {
