@@ -9,12 +9,15 @@
 #include <torch/csrc/jit/passes/frozen_ops_to_mkldnn.h>
 #include <torch/csrc/jit/runtime/interpreter.h>
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <map>
 
 #include "magpy/record/op_policy.h"
 #include "magpy/replay/state.h"
 #include "magpy/support/error.h"
+#include "replay/page_out.h"
 
 namespace magpy::replay {
 
@@ -125,16 +128,38 @@ class Lowering {
 
 // libtorch's passes: torch.jit.freeze's (without the folding that changes
 // numerics, for Exact), then (ForInference) torch.jit.optimize_for_inference's.
-void optimizeFrozen(std::shared_ptr<jit::Graph>& g, CompiledPasses passes) {
+void freezePasses(std::shared_ptr<jit::Graph>& g, CompiledPasses passes) {
   jit::ConstantPropagation(g);
   jit::OptimizeFrozenGraph(g, /*optimize_numerics=*/passes != CompiledPasses::Exact);
-  if (passes == CompiledPasses::ForInference) {
-    jit::FuseFrozenConvAddRelu(g);
-    jit::ConvertFrozenOpsToMKLDNN(g);
-    jit::FrozenLinearTranspose(g);
-  }
+  jit::EliminateDeadCode(g);
+}
+
+void inferencePasses(std::shared_ptr<jit::Graph>& g) {
+  jit::FuseFrozenConvAddRelu(g);
+  jit::ConvertFrozenOpsToMKLDNN(g);
+  jit::FrozenLinearTranspose(g);
+}
+
+void cleanUp(std::shared_ptr<jit::Graph>& g) {
   jit::ConstantPropagation(g);
   jit::EliminateDeadCode(g);
+}
+
+template <class Visit>
+void forEachTensorConstant(const jit::Graph& g, Visit&& visit) {
+  for (const jit::Node* n : g.nodes())
+    if (n->kind() == c10::prim::Constant && n->output()->type()->kind() == c10::TypeKind::TensorType)
+      visit(n->t(c10::attr::value));
+}
+
+// The storages of the graph's tensor constants, sorted.
+std::vector<const void*> constantStorages(const jit::Graph& g) {
+  std::vector<const void*> out;
+  forEachTensorConstant(g, [&](const at::Tensor& t) {
+    if (const void* s = storageOf(c10::IValue(t))) out.push_back(s);
+  });
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 std::string describe(const jit::Graph& g, size_t lowered, const std::string& passes) {
@@ -159,7 +184,7 @@ std::string describe(const jit::Graph& g, size_t lowered, const std::string& pas
 }  // namespace
 
 CompiledGraph::CompiledGraph(const LoweringInput& plan, const std::vector<c10::IValue>& inputs, CompiledPasses passes)
-    : graph_(std::make_shared<jit::Graph>()), passes_(passes) {
+    : graph_(std::make_shared<jit::Graph>()), passes_(passes), lowered_(plan.steps.size()), pageOut_(plan.pageOutReplaced) {
   if (std::string why = loweringRefusal(plan.steps, false); !why.empty()) throw Error(why);
   Lowering lowering(plan, *graph_);
   for (size_t i = 0; i < plan.inputSlots.size(); ++i) {
@@ -193,20 +218,92 @@ CompiledGraph::CompiledGraph(const LoweringInput& plan, const std::vector<c10::I
   for (auto& f : frozen_) frozenStorages_.push_back(f.storage);
   std::sort(frozenStorages_.begin(), frozenStorages_.end());
   try {
-    optimizeFrozen(graph_, passes);
+    freezePasses(graph_, passes);
+    // What freezing replaced goes before the oneDNN copies are made.
+    if (pageOut_) pageOutReplaced(inputs);
+    if (passes == CompiledPasses::ForInference) inferencePasses(graph_);
+    cleanUp(graph_);
+  } catch (const c10::Error& e) {
+    throw Error(std::string("libtorch could not compile the graph: ") + e.what_without_backtrace());
+  }
+  finish(inputs);
+}
+
+CompiledGraph::CompiledGraph(const CompiledGraph& frozen, const std::vector<c10::IValue>& inputs)
+    : graph_(frozen.graph_->copy()),
+      passes_(CompiledPasses::ForInference),
+      graphInputs_(frozen.graphInputs_),
+      constantValues_(frozen.constantValues_),
+      frozen_(frozen.frozen_),
+      frozenStorages_(frozen.frozenStorages_),
+      outputs_(frozen.outputs_),
+      lowered_(frozen.lowered_),
+      pageOut_(frozen.pageOut_) {
+  if (frozen.passes_ != CompiledPasses::Freeze) throw Error("the inference passes start from a graph with the freeze passes");
+  // The oneDNN copies are made while the folded weights are alive: the
+  // heap's free memory (what the trials ran in, kept by magpy-run's raised
+  // trim threshold) goes back first, or it would stay resident beside them.
+  malloc_trim(0);
+  try {
+    inferencePasses(graph_);
+    cleanUp(graph_);
+  } catch (const c10::Error& e) {
+    throw Error(std::string("libtorch could not compile the graph: ") + e.what_without_backtrace());
+  }
+  finish(inputs);
+}
+
+void CompiledGraph::finish(const std::vector<c10::IValue>& inputs) {
+  try {
     code_ = std::make_unique<jit::Code>(graph_, "magpy_record");
   } catch (const c10::Error& e) {
     throw Error(std::string("libtorch could not compile the graph: ") + e.what_without_backtrace());
   }
-  for (const jit::Node* n : graph_->nodes())
-    if (n->kind() == c10::prim::Constant && n->output()->type()->kind() == c10::TypeKind::TensorType)
-      if (const void* s = storageOf(c10::IValue(n->t(c10::attr::value)))) constantStorages_.push_back(s);
-  std::sort(constantStorages_.begin(), constantStorages_.end());
+  constantStorages_ = constantStorages(*graph_);
+  forEachTensorConstant(*graph_, [&](const at::Tensor& t) {
+    constantVersions_.push_back({t.unsafeGetTensorImpl(), t.unsafeGetTensorImpl()->version_counter().current_version()});
+  });
+  size_t pagedOut = pageOut_ ? pageOutReplaced(inputs) : 0;
   const char* names[] = {"freeze passes without folding", "freeze passes", "freeze and inference passes"};
-  summary_ = describe(*graph_, plan.steps.size(), names[size_t(passes)]);
+  summary_ = describe(*graph_, lowered_, names[size_t(passes_)]);
+  if (pagedOut > 0) {
+    char text[64];
+    bool mb = pagedOut >= (1u << 20);
+    std::snprintf(text, sizeof text, "; %.1f %s of state it replaced paged out", double(pagedOut) / (mb ? 1 << 20 : 1 << 10),
+                  mb ? "MB" : "KB");
+    summary_ += text;
+  }
+}
+
+size_t CompiledGraph::pageOutReplaced(const std::vector<c10::IValue>& inputs) {
+  std::vector<const void*> held = constantStorages(*graph_);
+  size_t bytes = 0;
+  bool freed = false;
+  std::vector<const void*> done;  // storages two frozen inputs share count once
+  for (Frozen& f : frozen_) {
+    if (std::binary_search(held.begin(), held.end(), f.storage)) continue;
+    const at::Tensor& t = inputs[f.input].toTensor();
+    bool was = pagedOut(t);
+    if (!was && !pageOut(t)) continue;
+    f.data = t.data_ptr();
+    if (std::find(done.begin(), done.end(), f.storage) != done.end()) continue;
+    done.push_back(f.storage);
+    freed = freed || !was;
+    dropResident(t);
+    bytes += t.storage().nbytes();
+  }
+  // The heap keeps what it frees (magpy-run raises glibc's trim threshold):
+  // the bytes paged out go back to the system here, once.
+  if (freed) malloc_trim(0);
+  return bytes;
 }
 
 CompiledGraph::~CompiledGraph() = default;
+
+bool CompiledGraph::constantsIntact() const {
+  return std::all_of(constantVersions_.begin(), constantVersions_.end(),
+                     [](const auto& c) { return c.first->version_counter().current_version() == c.second; });
+}
 
 bool CompiledGraph::stillFrozen(const std::vector<c10::IValue>& inputs) const {
   for (const Frozen& f : frozen_) {

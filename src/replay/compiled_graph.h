@@ -37,6 +37,9 @@ struct LoweringInput {
   // Per input: whether it may be frozen (a state tensor the graph neither
   // writes nor returns).
   const std::vector<bool>& freezable;
+  // Whether frozen tensors whose values the passes replaced with their own
+  // (folded, re-laid-out) are paged out (page_out.h): native replay only.
+  bool pageOutReplaced = false;
 };
 
 // Why these steps cannot be lowered, or empty: number arithmetic and
@@ -63,6 +66,9 @@ class CompiledGraph {
   // Lowers the steps, freezing the freezable inputs with the values `inputs`
   // holds. Throws Error when libtorch cannot build or optimize the graph.
   CompiledGraph(const LoweringInput& plan, const std::vector<c10::IValue>& inputs, CompiledPasses passes);
+  // The ForInference graph made from a Freeze one (its folding not done
+  // twice): its constants are shared until the inference passes replace them.
+  CompiledGraph(const CompiledGraph& frozen, const std::vector<c10::IValue>& inputs);
   ~CompiledGraph();
 
   // Whether the frozen inputs are the tensors frozen, at the same version
@@ -71,11 +77,16 @@ class CompiledGraph {
   // write without one.)
   bool stillFrozen(const std::vector<c10::IValue>& inputs) const;
 
+  // Whether the graph's tensor constants are at the versions they were
+  // compiled with (a graph another was made from shares its constants).
+  bool constantsIntact() const;
+
   // Runs the graph on the plan's inputs (frozen ones are skipped); returns
   // the plan's outputs.
   std::vector<c10::IValue> run(const std::vector<c10::IValue>& inputs) const;
 
-  // "161 operators lowered, 85 after freeze and inference passes: 53 prim::mkldnn_convolution, ..."
+  // "161 operators lowered, 85 after freeze and inference passes: 53 prim::mkldnn_convolution, ...;
+  // 97.5 MB of state it replaced paged out"
   const std::string& summary() const { return summary_; }
   CompiledPasses passes() const { return passes_; }
 
@@ -95,8 +106,16 @@ class CompiledGraph {
   std::vector<Frozen> frozen_;
   std::vector<const void*> frozenStorages_;    // sorted
   std::vector<const void*> constantStorages_;  // of every tensor constant of the optimized graph, sorted
+  std::vector<std::pair<const c10::TensorImpl*, uint32_t>> constantVersions_;
   size_t outputs_ = 0;
+  size_t lowered_ = 0;    // operators lowered
+  bool pageOut_ = false;  // LoweringInput::pageOutReplaced
   std::string summary_;
+
+  void finish(const std::vector<c10::IValue>& inputs);  // code, constant storages, summary
+  // Pages out (or hands back the pages read of) the frozen tensors the
+  // graph no longer holds; returns their bytes.
+  size_t pageOutReplaced(const std::vector<c10::IValue>& inputs);
 };
 
 // Whether a compiled run's results agree with operator-by-operator replay's

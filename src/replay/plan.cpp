@@ -395,6 +395,7 @@ struct Plan::Impl {
 
   // The compiled backend (compiled_graph.h), chosen on the first run.
   Backend backend = Backend::Aten;
+  bool pageOutReplaced = false;    // PlanOptions::pageOutReplacedState
   std::vector<bool> freezable;     // per input: a state tensor the graph neither writes nor returns
   std::vector<bool> writtenInput;  // per input: written or returned by the graph
   std::vector<size_t> writtenInputs;  // the inputs the graph writes
@@ -421,9 +422,18 @@ struct Plan::Impl {
     double seconds = 0;
     std::string failure;
   };
-  Candidate tryCompiled(CompiledPasses passes, const FirstCall& call) const;
+  Candidate tryCompiled(CompiledPasses passes, const FirstCall& call,
+                        std::unique_ptr<CompiledGraph> frozenFrom = nullptr) const;
   std::vector<c10::IValue> runCompiled(std::vector<c10::IValue> inputs, const SymbolValues* symbols) const;
-  LoweringInput lowering() const { return {steps, inputSlots, constants, outputSlots, numSlots, freezable}; }
+  // The steps' folded results are theirs: a compiled graph folds its own.
+  // Dropped before one is made (a later run of the steps computes them again).
+  void dropFolded() const {
+    foldValues.clear();
+    foldKey.clear();
+  }
+  LoweringInput lowering() const {
+    return {steps, inputSlots, constants, outputSlots, numSlots, freezable, pageOutReplaced};
+  }
   struct Builder;
 };
 
@@ -1026,6 +1036,7 @@ Plan::Plan(const record::Graph& input, const std::vector<record::TensorBlob>& bl
   if (options.timeBudget > 0 && impl_->backend != Backend::Aten)
     throw Error("a time budget stops a call between operators, and a compiled graph runs as one: use the aten backend");
   impl_->timeBudget = options.timeBudget;
+  impl_->pageOutReplaced = options.pageOutReplacedState;
   for (auto& n : optimized.graph.nodes)
     for (auto& m : n.outputs) impl_->dynamic = impl_->dynamic || m.dynamic();
   Impl::Builder(*impl_, optimized, blobs, options).build();
@@ -1360,7 +1371,8 @@ struct Plan::Impl::FirstCall {
 // One set of passes tried on the first call: the graph runs on copies of
 // what it writes, as they were before the call, with the call's random
 // draws; results and writes must agree with the steps'.
-Plan::Impl::Candidate Plan::Impl::tryCompiled(CompiledPasses passes, const FirstCall& call) const {
+Plan::Impl::Candidate Plan::Impl::tryCompiled(CompiledPasses passes, const FirstCall& call,
+                                              std::unique_ptr<CompiledGraph> frozenFrom) const {
   std::vector<c10::IValue> trialInputs = call.before;
   for (size_t i = 0; i < trialInputs.size(); ++i)
     if (writtenInput[i] && trialInputs[i].isTensor()) trialInputs[i] = trialInputs[i].toTensor().clone();
@@ -1368,7 +1380,9 @@ Plan::Impl::Candidate Plan::Impl::tryCompiled(CompiledPasses passes, const First
   generator.set_state(call.rng);
   Candidate c;
   try {
-    c.graph = std::make_unique<CompiledGraph>(lowering(), call.inputs, passes);
+    c.graph = frozenFrom ? std::make_unique<CompiledGraph>(*frozenFrom, call.inputs)
+                         : std::make_unique<CompiledGraph>(lowering(), call.inputs, passes);
+    frozenFrom.reset();  // its folded weights, which the inference passes replaced, go before the trial
     auto t0 = Clock::now();
     std::vector<c10::IValue> trial = c.graph->run(trialInputs);
     c.seconds = secondsSince(t0);
@@ -1409,33 +1423,44 @@ std::vector<c10::IValue> Plan::Impl::decide(std::vector<c10::IValue> inputs, con
   at::Tensor rngAfter = generator.get_state();
   if (stopsCleanly) stepsTime = leastTime(stepsTime, [&] { runSteps(call.inputs, symbols); });
 
-  // One compiled graph alive at a time (each holds a copy of the weights it
-  // transforms): the winner is built again if another was tried after it.
-  std::unique_ptr<CompiledGraph> best;
-  std::optional<CompiledPasses> bestPasses;
-  double bestTime = 0;
+  // Each set of passes is tried; ForInference starts from Freeze's graph
+  // (which it consumes), so the weights are folded once and at most two
+  // copies of them are alive at a time. Only the best graph so far is kept.
+  dropFolded();
+  const CompiledPasses order[] = {CompiledPasses::Exact, CompiledPasses::Freeze, CompiledPasses::ForInference};
+  Candidate tried[3];
   std::string failure;
-  for (CompiledPasses passes : {CompiledPasses::Exact, CompiledPasses::Freeze, CompiledPasses::ForInference}) {
-    best.reset();
-    Candidate c = tryCompiled(passes, call);
-    if (!c.graph) failure = c.failure;
-    else if (!bestPasses || c.seconds < bestTime) best = std::move(c.graph), bestPasses = passes, bestTime = c.seconds;
+  int bestIndex = -1;
+  for (int k = 0; k < 3; ++k) {
+    bool derived = order[k] == CompiledPasses::ForInference && tried[1].graph;
+    tried[k] = tryCompiled(order[k], call, derived ? std::move(tried[1].graph) : nullptr);
+    if (!tried[k].graph) {
+      failure = tried[k].failure;
+      continue;
+    }
+    if (bestIndex < 0 || tried[k].seconds < tried[bestIndex].seconds) bestIndex = k;
+    for (int j = 0; j <= k; ++j)  // Freeze's graph waits for the inference passes
+      if (j != bestIndex && !(j == 1 && k == 1)) tried[j].graph.reset();
   }
   generator.set_state(rngAfter);
   use = Use::Steps;
-  if (!bestPasses) {
+  if (bestIndex < 0) {
     applied.push_back("backend: operator by operator, " + failure);
     return std::move(call.outputs);
   }
-  std::string times = milliseconds(bestTime) + " compiled vs " + milliseconds(stepsTime) +
+  std::unique_ptr<CompiledGraph> best = std::move(tried[bestIndex].graph);
+  std::string times = milliseconds(tried[bestIndex].seconds) + " compiled vs " + milliseconds(stepsTime) +
                       " operator by operator, least of the first call's runs";
-  if (backend == Backend::Auto && bestTime >= stepsTime) {
+  if (backend == Backend::Auto && tried[bestIndex].seconds >= stepsTime) {
     applied.push_back("backend: operator by operator, faster (" + times + ")");
     return std::move(call.outputs);
   }
   use = Use::Compiled;
-  passes = *bestPasses;
-  if (!best) best = std::make_unique<CompiledGraph>(lowering(), call.inputs, passes);
+  passes = order[bestIndex];
+  // A graph consumed, made before a later one paged out what it froze, or
+  // whose constants a graph made from it wrote, is made again.
+  if (!best || !best->stillFrozen(call.inputs) || !best->constantsIntact())
+    best = std::make_unique<CompiledGraph>(lowering(), call.inputs, passes);
   applied.push_back("backend: compiled (" + times + "): " + best->summary());
   compiled.push_back({symbols ? *symbols : SymbolValues{}, std::move(best)});
   return std::move(call.outputs);
@@ -1457,6 +1482,7 @@ std::vector<c10::IValue> Plan::Impl::runCompiled(std::vector<c10::IValue> inputs
     if (compiled.size() < kMaxBindings) {
       try {
         compiled.push_back({binding, std::make_unique<CompiledGraph>(lowering(), kept, passes)});
+        dropFolded();
       } catch (const Error&) {  // this binding stays operator by operator
       }
     }

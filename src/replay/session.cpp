@@ -174,6 +174,7 @@ Session::Session(record::RecordFile file, const SessionOptions& options) : impl_
   impl_->buildBudget = materializeBudget(f, options.memoryBudget);
   MemoryBudgetScope building(impl_->buildBudget);
   PlanOptions planOptions{options.passes, true, options.device, options.trustRecord, options.backend, options.timeBudget};
+  planOptions.pageOutReplacedState = true;
   // The entry state's tensors take the bytes of blobs nothing else reads
   // (most weights), so a session holds its weights once; blobs only the
   // state reads go once it is built.

@@ -3,17 +3,20 @@
 // fallbacks, and the operator profile.
 #include <gtest/gtest.h>
 
+#include <ATen/ops/add.h>
 #include <ATen/ops/allclose.h>
 #include <ATen/ops/equal.h>
 #include <ATen/ops/linear.h>
 #include <ATen/ops/ones.h>
 #include <ATen/ops/randn.h>
 #include <ATen/ops/relu.h>
+#include <ATen/ops/sub.h>
 
 #include "magpy/replay/guards.h"
 #include "magpy/replay/plan.h"
 #include "magpy/replay/profile.h"
 #include "magpy/support/error.h"
+#include "replay/page_out.h"
 #include "sample.h"
 
 using namespace magpy;
@@ -131,6 +134,34 @@ TEST(Compiled, ResultsComputedOnceAreTheCallersOwnInEveryCall) {
   first.fill_(42.0f);  // the caller writes the result it got
   at::Tensor second = plan.runWith({x, w})[0].toTensor();
   EXPECT_TRUE(at::equal(second, at::relu(w)));
+}
+
+// x + relu(w): the passes compute relu(w) once, and the graph no longer
+// holds w itself.
+TEST(Compiled, StateTheGraphReplacedIsPagedOutAndStaysTheStates) {
+  Graph g;
+  g.nodes = {input(NodeKind::Placeholder, "x", AccessPath::arg(0), {4096}),
+             input(NodeKind::GetAttr, "w", AccessPath::self().attr("w"), {4096}),
+             opNode("relu", "aten::relu", "", {Arg::node(1)}),
+             opNode("add", "aten::add", "Tensor", {Arg::node(0), Arg::node(2), Arg::integer(1)}),
+             output({Arg::node(3)})};
+  replay::PlanOptions options = compiled();
+  options.pageOutReplacedState = true;
+  replay::Plan plan(g, {}, options);
+  at::Tensor x = at::randn({4096}), w = at::randn({4096}), before = w.clone();
+  plan.runWith({x, w});
+  EXPECT_TRUE(replay::pagedOut(w));
+  EXPECT_TRUE(at::equal(w, before));
+  EXPECT_TRUE(at::equal(plan.runWith({x, w})[0].toTensor(), at::add(x, at::relu(before))));
+  ASSERT_TRUE(plan.ranCompiled());
+  w.sub_(1.0f);  // the state written in place: frozen anew from the written values
+  EXPECT_TRUE(at::equal(plan.runWith({x, w})[0].toTensor(), at::add(x, at::relu(at::sub(before, 1)))));
+  EXPECT_TRUE(at::equal(w, at::sub(before, 1)));
+
+  replay::Plan live(g, {}, compiled());  // a live process's tensors stay where they are
+  at::Tensor v = at::randn({4096});
+  live.runWith({x, v});
+  EXPECT_FALSE(replay::pagedOut(v));
 }
 
 TEST(Compiled, WrittenStateAndRandomDrawsAgreeWithOperatorByOperator) {

@@ -61,6 +61,10 @@ struct PlanOptions {
   // views and other processes write without either: there the state stays
   // an input of the compiled graph unless the program says otherwise.
   bool freezeState = true;
+  // Whether a compiled graph pages out the state tensors whose values it
+  // replaced with its own (folded, re-laid-out) copies (replay/page_out.h):
+  // native replay, where nothing holds their address but libtorch.
+  bool pageOutReplacedState = false;
 };
 
 // Not thread-safe: a plan caches folded results between runs.

@@ -1,0 +1,76 @@
+// Paging state out (src/replay/page_out.*): values, storage and writes
+// survive; only unwritten pages are handed back.
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <ATen/ops/equal.h>
+#include <ATen/ops/randn.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "replay/page_out.h"
+
+using magpy::replay::dropResident;
+using magpy::replay::pageOut;
+using magpy::replay::pagedOut;
+
+namespace {
+
+// Whether each page of the tensor's bytes is mapped in this process; empty
+// where /proc/self/pagemap cannot be read.
+std::vector<bool> residentPages(const at::Tensor& t) {
+  size_t page = size_t(sysconf(_SC_PAGESIZE)), pages = (t.nbytes() + page - 1) / page;
+  std::vector<uint64_t> entries(pages);
+  int fd = open("/proc/self/pagemap", O_RDONLY);
+  if (fd < 0) return {};
+  ssize_t want = ssize_t(pages * sizeof(uint64_t));
+  ssize_t got = pread(fd, entries.data(), size_t(want), off_t(reinterpret_cast<uintptr_t>(t.data_ptr()) / page * 8));
+  close(fd);
+  if (got != want) return {};
+  std::vector<bool> out;
+  for (uint64_t e : entries) out.push_back((e >> 63) & 1);
+  return out;
+}
+
+}  // namespace
+
+TEST(PageOut, KeepsTheStorageAndItsValues) {
+  at::Tensor t = at::randn({256, 1024}), want = t.clone(), view = t.narrow(0, 8, 4);
+  const void* storage = t.storage().unsafeGetStorageImpl();
+  ASSERT_TRUE(pageOut(t));
+  EXPECT_TRUE(pagedOut(t));
+  EXPECT_TRUE(pagedOut(view)) << "a view shares the storage";
+  EXPECT_EQ(t.storage().unsafeGetStorageImpl(), storage);
+  EXPECT_TRUE(at::equal(t, want));
+  EXPECT_TRUE(at::equal(view, want.narrow(0, 8, 4)));
+  view.fill_(3.0f);  // a write copies the pages it touches
+  want.narrow(0, 8, 4).fill_(3.0f);
+  EXPECT_TRUE(at::equal(t, want));
+}
+
+TEST(PageOut, LeavesSmallAndPagedOutStoragesAlone) {
+  at::Tensor small = at::randn({16});
+  EXPECT_FALSE(pageOut(small));
+  EXPECT_FALSE(pagedOut(small));
+  at::Tensor big = at::randn({4096});
+  ASSERT_TRUE(pageOut(big));
+  const void* data = big.data_ptr();
+  EXPECT_FALSE(pageOut(big));
+  EXPECT_EQ(big.data_ptr(), data);
+}
+
+TEST(PageOut, DropsOnlyPagesNeverWritten) {
+  at::Tensor t = at::randn({64, 1024}), want = t.clone();  // 64 pages of 4 KiB
+  ASSERT_TRUE(pageOut(t));
+  ASSERT_TRUE(at::equal(t, want));  // reads every page in
+  t.narrow(0, 0, 8).mul_(2.0f);     // writes the first pages
+  want.narrow(0, 0, 8).mul_(2.0f);
+  dropResident(t);
+  std::vector<bool> resident = residentPages(t);
+  if (resident.empty()) GTEST_SKIP() << "/proc/self/pagemap cannot be read here";
+  size_t written = 8 * 1024 * sizeof(float) / size_t(sysconf(_SC_PAGESIZE));
+  for (size_t p = 0; p < resident.size(); ++p) EXPECT_EQ(resident[p], p < written) << "page " << p;
+  EXPECT_TRUE(at::equal(t, want)) << "what was written stays; the rest is read back from the file";
+}
