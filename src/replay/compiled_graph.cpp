@@ -145,6 +145,16 @@ void cleanUp(std::shared_ptr<jit::Graph>& g) {
   jit::EliminateDeadCode(g);
 }
 
+// Runs libtorch's passes or code generation: its errors become magpy's.
+template <class Run>
+void compiling(Run&& run) {
+  try {
+    run();
+  } catch (const c10::Error& e) {
+    throw Error(std::string("libtorch could not compile the graph: ") + e.what_without_backtrace());
+  }
+}
+
 template <class Visit>
 void forEachTensorConstant(const jit::Graph& g, Visit&& visit) {
   for (const jit::Node* n : g.nodes())
@@ -217,15 +227,13 @@ CompiledGraph::CompiledGraph(const LoweringInput& plan, const std::vector<c10::I
   outputs_ = plan.outputSlots.size();
   for (auto& f : frozen_) frozenStorages_.push_back(f.storage);
   std::sort(frozenStorages_.begin(), frozenStorages_.end());
-  try {
+  compiling([&] {
     freezePasses(graph_, passes);
     // What freezing replaced goes before the oneDNN copies are made.
     if (pageOut_) pageOutReplaced(inputs);
     if (passes == CompiledPasses::ForInference) inferencePasses(graph_);
     cleanUp(graph_);
-  } catch (const c10::Error& e) {
-    throw Error(std::string("libtorch could not compile the graph: ") + e.what_without_backtrace());
-  }
+  });
   finish(inputs);
 }
 
@@ -244,21 +252,15 @@ CompiledGraph::CompiledGraph(const CompiledGraph& frozen, const std::vector<c10:
   // heap's free memory (what the trials ran in, kept by magpy-run's raised
   // trim threshold) goes back first, or it would stay resident beside them.
   malloc_trim(0);
-  try {
+  compiling([&] {
     inferencePasses(graph_);
     cleanUp(graph_);
-  } catch (const c10::Error& e) {
-    throw Error(std::string("libtorch could not compile the graph: ") + e.what_without_backtrace());
-  }
+  });
   finish(inputs);
 }
 
 void CompiledGraph::finish(const std::vector<c10::IValue>& inputs) {
-  try {
-    code_ = std::make_unique<jit::Code>(graph_, "magpy_record");
-  } catch (const c10::Error& e) {
-    throw Error(std::string("libtorch could not compile the graph: ") + e.what_without_backtrace());
-  }
+  compiling([&] { code_ = std::make_unique<jit::Code>(graph_, "magpy_record"); });
   constantStorages_ = constantStorages(*graph_);
   forEachTensorConstant(*graph_, [&](const at::Tensor& t) {
     constantVersions_.push_back({t.unsafeGetTensorImpl(), t.unsafeGetTensorImpl()->version_counter().current_version()});
