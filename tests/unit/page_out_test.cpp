@@ -8,6 +8,9 @@
 #include <ATen/ops/randn.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
 #include <vector>
 
 #include "replay/page_out.h"
@@ -73,4 +76,24 @@ TEST(PageOut, DropsOnlyPagesNeverWritten) {
   size_t written = 8 * 1024 * sizeof(float) / size_t(sysconf(_SC_PAGESIZE));
   for (size_t p = 0; p < resident.size(); ++p) EXPECT_EQ(resident[p], p < written) << "page " << p;
   EXPECT_TRUE(at::equal(t, want)) << "what was written stays; the rest is read back from the file";
+}
+
+TEST(PageOut, LeavesNoFileAndStaysInMemoryWhereNoneCanBeWritten) {
+  const char* given = std::getenv("TMPDIR");
+  std::string saved = given ? given : "";
+  std::string dir = std::filesystem::temp_directory_path() / ("magpy-page-out-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  setenv("TMPDIR", dir.c_str(), 1);
+  at::Tensor t = at::randn({4096}), want = t.clone();
+  EXPECT_TRUE(pageOut(t));
+  EXPECT_TRUE(std::filesystem::is_empty(dir)) << "the file is unlinked from the start";
+  setenv("TMPDIR", (dir + "/missing").c_str(), 1);
+  at::Tensor kept = at::randn({4096});
+  const void* data = kept.data_ptr();
+  EXPECT_FALSE(pageOut(kept));
+  EXPECT_EQ(kept.data_ptr(), data);
+  if (given) setenv("TMPDIR", saved.c_str(), 1);
+  else unsetenv("TMPDIR");
+  std::filesystem::remove_all(dir);
+  EXPECT_TRUE(at::equal(t, want));
 }
