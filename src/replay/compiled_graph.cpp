@@ -230,7 +230,7 @@ CompiledGraph::CompiledGraph(const LoweringInput& plan, const std::vector<c10::I
   compiling([&] {
     freezePasses(graph_, passes);
     // What freezing replaced goes before the oneDNN copies are made.
-    if (pageOut_) pageOutReplaced(inputs);
+    if (pageOut_) pageOutReplaced(inputs, constantStorages(*graph_));
     if (passes == CompiledPasses::ForInference) inferencePasses(graph_);
     cleanUp(graph_);
   });
@@ -265,7 +265,7 @@ void CompiledGraph::finish(const std::vector<c10::IValue>& inputs) {
   forEachTensorConstant(*graph_, [&](const at::Tensor& t) {
     constantVersions_.push_back({t.unsafeGetTensorImpl(), t.unsafeGetTensorImpl()->version_counter().current_version()});
   });
-  size_t pagedOut = pageOut_ ? pageOutReplaced(inputs) : 0;
+  size_t pagedOut = pageOut_ ? pageOutReplaced(inputs, constantStorages_) : 0;
   const char* names[] = {"freeze passes without folding", "freeze passes", "freeze and inference passes"};
   summary_ = describe(*graph_, lowered_, names[size_t(passes_)]);
   if (pagedOut > 0) {
@@ -277,8 +277,7 @@ void CompiledGraph::finish(const std::vector<c10::IValue>& inputs) {
   }
 }
 
-size_t CompiledGraph::pageOutReplaced(const std::vector<c10::IValue>& inputs) {
-  std::vector<const void*> held = constantStorages(*graph_);
+size_t CompiledGraph::pageOutReplaced(const std::vector<c10::IValue>& inputs, const std::vector<const void*>& held) {
   size_t bytes = 0;
   bool freed = false;
   std::vector<const void*> done;  // storages two frozen inputs share count once

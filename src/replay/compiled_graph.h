@@ -114,8 +114,9 @@ class CompiledGraph {
 
   void finish(const std::vector<c10::IValue>& inputs);  // code, constant storages, summary
   // Pages out (or hands back the pages read of) the frozen tensors the
-  // graph no longer holds; returns their bytes.
-  size_t pageOutReplaced(const std::vector<c10::IValue>& inputs);
+  // graph no longer holds (`held`: its constants' storages, sorted);
+  // returns their bytes.
+  size_t pageOutReplaced(const std::vector<c10::IValue>& inputs, const std::vector<const void*>& held);
 };
 
 // Whether a compiled run's results agree with operator-by-operator replay's
