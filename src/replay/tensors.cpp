@@ -4,7 +4,10 @@
 #include <c10/core/CPUAllocator.h>
 #include <ATen/ops/empty_strided.h>
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "magpy/support/error.h"
@@ -12,6 +15,17 @@
 
 namespace magpy::replay {
 namespace {
+
+// Fresh memory is faulted in one 4 KiB page at a time on first touch, and
+// in a capture most of a record's cost is copying the weights into fresh
+// memory. One madvise that populates the whole buffer first makes that
+// copy about half as expensive (ResNet-18's 45 MB). Kernels before 5.14
+// refuse the advice, and the copy faults its pages in as before.
+void populatePages(char* data, size_t bytes) {
+  constexpr uintptr_t kPage = 4096;
+  uintptr_t begin = (uintptr_t(data) + kPage - 1) & ~(kPage - 1), end = (uintptr_t(data) + bytes) & ~(kPage - 1);
+  if (end >= begin + 16 * kPage) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+}
 
 const std::pair<c10::ScalarType, const char*> kDTypes[] = {
     {c10::ScalarType::Float, "float32"},   {c10::ScalarType::Double, "float64"},
@@ -72,6 +86,8 @@ record::TensorBlob blobOf(const at::Tensor& dense, uint64_t hash) {
   record::TensorBlob b;
   b.dtype = dtypeName(dense.scalar_type());
   b.shape.assign(dense.sizes().begin(), dense.sizes().end());
+  b.bytes.reserve(dense.nbytes());
+  populatePages(b.bytes.data(), dense.nbytes());
   b.bytes.assign(static_cast<const char*>(dense.data_ptr()), dense.nbytes());
   b.hash = hash;
   return b;
