@@ -245,6 +245,37 @@ bool OpRecorder::hasDataDependentShape(const at::Tensor& t) {
   return value < 0 || !sizesChecked_.count(value);
 }
 
+// A result's storage is the operator's allocation when no argument has it
+// (a tensor, an element of a list, a storage: set_ hands one over) and the
+// results are all that hold it. Arguments of other kinds (a tuple, an
+// object) could hide a tensor: then nothing counts as allocated.
+void OpRecorder::noteAllocations(const std::vector<c10::IValue>& inputs,
+                                 const std::vector<std::pair<int64_t, at::Tensor>>& results) {
+  std::unordered_set<const c10::StorageImpl*> argued;
+  auto argue = [&](const c10::IValue& v) {
+    if (v.isTensor() && v.toTensor().has_storage()) argued.insert(v.toTensor().storage().unsafeGetStorageImpl());
+    if (v.isStorage()) argued.insert(v.toStorage().unsafeGetStorageImpl());
+    return v.isTensor() || v.isStorage() || v.isNone() || v.isScalar() || v.isString() || v.isDevice() ||
+           v.isGenerator();
+  };
+  for (const c10::IValue& v : inputs) {
+    if (v.isList()) {
+      for (const c10::IValue& e : v.toListRef())
+        if (!argue(e)) return;
+    } else if (!argue(v)) {
+      return;
+    }
+  }
+  for (const auto& [index, t] : results) {
+    if (!t.has_storage()) continue;
+    const c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+    size_t holders = size_t(std::count_if(results.begin(), results.end(), [&](const auto& r) {
+      return r.second.has_storage() && r.second.storage().unsafeGetStorageImpl() == s;
+    }));
+    if (!argued.count(s) && t.storage().use_count() == holders) allocated_.insert(s);
+  }
+}
+
 int OpRecorder::bind(const at::Tensor& t, int node) {
   values_[t.unsafeGetTensorImpl()] = node;
   if (t.has_storage()) storageOf_[node] = t.storage().unsafeGetStorageImpl();
@@ -779,6 +810,7 @@ void OpRecorder::onOperator(const std::string& name, const std::string& overload
     }
   }
   for (auto& result : results) n.outputs.push_back(replay::metaOf(result.second));
+  noteAllocations(inputs, results);
 
   std::string base = name.substr(name.find("::") == std::string::npos ? 0 : name.find("::") + 2);
   n.name = names_.create(base);

@@ -82,6 +82,9 @@ class OpRecorder {
   // Whether graph node `node` reads a tensor of the state or the arguments
   // (not a constant the run made).
   bool readsState(int node) const { return graph_.nodes[size_t(node)].isInput() && !constants_.count(node); }
+  // Whether a recorded operator allocated this storage during the run: no
+  // tensor of the state the call began with is on it.
+  bool allocatedInRun(const c10::StorageImpl* storage) const { return allocated_.count(storage) != 0; }
   // The node writes one of its tensor arguments: never dead code.
 
   // A Python number of the graph (record::Node::number): an input that
@@ -158,6 +161,7 @@ class OpRecorder {
   bool readsFixedNumbers(const std::vector<c10::IValue>& inputs, const std::vector<c10::IValue>& outputs);
   bool writtenAfter(int value, size_t position) const;
   bool checksInputs(const std::vector<c10::IValue>& inputs);
+  void noteAllocations(const std::vector<c10::IValue>& inputs, const std::vector<std::pair<int64_t, at::Tensor>>& results);
   int addNode(const std::string& target, const std::string& name, std::vector<record::Arg> args, const std::string& where);
   // candidate: per argument, whether it may be one of the hinted numbers.
   void liftHints(std::vector<record::Arg>& args, const std::vector<bool>& candidate, const std::string& where);
@@ -191,6 +195,7 @@ class OpRecorder {
   std::unordered_map<int, size_t> checkedAt_;  // value -> the graph's size when a check fixed its contents
   std::unordered_set<int> sizesChecked_;       // values whose sizes a check fixed
   std::vector<at::Tensor> keepAlive_;  // so TensorImpl addresses are not reused during the run
+  std::unordered_set<const c10::StorageImpl*> allocated_;  // kept alive by keepAlive_ as well
   std::unordered_set<c10::TensorImpl*> dataDependentShape_;
   record::Namespace names_;  // of the nodes in graph_
   std::vector<NumberHint> hints_;

@@ -412,8 +412,10 @@ int Monitor::pythonDataTensor(const at::Tensor& t) {
 // p.detach(), a .grad that is another tensor's view): each keeps its
 // contents from before the first such write, for the entry state of those
 // that turn out to be part of it (marked external later, when first used).
+// Memory an operator of the run allocated holds no entry state: an in-place
+// activation (ReLU(inplace=True)) copies nothing.
 void Monitor::keepEntryContents(const at::Tensor& written) {
-  if (!written.has_storage()) return;
+  if (!written.has_storage() || ops_->allocatedInRun(written.storage().unsafeGetStorageImpl())) return;
   auto sharing = nodesByStorage_.find(written.storage().unsafeGetStorageImpl());
   if (sharing == nodesByStorage_.end()) return;
   for (NodeId id : sharing->second) {
