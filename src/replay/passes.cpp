@@ -242,7 +242,7 @@ std::string signature(const Node& n) {
 // the graph writes in place, or that reaches the caller (who may write it),
 // keeps its own operator.
 size_t commonSubexpressions(record::Graph& g) {
-  std::vector<bool> distinct = writtenOrEscaping(g);
+  std::vector<bool> distinct = storageFacts(g).writtenOrEscaping;
   Replacements replacements(g.nodes.size());
   std::vector<bool> keep(g.nodes.size(), true);
   std::map<std::string, int64_t> seen;
@@ -704,24 +704,6 @@ std::string readsUninitialized(const record::Graph& g) {
   return "";
 }
 
-std::vector<bool> writtenOrEscaping(const record::Graph& g) {
-  auto roots = storageRoots(g);
-  StorageUse use = storageUse(g, roots);
-  std::vector<bool> out(g.nodes.size(), false);
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    for (size_t r : roots[i]) out[i] = out[i] || use.written[r] || use.escapes[r];
-  return out;
-}
-
-std::vector<bool> writtenInPlace(const record::Graph& g) {
-  auto roots = storageRoots(g);
-  StorageUse use = storageUse(g, roots);
-  std::vector<bool> out(g.nodes.size(), false);
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    for (size_t r : roots[i]) out[i] = out[i] || use.written[r];
-  return out;
-}
-
 bool writesItsInputs(const record::Graph& g) {
   auto roots = storageRoots(g);
   StorageUse use = storageUse(g, roots);
@@ -751,6 +733,19 @@ size_t firstEffectWith(const record::Graph& g, const StorageUse& use) {
 }  // namespace
 
 size_t firstEffect(const record::Graph& g) { return firstEffectWith(g, storageUse(g, storageRoots(g))); }
+
+StorageFacts storageFacts(const record::Graph& g) {
+  auto roots = storageRoots(g);
+  StorageUse use = storageUse(g, roots);
+  StorageFacts facts{std::vector<bool>(g.nodes.size(), false), std::vector<bool>(g.nodes.size(), false),
+                     firstEffectWith(g, use)};
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (size_t r : roots[i]) {
+      facts.writtenInPlace[i] = facts.writtenInPlace[i] || use.written[r];
+      facts.writtenOrEscaping[i] = facts.writtenOrEscaping[i] || use.written[r] || use.escapes[r];
+    }
+  return facts;
+}
 
 bool stopsCleanly(const record::Graph& g) { return firstEffect(g) == g.nodes.size(); }
 

@@ -446,21 +446,21 @@ struct Plan::Impl::Builder {
   const std::vector<record::TensorBlob>& blobs;
   const PlanOptions& options;
   c10::Device device;
-  std::vector<bool> ownedPerRun, written;  // per node
+  StorageFacts storage;                     // of the optimized graph
   std::vector<std::vector<int>> nodeSlots;  // per node: the slots of its values
   std::vector<int> lastUse;                 // per slot: the last step that reads it
   // Per slot: 0 a tensor, or the Python number it holds ('i' int, 'f'
   // float); lifted: computed from a number the call's state supplies.
   std::vector<char> slotNumber;
   std::vector<bool> slotLifted;
-  size_t firstEffect;  // steps of nodes before it stop cleanly
   std::vector<size_t> openLoops;     // their LoopBegin steps
   // Branches open: their IfBegin steps, and their IfElse steps once the else side began (else SIZE_MAX).
   std::vector<std::pair<size_t, size_t>> openBranches;
 
-  Builder(Impl& p, const OptimizedGraph& g, const std::vector<record::TensorBlob>& b, const PlanOptions& o)
-      : plan(p), optimized(g), blobs(b), options(o), device(o.device), ownedPerRun(writtenOrEscaping(g.graph)),
-        written(writtenInPlace(g.graph)), nodeSlots(g.graph.nodes.size()), firstEffect(replay::firstEffect(g.graph)) {}
+  Builder(Impl& p, const OptimizedGraph& g, StorageFacts facts, const std::vector<record::TensorBlob>& b,
+          const PlanOptions& o)
+      : plan(p), optimized(g), blobs(b), options(o), device(o.device), storage(std::move(facts)),
+        nodeSlots(g.graph.nodes.size()) {}
 
   int newSlot(char number = 0, bool lifted = false) {
     lastUse.push_back(-1);
@@ -528,15 +528,15 @@ struct Plan::Impl::Builder {
     if (n.blob >= 0 && !n.number.empty()) throw Error(where + ": a number input holds tensor contents");
     if (n.blob >= 0) {
       if (size_t(n.blob) >= blobs.size() || n.outputs.empty()) throw Error(where + ": constant without contents");
-      plan.constants.push_back({s, c10::IValue(tensorFromBlob(blobs[size_t(n.blob)], n.outputs[0]).to(device)), ownedPerRun[ni]});
+      plan.constants.push_back({s, c10::IValue(tensorFromBlob(blobs[size_t(n.blob)], n.outputs[0]).to(device)), storage.writtenOrEscaping[ni]});
       return;
     }
     plan.inputSlots.push_back(s);
     plan.inputNumbers.push_back(slotNumber[size_t(s)]);
     plan.freezable.push_back(options.freezeState && n.kind == record::NodeKind::GetAttr && n.number.empty() &&
-                             !ownedPerRun[ni]);
-    plan.writtenInput.push_back(ownedPerRun[ni]);
-    if (written[ni] && plan.backend != Backend::Aten) plan.writtenInputs.push_back(plan.inputSlots.size() - 1);
+                             !storage.writtenOrEscaping[ni]);
+    plan.writtenInput.push_back(storage.writtenOrEscaping[ni]);
+    if (storage.writtenInPlace[ni] && plan.backend != Backend::Aten) plan.writtenInputs.push_back(plan.inputSlots.size() - 1);
     plan.inputPaths.push_back(n.source);
   }
 
@@ -552,7 +552,7 @@ struct Plan::Impl::Builder {
 
   void addStep(size_t ni, Step step) {
     // A branch whose sides hold the first effect decides before it.
-    step.beforeEffects = ni < firstEffect || (ni == firstEffect && step.control == Control::IfBegin);
+    step.beforeEffects = ni < storage.firstEffect || (ni == storage.firstEffect && step.control == Control::IfBegin);
     for (int s : step.operandSlots())
       if (s >= 0) lastUse[size_t(s)] = int(plan.steps.size());
     nodeSlots[ni] = step.outputs;
@@ -1031,7 +1031,8 @@ Plan::Plan(const record::Graph& input, const std::vector<record::TensorBlob>& bl
   options.inference = options.inference && !impl_->differentiates;  // a backward needs autograd
   OptimizedGraph optimized = optimize(input, options.passes, options.inference, options.freezeState);
   impl_->applied = optimized.applied;
-  impl_->stopsCleanly = replay::stopsCleanly(optimized.graph);
+  StorageFacts storage = storageFacts(optimized.graph);
+  impl_->stopsCleanly = storage.firstEffect == optimized.graph.nodes.size();
   impl_->backend = options.inference && c10::Device(options.device).is_cpu() ? options.backend : Backend::Aten;
   if (options.timeBudget > 0 && impl_->backend != Backend::Aten)
     throw Error("a time budget stops a call between operators, and a compiled graph runs as one: use the aten backend");
@@ -1039,7 +1040,7 @@ Plan::Plan(const record::Graph& input, const std::vector<record::TensorBlob>& bl
   impl_->pageOutReplaced = options.pageOutReplacedState;
   for (auto& n : optimized.graph.nodes)
     for (auto& m : n.outputs) impl_->dynamic = impl_->dynamic || m.dynamic();
-  Impl::Builder(*impl_, optimized, blobs, options).build();
+  Impl::Builder(*impl_, optimized, std::move(storage), blobs, options).build();
   if (impl_->backend != Backend::Aten) {
     impl_->refusal = loweringRefusal(impl_->steps, impl_->dynamic);
     for (size_t i = 0; i < impl_->inputNumbers.size() && impl_->refusal.empty(); ++i)

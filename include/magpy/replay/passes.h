@@ -82,14 +82,19 @@ bool onlyScalesValues(const record::Graph& graph, int number);
 bool writesArguments(const record::Node& node);  // in-place, out=, running statistics
 bool isRandom(const record::Node& node);         // draws from a generator
 
-// Per node: the storage its value lives in (its own, or its base's for a
-// view) is written in place by the graph, or reaches the caller through the
-// Output node. Such a value must be a tensor of its own in every call: not
-// merged with an identical one, not cached, not shared with the next call.
-std::vector<bool> writtenOrEscaping(const record::Graph& graph);
-
-// Per node: the storage its value lives in is written in place by the graph.
-std::vector<bool> writtenInPlace(const record::Graph& graph);
+// What a graph does to the memory its values live in, from one walk.
+struct StorageFacts {
+  // Per node: the storage its value lives in (its own, or its base's for a
+  // view) is written in place by the graph, or reaches the caller through
+  // the Output node. Such a value must be a tensor of its own in every
+  // call: not merged with an identical one, not cached, not shared with
+  // the next call.
+  std::vector<bool> writtenOrEscaping;
+  // Per node: the storage its value lives in is written in place.
+  std::vector<bool> writtenInPlace;
+  size_t firstEffect = 0;  // as firstEffect below
+};
+StorageFacts storageFacts(const record::Graph& graph);
 
 // Whether the graph writes one of its inputs (an argument, a parameter, a
 // buffer) in place.
