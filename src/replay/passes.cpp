@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include "magpy/record/graph_utils.h"
 #include "magpy/support/error.h"
@@ -23,11 +24,23 @@ using record::Node;
 using record::NodeKind;
 using record::Replacements;
 
+// Orders (target, overload) pairs of strings and of views alike.
+struct NameLess {
+  using is_transparent = void;
+  template <class A, class B>
+  bool operator()(const A& a, const B& b) const {
+    return std::pair<std::string_view, std::string_view>(a.first, a.second) <
+           std::pair<std::string_view, std::string_view>(b.first, b.second);
+  }
+};
+
 const c10::FunctionSchema* schemaOf(const Node& n) {
-  static std::map<std::string, c10::optional<c10::OperatorHandle>> cache;
-  auto key = n.target + "." + n.overload;
-  auto it = cache.find(key);
-  if (it == cache.end()) it = cache.emplace(key, c10::Dispatcher::singleton().findSchema({n.target, n.overload})).first;
+  // Found without copying the names: passes ask for each node's schema
+  // several times per graph.
+  static std::map<std::pair<std::string, std::string>, c10::optional<c10::OperatorHandle>, NameLess> cache;
+  auto it = cache.find(std::pair<std::string_view, std::string_view>(n.target, n.overload));
+  if (it == cache.end())
+    it = cache.emplace(std::pair(n.target, n.overload), c10::Dispatcher::singleton().findSchema({n.target, n.overload})).first;
   return it->second ? &it->second->schema() : nullptr;
 }
 
