@@ -52,12 +52,8 @@ std::string canonical(std::string name) {
 }  // namespace
 
 std::string attrString(PyObject* o, const char* name) {
-  PyRef v = PyRef::steal(PyObject_GetAttrString(o, name));
-  if (!v) {
-    PyErr_Clear();
-    return "";
-  }
-  return str(v.get());
+  PyRef v = PyRef::steal(attrOrNull(o, name));
+  return v ? str(v.get()) : "";
 }
 
 bool definedIn(PyTypeObject* t, std::string_view package) {
@@ -250,15 +246,13 @@ std::string qualifiedName(PyObject* c) {
 
   // Builtins: a module function (__self__ is the module or None), a method
   // bound to an instance, or an unbound method descriptor (__objclass__).
-  PyRef objclass = PyRef::steal(PyObject_GetAttrString(c, "__objclass__"));
-  if (!objclass) PyErr_Clear();
+  PyRef objclass = PyRef::steal(attrOrNull(c, "__objclass__"));
   if (objclass && PyType_Check(objclass.get())) {
     std::string owner = typeName(reinterpret_cast<PyTypeObject*>(objclass.get()));
     size_t dot = qual.find('.');
     return canonical(owner + (dot == std::string::npos ? "." + qual : qual.substr(dot)));
   }
-  PyRef self = PyRef::steal(PyObject_GetAttrString(c, "__self__"));
-  if (!self) PyErr_Clear();
+  PyRef self = PyRef::steal(attrOrNull(c, "__self__"));
   if (self && PyCapsule_CheckExact(self.get())) {
     // A pybind11 function (torch._C._get_tracing_state): module + name.
     return canonical(attrString(c, "__module__") + "." + attrString(c, "__name__"));

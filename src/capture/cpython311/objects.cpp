@@ -10,6 +10,14 @@
 
 namespace magpy::capture {
 
+PyObject* attrOrNull(PyObject* o, const char* name) {
+  PyObject* key = PyUnicode_InternFromString(name);
+  PyObject* value = nullptr;
+  if (!key || _PyObject_LookupAttr(o, key, &value) < 0) PyErr_Clear();
+  Py_XDECREF(key);
+  return value;
+}
+
 PyObject* classLookup(PyTypeObject* type, PyObject* name) { return _PyType_Lookup(type, name); }
 
 PyObject* classNameOf(PyTypeObject* type, PyObject* value) {
