@@ -17,26 +17,49 @@ PathTree::StepKind PathTree::kindOf(record::PathStep::Kind kind) {
 }
 
 int PathTree::add(const record::AccessPath& path) {
-  record::AccessPath root;
-  root.root = path.root;
-  root.index = path.index;
-  root.name = path.name;
-  auto [at, fresh] = roots_.emplace(root, int(nodes_.size()));
-  if (fresh) nodes_.push_back({-1, std::move(root), StepKind::Attr, {}});
-  int node = at->second;
+  int node = rootOf(path);
+  lastChain_.resize(std::max(lastChain_.size(), path.steps.size() + 1), -1);
+  lastChain_[0] = node;
   for (size_t k = 0; k < path.steps.size(); ++k) {
     if (record::isInstanceDictKey(path, k)) {
-      ++k;
-      node = child(node, StepKind::InstanceAttr, record::PathStep::attr(path.steps[k].key.s), -1);
+      const std::string& name = path.steps[++k].key.s;
+      int hint = lastChain_[k + 1];
+      bool same = hint >= 0 && nodes_[size_t(hint)].parent == node && nodes_[size_t(hint)].kind == StepKind::InstanceAttr &&
+                  nodes_[size_t(hint)].step.name == name;
+      node = same ? hint : child(node, StepKind::InstanceAttr, record::PathStep::attr(name), -1);
+      lastChain_[k] = -1;  // inside the pair: no node of its own
+      lastChain_[k + 1] = node;
       continue;
     }
     const record::PathStep& step = path.steps[k];
     StepKind kind = kindOf(step.kind);
-    // The key's own path first: resolving this step resolves it.
-    int keyNode = kind == StepKind::ObjectKey ? add(step.keyOf.at(0)) : -1;
-    node = child(node, kind, step, keyNode);
+    int hint = lastChain_[k + 1];
+    if (kind != StepKind::ObjectKey && hint >= 0 && nodes_[size_t(hint)].parent == node &&
+        nodes_[size_t(hint)].kind == kind && nodes_[size_t(hint)].step.compare(step) == 0) {
+      node = hint;
+    } else {
+      // The key's own path first: resolving this step resolves it.
+      int keyNode = kind == StepKind::ObjectKey ? add(step.keyOf.at(0)) : -1;
+      node = child(node, kind, step, keyNode);
+    }
+    lastChain_[k + 1] = node;
   }
   return node;
+}
+
+int PathTree::rootOf(const record::AccessPath& path) {
+  int last = lastChain_.empty() ? -1 : lastChain_[0];
+  if (last >= 0) {
+    const record::AccessPath& root = nodes_[size_t(last)].root;
+    if (root.root == path.root && root.index == path.index && root.name == path.name) return last;
+  }
+  record::AccessPath root;
+  root.root = path.root;
+  root.index = path.index;
+  root.name = path.name;
+  auto [at, fresh] = roots_.try_emplace(std::move(root), int(nodes_.size()));
+  if (fresh) nodes_.push_back({-1, at->first, StepKind::Attr, {}});
+  return at->second;
 }
 
 int PathTree::child(int parent, StepKind kind, const record::PathStep& step, int keyNode) {

@@ -64,12 +64,18 @@ class PathTree {
   record::AccessPath pathOf(int node) const;  // for messages
 
  private:
+  int rootOf(const record::AccessPath& path);
   int child(int parent, StepKind kind, const record::PathStep& step, int keyNode);
 
   std::vector<Node> nodes_;
   // Transparent: a lookup compares the caller's step, copied only when added.
   std::map<std::tuple<int, StepKind, record::PathStep>, int, std::less<>> children_;
   std::map<record::AccessPath, int> roots_;
+  // Per step of the path added last, the node it led to: paths come
+  // sorted, so the next one mostly shares its prefix (self.layer1.0.conv1
+  // .weight, then .bias), found without a map lookup. A hint only: a node
+  // is taken when its parent and step match, as the map would find it.
+  std::vector<int> lastChain_;
 };
 
 // The values of a tree's nodes for one call, resolved on first use.
