@@ -381,6 +381,9 @@ class GraphJoin {
 }  // namespace
 
 std::string stopsCleanly(const Graph& g) {
+  // Ordering moves nodes, and makes or drops no effect: a graph without
+  // one (most inference graphs) needs no ordered copy.
+  if (replay::firstEffect(g) == g.nodes.size()) return "";
   Graph planned = replay::planOrder(g);
   size_t effect = replay::firstEffect(planned);  // a branch there decides before its sides' effects
   for (size_t i = effect; i < planned.nodes.size(); ++i) {

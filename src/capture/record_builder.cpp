@@ -701,8 +701,8 @@ class Builder {
   // after it, not those before. In a run with loops over a size they stay
   // checks (the loops' spans would move), as in static records.
   void makeBranches(record::Graph& g) {
-    if (!s_.call.makeBranches) return;  // a static record keeps its checks
     const auto& branches = s_.m.branches();
+    if (!s_.call.makeBranches || branches.empty()) return;  // a static record keeps its checks
     record::Graph made = g;
     for (size_t k = branches.size(); k-- > 0;) {
       std::string why = branches[k].why;
