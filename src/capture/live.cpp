@@ -45,7 +45,7 @@ PyRef LiveStore::keyOf(const replay::PathTree::Node& n) {
   switch (n.kind) {
     case replay::PathTree::StepKind::Index: return PyRef::steal(PyLong_FromLongLong(n.step.index));
     case replay::PathTree::StepKind::Attr:
-    case replay::PathTree::StepKind::InstanceAttr: return PyRef::steal(PyUnicode_InternFromString(n.step.name.c_str()));
+    case replay::PathTree::StepKind::InstanceAttr: return PyRef::borrow(internedName(n.step.name));
     case replay::PathTree::StepKind::Key: break;
     case replay::PathTree::StepKind::ObjectKey: return {};  // the key is the object at its path
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <stdexcept>
 #include <unordered_map>
 #include <utility>
@@ -326,9 +327,28 @@ void hashConstant(Hasher& h, PyObject* c) {
 
 int64_t codeHash(PyObject* function) {
   if (!PyFunction_Check(function)) return 0;
+  PyObject* code = PyFunction_GET_CODE(function);
+  // Keyed by the code object, held so that its address is never another's;
+  // never destroyed, as the interpreter may be gone at exit.
+  static auto* hashes = new std::unordered_map<PyObject*, std::pair<PyRef, int64_t>>();
+  auto it = hashes->find(code);
+  if (it != hashes->end()) return it->second.second;
   Hasher h;
-  hashCode(h, reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(function)));
-  return int64_t(h.digest() & 0x7fffffffffffffffULL);
+  hashCode(h, reinterpret_cast<PyCodeObject*>(code));
+  int64_t hash = int64_t(h.digest() & 0x7fffffffffffffffULL);
+  hashes->emplace(code, std::pair(PyRef::borrow(code), hash));
+  return hash;
+}
+
+PyObject* internedName(std::string_view name) {
+  static auto* names = new std::map<std::string, PyObject*, std::less<>>();  // as codeHash's
+  auto it = names->find(name);
+  if (it != names->end()) return it->second;
+  PyObject* s = PyUnicode_FromStringAndSize(name.data(), Py_ssize_t(name.size()));
+  if (!s) return nullptr;
+  PyUnicode_InternInPlace(&s);
+  names->emplace(std::string(name), s);
+  return s;
 }
 
 std::string safeRepr(PyObject* o) {

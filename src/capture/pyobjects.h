@@ -70,6 +70,11 @@ std::optional<record::Atom> dictKey(PyObject* key);
 // The str attribute `name` of o; "" when it is missing or not a str.
 std::string attrString(PyObject* o, const char* name);
 
+// The interned str for an attribute name, made once per process and kept
+// (borrowed): lookups with it use CPython's type attribute cache, and
+// making and interning a str per lookup cost more than the lookup.
+PyObject* internedName(std::string_view name);
+
 // Whether t is defined in `package` or one of its submodules
 // (definedIn(Conv2d, "torch.nn.modules")).
 bool definedIn(PyTypeObject* t, std::string_view package);
@@ -95,7 +100,8 @@ std::string typeName(PyTypeObject* t);
 std::string qualifiedName(PyObject* callable);
 
 // A stable hash of a Python function's bytecode and constants, so a guard
-// notices a function redefined under the same name.
+// notices a function redefined under the same name. Code objects are
+// immutable: each is hashed once per process.
 int64_t codeHash(PyObject* function);
 
 // The text of a str object; "" for null or anything else.

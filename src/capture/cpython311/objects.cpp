@@ -2,6 +2,7 @@
 // and functions that capture reads.
 #include <Python.h>
 
+#include "capture/pyobjects.h"
 #include "capture/python_frame.h"
 
 #if PY_VERSION_HEX < 0x030B0000 || PY_VERSION_HEX >= 0x030C0000
@@ -11,10 +12,9 @@
 namespace magpy::capture {
 
 PyObject* attrOrNull(PyObject* o, const char* name) {
-  PyObject* key = PyUnicode_InternFromString(name);
+  PyObject* key = internedName(name);
   PyObject* value = nullptr;
   if (!key || _PyObject_LookupAttr(o, key, &value) < 0) PyErr_Clear();
-  Py_XDECREF(key);
   return value;
 }
 
