@@ -425,13 +425,29 @@ void LiveRecord::dependOn(const std::vector<PyRef>& classes, const std::vector<P
   for (auto& f : functions) codes_.push_back({f, PyRef::borrow(PyFunction_GET_CODE(f.get()))});
 }
 
+// Records that read a class under one tag share what it held (each new
+// record of a model reads the same classes): a tag names the contents, as
+// classHolds relies on. Never destroyed, as the interpreter may be gone at
+// exit.
 void LiveRecord::remember(const ClassRead& c) const {
   auto* type = reinterpret_cast<PyTypeObject*>(c.type.get());
-  std::vector<PyObject*> contents;
-  classContents(type, contents);
-  c.contents.assign(contents.size(), PyRef());
-  for (size_t i = 0; i < contents.size(); ++i) c.contents[i] = PyRef::borrow(contents[i]);
+  using Contents = std::shared_ptr<const std::vector<PyRef>>;
+  // Its contents hold the type (the MRO starts with it): its address is never another's.
+  static auto* latest = new std::unordered_map<PyTypeObject*, std::pair<unsigned, Contents>>();
+  unsigned version = classVersion(type);
+  auto known = latest->find(type);
+  if (version != 0 && known != latest->end() && known->second.first == version) {
+    c.contents = known->second.second;
+    c.version = version;
+    return;
+  }
+  std::vector<PyObject*> found;
+  classContents(type, found);
+  auto contents = std::make_shared<std::vector<PyRef>>(found.size());
+  for (size_t i = 0; i < found.size(); ++i) (*contents)[i] = PyRef::borrow(found[i]);
+  c.contents = contents;
   c.version = classVersion(type);
+  if (c.version != 0) (*latest)[type] = {c.version, c.contents};
 }
 
 // The class's tag is the fast check; a class whose tag changed may still
@@ -442,9 +458,9 @@ bool LiveRecord::classHolds(const ClassRead& c) const {
   thread_local std::vector<PyObject*> now;
   now.clear();
   classContents(type, now);
-  if (now.size() != c.contents.size()) return false;
+  if (now.size() != c.contents->size()) return false;
   for (size_t i = 0; i < now.size(); ++i)
-    if (now[i] != c.contents[i].get()) return false;
+    if (now[i] != (*c.contents)[i].get()) return false;
   c.version = classVersion(type);
   return true;
 }

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -134,7 +135,7 @@ class LiveRecord {
     PyRef type;
     // What the run found, or the record's own writes left (mock()).
     mutable unsigned version;
-    mutable std::vector<PyRef> contents;  // classContents
+    mutable std::shared_ptr<const std::vector<PyRef>> contents;  // classContents
   };
   void remember(const ClassRead& c) const;
   bool classHolds(const ClassRead& c) const;
