@@ -119,8 +119,9 @@ PyObject* frameGenerator(PyFrameObject* frame);
 PyFrameObject* frameBack(PyFrameObject* frame);
 
 // Object internals.
-// getattr(o, name) as a new reference, or null where it fails; an
-// AttributeError is never made (making one costs more than the lookup).
+// getattr(o, name) as a new reference, or null where it fails. Where the
+// type's lookup is CPython's own, a missing attribute makes no
+// AttributeError (making one costs more than the lookup).
 PyObject* attrOrNull(PyObject* o, const char* name);
 // What `type` finds for `name` along its MRO, without running descriptors
 // (borrowed; null when nothing).
