@@ -233,6 +233,28 @@ size_t linearAsAddmm(record::Graph& g) {
   return rewritten;
 }
 
+// x * 0.5 with a float32 x: Python passes 0.5 as a float64 wrapped number,
+// and the kernel's TensorIterator casts it to float32, a tensor allocated
+// and filled on every call. The cast made once at load gives the same
+// float32 (the same conversion). Only where the result's dtype is the
+// operator's computation dtype (add, sub, mul, div: their common dtype)
+// and it is float32: for half and bfloat16 the kernels read the original
+// double, and an int cast through double could round twice.
+size_t wrappedScalarsCast(record::Graph& g) {
+  static const std::set<std::string> kBinary = {"aten::add", "aten::sub", "aten::mul", "aten::div"};
+  size_t cast = 0;
+  for (Node& n : g.nodes) {
+    if (!n.isOp() || n.overload != "Tensor" || !kBinary.count(n.target) || n.outputs.size() != 1) continue;
+    if (n.outputs[0].dtype != "float32") continue;  // float64: already the number's dtype
+    for (Arg& a : n.args) {
+      if (a.kind != Arg::Kind::WrappedScalar || a.s != "float64") continue;
+      a.s = "float32";
+      ++cast;
+    }
+  }
+  return cast;
+}
+
 std::string signature(const Node& n) {
   std::ostringstream s;
   s << n.target << "." << n.overload << "@" << int(n.grad);  // one mode's result needs no grad in the other
@@ -874,6 +896,8 @@ OptimizedGraph optimize(const record::Graph& graph, const PassOptions& o, bool i
   if (inference && o.foldConvBatchNorm) note("conv-bn", foldConvBatchNorm(out.graph), "batch norms folded into convolutions");
   if (inference && o.foldConstants && cachesState)
     note("linear", linearAsAddmm(out.graph), "linear layers as addmm on a transposed weight computed once");
+  if (inference && o.foldConstants)
+    note("scalars", wrappedScalarsCast(out.graph), "Python numbers cast once to their operator's dtype");
   if (o.commonSubexpr && !differentiates) note("cse", commonSubexpressions(out.graph), "duplicate operators merged");
   if (o.foldConstants) note("sizes", foldStaticSizes(out.graph), "sizes, number operators and decisions fixed by the guards folded");
   if (o.deadCode) note("dce", eliminateDeadCode(out.graph), "unused nodes removed");

@@ -278,6 +278,59 @@ TEST(Passes, LinearOnAMatrixIsAddmmOnACachedTranspose) {
   check(at::randn({3, 5}));
 }
 
+TEST(Passes, PythonNumbersAreCastOnceToTheirOperatorsDtype) {
+  Builder b;
+  auto meta = [](const char* dtype) {
+    TensorMeta m;
+    m.dtype = dtype;
+    m.shape = {64};
+    return std::vector<TensorMeta>{m};
+  };
+  auto number = [](double v) {
+    Arg a = Arg::floating(v);
+    a.kind = Arg::Kind::WrappedScalar;
+    a.s = "float64";
+    return a;
+  };
+  auto x = b.input(NodeKind::Placeholder, "x"), xd = b.input(NodeKind::Placeholder, "xd");
+  b.g.nodes[size_t(x)].outputs = meta("float32");
+  b.g.nodes[size_t(xd)].outputs = meta("float64");
+  // Values float32 does not hold exactly, so a wrong cast shows.
+  auto mul = b.op("aten::mul", "Tensor", {Arg::node(x), number(0.1)});
+  auto div = b.op("aten::div", "Tensor", {Arg::node(mul), number(3.3)});
+  auto sub = b.op("aten::sub", "Tensor", {number(1e-40), Arg::node(div), Arg::integer(1)});
+  auto inDouble = b.op("aten::mul", "Tensor", {Arg::node(xd), number(0.1)});
+  auto pow = b.op("aten::pow", "Tensor_Scalar", {Arg::node(x), Arg::floating(0.7)});
+  for (auto n : {mul, div, sub}) b.g.nodes[size_t(n)].outputs = meta("float32");
+  b.g.nodes[size_t(inDouble)].outputs = meta("float64");
+  b.g.nodes[size_t(pow)].outputs = meta("float32");
+  b.output({sub, inDouble, pow});
+
+  auto out = replay::optimize(b.g, PassOptions(), true);
+  std::vector<std::string> dtypes;
+  for (auto& n : out.graph.nodes)
+    for (auto& a : n.args)
+      if (a.kind == Arg::Kind::WrappedScalar) dtypes.push_back(n.target + ":" + a.s);
+  EXPECT_EQ(dtypes, (std::vector<std::string>{"aten::mul:float32", "aten::div:float32", "aten::sub:float32",
+                                              "aten::mul:float64"}));
+  auto untouched = replay::optimize(b.g, PassOptions(), /*inference=*/false);
+  for (auto& n : untouched.graph.nodes)
+    for (auto& a : n.args)
+      if (a.kind == Arg::Kind::WrappedScalar) EXPECT_EQ(a.s, "float64");
+
+  // The same bits as the kernels' own cast of Python's float64 number.
+  auto wrapped = [](double v) {  // as Python passes a float where a Tensor goes
+    at::Tensor t = at::scalar_tensor(v, at::kDouble);
+    t.unsafeGetTensorImpl()->set_wrapped_number(true);
+    return t;
+  };
+  at::Tensor tx = at::randn({64}), txd = at::randn({64}, at::kDouble);
+  replay::Plan plan(b.g, {}, {PassOptions(), true});
+  auto r = plan.runWith({tx, txd});
+  EXPECT_TRUE(at::equal(r[0].toTensor(), at::sub(wrapped(1e-40), at::div(at::mul(tx, wrapped(0.1)), wrapped(3.3)))));
+  EXPECT_TRUE(at::equal(r[1].toTensor(), at::mul(txd, wrapped(0.1))));
+}
+
 TEST(Passes, TrainingBatchNormIsNotFolded) {
   Builder b;
   auto x = b.input(NodeKind::Placeholder, "x");
