@@ -54,6 +54,16 @@ def build(name, batch):
 
 
 def blas():
-    """The BLAS libtorch's CPU kernels use here (benchmarks need OpenBLAS)."""
+    """The BLAS libtorch's CPU kernels use here (benchmarks need OpenBLAS),
+    with the kernels OpenBLAS chose for this CPU: a CPU model newer than
+    its tables gets its generic SSE3 ("Prescott") kernels, about 5x slower
+    on a BERT-sized matmul than its AVX-512 ones on the same machine, so
+    figures compare only within one core name (OPENBLAS_CORETYPE=SkylakeX
+    picks the AVX-512 kernels)."""
     target = os.path.realpath("/usr/lib/x86_64-linux-gnu/libblas.so.3")
-    return "OpenBLAS" if "openblas" in target else target
+    if "openblas" not in target:
+        return target
+    import ctypes
+    corename = ctypes.CDLL(target).openblas_get_corename
+    corename.restype = ctypes.c_char_p
+    return f"OpenBLAS, {corename().decode()} kernels"
