@@ -7,6 +7,7 @@
 
 #include <ATen/Context.h>
 
+#include <malloc.h>
 #include <set>
 
 #include "magpy/record/format.h"
@@ -226,7 +227,13 @@ Session& Session::operator=(Session&&) noexcept = default;
 Session Session::open(const std::string& path, const SessionOptions& options) {
   record::RecordFile file = record::readRecordFile(path);
   try {
-    return Session(std::move(file), options);
+    Session session(std::move(file), options);
+    // Reading held the file's bytes and its decompressed body beside the
+    // parsed record. Freed, they stay resident in the heap where the trim
+    // threshold is raised (magpy-run raises it so that calls keep their
+    // large temporaries): as much memory as the record again, until exit.
+    malloc_trim(0);
+    return session;
   } catch (const Error& e) {
     throw Error(path + ": " + e.what());
   }
