@@ -172,6 +172,23 @@ std::vector<const void*> constantStorages(const jit::Graph& g) {
   return out;
 }
 
+// The inference passes copy every weight into oneDNN's layout and drop the
+// sources only when they end: two copies of all the weights at once. The
+// tensors the graph made itself (folded weights: no program holds them,
+// `state` are the storages of those it froze, sorted) are paged out first,
+// and each goes back to the file once the operator that copied it returns:
+// one weight at a time is resident twice.
+void inferencePassesPagingOut(std::shared_ptr<jit::Graph>& g, const std::vector<const void*>& state) {
+  bool paged = false;
+  forEachTensorConstant(*g, [&](const at::Tensor& t) {
+    const void* s = storageOf(c10::IValue(t));
+    if (s && !std::binary_search(state.begin(), state.end(), s)) paged = pageOut(t) || paged;
+  });
+  if (paged) malloc_trim(0);
+  PagesReadGoBack goBack;
+  inferencePasses(g);
+}
+
 std::string describe(const jit::Graph& g, size_t lowered, const std::string& passes) {
   std::map<std::string, size_t> kinds;
   size_t total = 0;
@@ -231,7 +248,7 @@ CompiledGraph::CompiledGraph(const LoweringInput& plan, const std::vector<c10::I
     freezePasses(graph_, passes);
     // What freezing replaced goes before the oneDNN copies are made.
     if (pageOut_) pageOutReplaced(inputs, constantStorages(*graph_));
-    if (passes == CompiledPasses::ForInference) inferencePasses(graph_);
+    if (passes == CompiledPasses::ForInference) runInferencePasses();
     cleanUp(graph_);
   });
   finish(inputs);
@@ -253,10 +270,15 @@ CompiledGraph::CompiledGraph(const CompiledGraph& frozen, const std::vector<c10:
   // trim threshold) goes back first, or it would stay resident beside them.
   malloc_trim(0);
   compiling([&] {
-    inferencePasses(graph_);
+    runInferencePasses();
     cleanUp(graph_);
   });
   finish(inputs);
+}
+
+void CompiledGraph::runInferencePasses() {
+  if (pageOut_) inferencePassesPagingOut(graph_, frozenStorages_);
+  else inferencePasses(graph_);
 }
 
 void CompiledGraph::finish(const std::vector<c10::IValue>& inputs) {

@@ -112,6 +112,7 @@ class CompiledGraph {
   bool pageOut_ = false;  // LoweringInput::pageOutReplaced
   std::string summary_;
 
+  void runInferencePasses();  // paging out what they copy where pageOut_
   void finish(const std::vector<c10::IValue>& inputs);  // code, constant storages, summary
   // Pages out (or hands back the pages read of) the frozen tensors the
   // graph no longer holds (`held`: its constants' storages, sorted);

@@ -1,6 +1,7 @@
 #include "replay/page_out.h"
 
 #include <ATen/core/Tensor.h>
+#include <ATen/record_function.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -104,5 +105,33 @@ void dropResident(const at::Tensor& tensor) {
     p = end;
   }
 }
+
+namespace {
+
+struct PagedOutInputs : at::ObserverContext {
+  std::vector<at::Tensor> tensors;
+};
+
+// The inputs are taken on entry: a boxed kernel pops them off its stack.
+std::unique_ptr<at::ObserverContext> notePagedOutInputs(const at::RecordFunction& fn) {
+  auto inputs = std::make_unique<PagedOutInputs>();
+  for (const c10::IValue& v : fn.inputs())
+    if (v.isTensor() && pagedOut(v.toTensor())) inputs->tensors.push_back(v.toTensor());
+  return inputs;
+}
+
+void dropPagesRead(const at::RecordFunction&, at::ObserverContext* context) {
+  if (auto* inputs = static_cast<PagedOutInputs*>(context))
+    for (const at::Tensor& t : inputs->tensors) dropResident(t);
+}
+
+}  // namespace
+
+PagesReadGoBack::PagesReadGoBack()
+    : handle_(at::addThreadLocalCallback(at::RecordFunctionCallback(notePagedOutInputs, dropPagesRead)
+                                             .needsInputs(true)
+                                             .scopes({at::RecordScope::FUNCTION}))) {}
+
+PagesReadGoBack::~PagesReadGoBack() { at::removeCallback(handle_); }
 
 }  // namespace magpy::replay

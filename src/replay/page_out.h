@@ -13,6 +13,8 @@
 // pointers may hold the old address of the bytes.
 #pragma once
 
+#include <cstdint>
+
 namespace at {
 class Tensor;
 }
@@ -33,5 +35,20 @@ bool pagedOut(const at::Tensor& tensor);
 // and unwritten (read since pageOut). A no-op for other storages, or where
 // the kernel does not say which pages are unwritten (/proc/self/pagemap).
 void dropResident(const at::Tensor& tensor);
+
+// While one is alive on this thread, each operator that reads a paged-out
+// tensor hands back the pages it read (dropResident) when it returns: a
+// pass that copies many paged-out tensors (into another layout) holds one
+// of them resident at a time, not all.
+class PagesReadGoBack {
+ public:
+  PagesReadGoBack();
+  ~PagesReadGoBack();
+  PagesReadGoBack(const PagesReadGoBack&) = delete;
+  PagesReadGoBack& operator=(const PagesReadGoBack&) = delete;
+
+ private:
+  uint64_t handle_;
+};
 
 }  // namespace magpy::replay

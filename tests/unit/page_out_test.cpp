@@ -6,7 +6,9 @@
 
 #include <ATen/ops/equal.h>
 #include <ATen/ops/randn.h>
+#include <ATen/ops/relu.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -18,6 +20,7 @@
 using magpy::replay::dropResident;
 using magpy::replay::pageOut;
 using magpy::replay::pagedOut;
+using magpy::replay::PagesReadGoBack;
 
 namespace {
 
@@ -76,6 +79,29 @@ TEST(PageOut, DropsOnlyPagesNeverWritten) {
   size_t written = 8 * 1024 * sizeof(float) / size_t(sysconf(_SC_PAGESIZE));
   for (size_t p = 0; p < resident.size(); ++p) EXPECT_EQ(resident[p], p < written) << "page " << p;
   EXPECT_TRUE(at::equal(t, want)) << "what was written stays; the rest is read back from the file";
+}
+
+TEST(PageOut, PagesAnOperatorReadGoBackWhenItReturns) {
+  at::Tensor t = at::randn({64, 1024}), want = t.clone();
+  ASSERT_TRUE(pageOut(t));
+  at::Tensor read = at::relu(t);  // without the observer: read pages stay
+  std::vector<bool> resident = residentPages(t);
+  if (resident.empty()) GTEST_SKIP() << "/proc/self/pagemap cannot be read here";
+  EXPECT_EQ(std::count(resident.begin(), resident.end(), true), ptrdiff_t(resident.size()));
+  dropResident(t);
+  {
+    PagesReadGoBack goBack;
+    read = at::relu(t);
+    resident = residentPages(t);
+    EXPECT_EQ(std::count(resident.begin(), resident.end(), true), 0);
+    at::Tensor unpaged = at::randn({64, 1024});
+    at::relu(unpaged);  // other tensors are left alone
+    EXPECT_FALSE(pagedOut(unpaged));
+  }
+  EXPECT_TRUE(at::equal(read, at::relu(want)));
+  at::relu(t);  // the observer is gone with its scope
+  resident = residentPages(t);
+  EXPECT_EQ(std::count(resident.begin(), resident.end(), true), ptrdiff_t(resident.size()));
 }
 
 TEST(PageOut, LeavesNoFileAndStaysInMemoryWhereNoneCanBeWritten) {
