@@ -3,11 +3,11 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <map>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <string_view>
 
 #include "magpy/record/graph_utils.h"
@@ -256,20 +256,40 @@ size_t wrappedScalarsCast(record::Graph& g) {
 }
 
 std::string signature(const Node& n) {
-  std::ostringstream s;
-  s << n.target << "." << n.overload << "@" << int(n.grad);  // one mode's result needs no grad in the other
-  for (auto& a : n.args) {
-    s << "|" << int(a.kind) << ":" << a.i << ":" << a.s << ":";
+  std::string s;
+  auto number = [&](auto v) {
+    char buf[24];
+    s.append(buf, size_t(std::to_chars(buf, buf + sizeof buf, v).ptr - buf));
+  };
+  auto bitsOf = [](double f) {
     uint64_t bits;
-    std::memcpy(&bits, &a.f, 8);
-    s << bits;
-    for (auto v : a.ints) s << "," << v;
+    std::memcpy(&bits, &f, 8);
+    return bits;
+  };
+  s += n.target;
+  s += '.';
+  s += n.overload;
+  s += '@';
+  number(int(n.grad));  // one mode's result needs no grad in the other
+  for (auto& a : n.args) {
+    s += '|';
+    number(int(a.kind));
+    s += ':';
+    number(a.i);
+    s += ':';
+    s += a.s;
+    s += ':';
+    number(bitsOf(a.f));
+    for (auto v : a.ints) {
+      s += ',';
+      number(v);
+    }
     for (double f : a.floats) {
-      std::memcpy(&bits, &f, 8);
-      s << ";" << bits;
+      s += ';';
+      number(bitsOf(f));
     }
   }
-  return s.str();
+  return s;
 }
 
 // Two identical operators give two distinct tensors in eager mode. Merged,
@@ -277,6 +297,12 @@ std::string signature(const Node& n) {
 // the graph writes in place, or that reaches the caller (who may write it),
 // keeps its own operator.
 size_t commonSubexpressions(record::Graph& g) {
+  std::set<std::string> signatures;
+  bool repeats = false;
+  for (const Node& n : g.nodes)
+    if (n.kind == NodeKind::CallFunction && !record::isCheck(n.target) && !hasSideEffects(n))
+      repeats = !signatures.insert(signature(n)).second || repeats;
+  if (!repeats) return 0;  // nothing to merge: the storage walk below is not needed
   std::vector<bool> distinct = storageFacts(g).writtenOrEscaping;
   Replacements replacements(g.nodes.size());
   std::vector<bool> keep(g.nodes.size(), true);
@@ -680,6 +706,11 @@ int64_t numelOf(const Node& n) { return n.outputs.empty() ? -1 : n.outputs[0].nu
 }  // namespace
 
 std::string readsUninitialized(const record::Graph& g) {
+  // Only an allocation or a resize leaves memory unwritten: most graphs
+  // have neither, and need no walk over their storages.
+  if (std::none_of(g.nodes.begin(), g.nodes.end(),
+                   [](const Node& n) { return allocatesUninitialized(n) || resizesFirstArgument(n); }))
+    return "";
   auto roots = storageRoots(g);
   // Per storage root with unwritten elements: the node that left them so
   // (an allocation, a resize that grew it) and the root's size after it.
