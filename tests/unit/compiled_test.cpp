@@ -5,9 +5,12 @@
 
 #include <ATen/ops/add.h>
 #include <ATen/ops/allclose.h>
+#include <ATen/ops/batch_norm.h>
+#include <ATen/ops/conv2d.h>
 #include <ATen/ops/equal.h>
 #include <ATen/ops/linear.h>
 #include <ATen/ops/ones.h>
+#include <ATen/ops/rand.h>
 #include <ATen/ops/randn.h>
 #include <ATen/ops/relu.h>
 #include <ATen/ops/sub.h>
@@ -162,6 +165,49 @@ TEST(Compiled, StateTheGraphReplacedIsPagedOutAndStaysTheStates) {
   at::Tensor v = at::randn({4096});
   live.runWith({x, v});
   EXPECT_FALSE(replay::pagedOut(v));
+}
+
+// conv2d then eval-mode batch norm: the freeze passes fold the norm into
+// new weights, which the inference passes convert to oneDNN's layout while
+// they are paged out (page_out.h's PagesReadGoBack).
+TEST(Compiled, WeightsFoldedThenConvertedWhilePagedOutGiveTheSameResults) {
+  auto ints = [](std::vector<int64_t> v) {
+    Arg a;
+    a.kind = Arg::Kind::IntList;
+    a.ints = std::move(v);
+    return a;
+  };
+  Graph g;
+  g.nodes = {input(NodeKind::Placeholder, "x", AccessPath::arg(0), {1, 16, 12, 12}),
+             input(NodeKind::GetAttr, "w", AccessPath::self().attr("w"), {32, 16, 3, 3}),
+             input(NodeKind::GetAttr, "gamma", AccessPath::self().attr("gamma"), {32}),
+             input(NodeKind::GetAttr, "beta", AccessPath::self().attr("beta"), {32}),
+             input(NodeKind::GetAttr, "mean", AccessPath::self().attr("mean"), {32}),
+             input(NodeKind::GetAttr, "var", AccessPath::self().attr("var"), {32}),
+             opNode("conv", "aten::conv2d", "",
+                    {Arg::node(0), Arg::node(1), Arg::none(), ints({1, 1}), ints({1, 1}), ints({1, 1}), Arg::integer(1)}),
+             opNode("bn", "aten::batch_norm", "",
+                    {Arg::node(6), Arg::node(2), Arg::node(3), Arg::node(4), Arg::node(5), Arg::boolean(false),
+                     Arg::floating(0.1), Arg::floating(1e-5), Arg::boolean(false)}),
+             opNode("relu", "aten::relu", "", {Arg::node(7)}),
+             output({Arg::node(8)})};
+  replay::PlanOptions options = compiled();
+  options.pageOutReplacedState = true;
+  replay::Plan plan(g, {}, options);
+  at::Tensor x = at::randn({1, 16, 12, 12}), w = at::randn({32, 16, 3, 3}), gamma = at::add(at::rand({32}), 0.5),
+             beta = at::randn({32}), mean = at::randn({32}), var = at::add(at::rand({32}), 0.5);
+  std::vector<at::Tensor> state = {w, gamma, beta, mean, var}, before;
+  for (auto& t : state) before.push_back(t.clone());
+  auto eager = [&] { return at::relu(at::batch_norm(at::conv2d(x, w, {}, 1, 1), gamma, beta, mean, var, false, 0.1, 1e-5, false)); };
+  at::Tensor want = eager();
+  for (int call = 0; call < 3; ++call)
+    EXPECT_TRUE(at::allclose(plan.runWith({x, w, gamma, beta, mean, var})[0].toTensor(), want, 1e-4, 1e-5)) << call;
+  ASSERT_TRUE(plan.ranCompiled()) << lines(plan);
+  for (size_t i = 0; i < state.size(); ++i) EXPECT_TRUE(at::equal(state[i], before[i])) << "state " << i;
+  w.mul_(-1.0f);  // the state written: frozen, folded and converted anew
+  want = eager();
+  EXPECT_TRUE(at::allclose(plan.runWith({x, w, gamma, beta, mean, var})[0].toTensor(), want, 1e-4, 1e-5));
+  EXPECT_TRUE(at::allclose(plan.runWith({x, w, gamma, beta, mean, var})[0].toTensor(), want, 1e-4, 1e-5));
 }
 
 TEST(Compiled, WrittenStateAndRandomDrawsAgreeWithOperatorByOperator) {
