@@ -54,31 +54,6 @@ PyRef LiveStore::keyOf(const replay::PathTree::Node& n) {
 
 namespace {
 
-// nn.Module keeps parameters, buffers and submodules out of __dict__ and
-// finds them in Module.__getattr__, in Python. For modules that do not
-// change how attributes are looked up, the same lookup in C.
-bool plainModule(PyTypeObject* t) {
-  static std::unordered_map<PyTypeObject*, bool> cache;
-  static PyObject* moduleGetattr = nullptr;
-  static PyObject* objectGetattribute = nullptr;
-  auto it = cache.find(t);
-  if (it != cache.end()) return it->second;
-  if (!moduleGetattr) {
-    PyRef nn = PyRef::steal(PyImport_ImportModule("torch.nn"));
-    PyRef module = nn ? PyRef::steal(PyObject_GetAttrString(nn.get(), "Module")) : PyRef();
-    PyObject* dict = module ? reinterpret_cast<PyTypeObject*>(module.get())->tp_dict : nullptr;
-    moduleGetattr = dict ? PyDict_GetItemString(dict, "__getattr__") : nullptr;
-    objectGetattribute = PyDict_GetItemString(PyBaseObject_Type.tp_dict, "__getattribute__");
-    PyErr_Clear();
-  }
-  PyRef ga = PyRef::steal(PyUnicode_InternFromString("__getattr__"));
-  PyRef gab = PyRef::steal(PyUnicode_InternFromString("__getattribute__"));
-  bool plain = moduleGetattr && classLookup(t, ga.get()) == moduleGetattr &&
-               classLookup(t, gab.get()) == objectGetattribute;
-  cache.emplace(t, plain);
-  return plain;
-}
-
 // Whether t finds `name` as a function written in Python.
 bool pythonMethod(PyTypeObject* t, PyObject* name) {
   PyObject* f = classLookup(t, name);
@@ -142,18 +117,6 @@ bool attributeRunsPython(PyObject* obj, PyObject* name) {
 }
 
 namespace {
-
-// An attribute the module's class does not define: in the instance's
-// __dict__, or in one of the dicts Module.__setattr__ files it into.
-PyRef moduleAttr(PyObject* obj, PyObject* name) {
-  PyObject* dict = instanceDict(obj);
-  if (!dict) return PyRef();
-  if (PyObject* v = PyDict_GetItemWithError(dict, name)) return PyRef::borrow(v);
-  for (const char* holder : record::kModuleDicts)
-    if (PyObject* d = moduleHolder(dict, holder))
-      if (PyObject* v = PyDict_GetItemWithError(d, name)) return PyRef::borrow(v);
-  return PyRef();
-}
 
 // One step: Attr (getattr), InstanceAttr (the instance's __dict__),
 // Index (sequence item), Key (mapping item).

@@ -5,10 +5,12 @@
 #include <map>
 #include <stdexcept>
 #include <unordered_map>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "capture/python_frame.h"
+#include "magpy/record/path.h"
 #include "magpy/support/error.h"
 #include "magpy/support/hash.h"
 
@@ -194,6 +196,43 @@ PyObject* moduleHolder(PyObject* instanceDict, const char* holder) {
   return d && PyDict_Check(d) ? d : nullptr;
 }
 
+// Kept per class while its version tag holds: a class that later takes a
+// __getattr__ or __getattribute__ of its own (or loses Module's) is asked
+// again.
+bool plainModule(PyTypeObject* t) {
+  static PyObject* getattr = PyUnicode_InternFromString("__getattr__");
+  static PyObject* getattribute = PyUnicode_InternFromString("__getattribute__");
+  // References kept for the process (never released: no destructor runs
+  // after the interpreter is gone).
+  static PyObject* objectGetattribute = classLookup(&PyBaseObject_Type, getattribute);
+  static PyObject* moduleGetattr = [] {
+    PyObject* module = processAttr("torch.nn", "Module");
+    PyObject* f = module && PyType_Check(module) ? classLookup(reinterpret_cast<PyTypeObject*>(module), getattr) : nullptr;
+    Py_XINCREF(f);
+    return f;
+  }();
+  static std::unordered_map<PyTypeObject*, std::pair<unsigned, bool>> cache;
+  auto it = cache.find(t);
+  if (it != cache.end() && classUnchanged(t, it->second.first)) return it->second.second;
+  bool plain = moduleGetattr && classLookup(t, getattr) == moduleGetattr &&
+               classLookup(t, getattribute) == objectGetattribute;
+  if (unsigned version = classVersion(t)) {
+    if (cache.size() >= 4096) cache.clear();  // classes made per call would otherwise pile up
+    cache[t] = {version, plain};
+  }
+  return plain;
+}
+
+PyRef moduleAttr(PyObject* obj, PyObject* name) {
+  PyObject* dict = instanceDict(obj);
+  if (!dict) return PyRef();
+  if (PyObject* v = PyDict_GetItemWithError(dict, name)) return PyRef::borrow(v);
+  for (const char* holder : record::kModuleDicts)
+    if (PyObject* d = moduleHolder(dict, holder))
+      if (PyObject* v = PyDict_GetItemWithError(d, name)) return PyRef::borrow(v);
+  return PyRef();
+}
+
 namespace {
 
 std::string readTypeName(PyTypeObject* t) {
@@ -238,11 +277,16 @@ std::string typeName(PyTypeObject* t) {
   return name;
 }
 
-std::string qualifiedName(PyObject* c) {
-  if (PyType_Check(c)) return typeName(reinterpret_cast<PyTypeObject*>(c));
-  if (PyMethod_Check(c)) return qualifiedName(PyMethod_GET_FUNCTION(c));
-  if (PyFunction_Check(c)) return canonical(str(PyFunction_GET_MODULE(c)) + "." + str(functionQualname(c)));
-  std::string qual = attrString(c, "__qualname__");
+namespace {
+
+// The name of a callable that is neither a class nor a Python function.
+std::string readCallableName(PyObject* c) {
+  // A layer (the most common callable): Module.__getattr__, in Python,
+  // would format an AttributeError for the missing name at each call.
+  static PyObject* qualname = internedName("__qualname__");
+  bool layer = plainModule(Py_TYPE(c)) && !classLookup(Py_TYPE(c), qualname);
+  std::string qual = layer ? str(moduleAttr(c, qualname).get()) : attrString(c, "__qualname__");
+  PyErr_Clear();
   if (qual.empty()) return typeName(Py_TYPE(c)) + ".__call__";
 
   // Builtins: a module function (__self__ is the module or None), a method
@@ -281,6 +325,50 @@ std::string qualifiedName(PyObject* c) {
   if (module.empty() && self && PyModule_Check(self.get())) module = PyModule_GetName(self.get()) ? PyModule_GetName(self.get()) : "";
   if (PyErr_Occurred()) PyErr_Clear();
   return canonical(module.empty() ? qual : module + "." + qual);
+}
+
+// Capture names the builtins a program calls at every call. A builtin
+// function's name follows from its method definition, its __module__ (which
+// a program may set) and, where it is bound to a class or an instance, that
+// class's names along its MRO (which change its version tag). A name is
+// kept while those hold; the entry keeps alive what owns the definition
+// (the function, or the class), so no other definition takes its address.
+std::string builtinName(PyObject* c) {
+  struct Named {
+    PyRef owner, module;
+    unsigned version = 0, metaVersion = 0;
+    std::string name;
+  };
+  using Key = std::tuple<const void*, PyTypeObject*, bool>;
+  static auto& names = *new std::map<Key, Named>;  // never destroyed: its references outlive the interpreter
+  PyObject* self = PyCFunction_GET_SELF(c);
+  PyObject* module = reinterpret_cast<PyCFunctionObject*>(c)->m_module;
+  bool bound = self && self != Py_None && !PyModule_Check(self) && !PyCapsule_CheckExact(self);
+  if (!bound && (!module || !PyUnicode_Check(module))) return readCallableName(c);  // named by its module's __name__
+  PyTypeObject* cls = !bound ? nullptr : PyType_Check(self) ? reinterpret_cast<PyTypeObject*>(self) : Py_TYPE(self);
+  Key key{reinterpret_cast<PyCFunctionObject*>(c)->m_ml, cls, bound && PyType_Check(self)};
+  auto it = names.find(key);
+  if (it != names.end() && it->second.module.get() == module &&
+      (!cls || (classUnchanged(cls, it->second.version) && classUnchanged(Py_TYPE(cls), it->second.metaVersion))))
+    return it->second.name;
+  Named n{PyRef::borrow(cls ? reinterpret_cast<PyObject*>(cls) : c), PyRef::borrow(module), 0, 0, readCallableName(c)};
+  if (cls) {
+    n.version = classVersion(cls);
+    n.metaVersion = classVersion(Py_TYPE(cls));
+    if (!n.version || !n.metaVersion) return n.name;
+  }
+  if (names.size() >= 4096) names.clear();  // callables made per call would otherwise pile up
+  return (names[key] = std::move(n)).name;
+}
+
+}  // namespace
+
+std::string qualifiedName(PyObject* c) {
+  if (PyType_Check(c)) return typeName(reinterpret_cast<PyTypeObject*>(c));
+  if (PyMethod_Check(c)) return qualifiedName(PyMethod_GET_FUNCTION(c));
+  if (PyFunction_Check(c)) return canonical(str(PyFunction_GET_MODULE(c)) + "." + str(functionQualname(c)));
+  if (PyCFunction_Check(c)) return builtinName(c);
+  return readCallableName(c);
 }
 
 namespace {

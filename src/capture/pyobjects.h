@@ -91,6 +91,14 @@ bool platformClass(PyTypeObject* t);
 // not into the __dict__ itself. That dict of a module instance's __dict__
 // (borrowed), or null; `holder` is one of record::kModuleDicts.
 PyObject* moduleHolder(PyObject* instanceDict, const char* holder);
+// Whether instances of t find attributes as nn.Module's do: object's
+// __getattribute__, then Module.__getattr__, which looks in those dicts (in
+// Python). For such a class the same lookup is done natively by moduleAttr.
+bool plainModule(PyTypeObject* t);
+// A module instance's attribute that its class does not define: in the
+// instance's __dict__ or one of Module's dicts (borrowed into the PyRef);
+// empty when none holds it.
+PyRef moduleAttr(PyObject* obj, PyObject* name);
 
 // "builtins.list", "__main__.MLP", "torch.nn.modules.linear.Linear"
 std::string typeName(PyTypeObject* t);
