@@ -82,9 +82,10 @@ struct Session::Impl {
   // earlier record already read stays as it was then (first read wins).
   // A path first read as absent stays absent in the initial state, even
   // when a later record finds it present (the script added it: an update).
-  void noteState(Unit& fn, const BuiltRecord& built) {
-    record::Value self = built.selfEntry;
-    std::map<std::string, record::Value> moduleGlobals = built.globalsEntry;
+  // Takes the record's entry state (nothing else reads it).
+  void noteState(Unit& fn, BuiltRecord& built) {
+    record::Value self = std::move(built.selfEntry);
+    std::map<std::string, record::Value> moduleGlobals = std::move(built.globalsEntry);
     for (auto& path : fn.absentPaths) {
       if (path.root == record::AccessPath::Root::Self) {
         removeFromSnapshot(self, path.steps);
@@ -94,14 +95,14 @@ struct Session::Impl {
       }
     }
     if (!fn.haveSelf) {
-      fn.self = self;
+      fn.self = std::move(self);
       fn.haveSelf = true;
     } else {
       mergeSnapshot(fn.self, self);
     }
     for (auto& [module, value] : moduleGlobals) {
       auto it = globals.find(module);
-      if (it == globals.end()) globals.emplace(module, value);
+      if (it == globals.end()) globals.emplace(module, std::move(value));
       else mergeGlobals(it->second, value);
     }
   }

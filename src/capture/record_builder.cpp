@@ -66,16 +66,17 @@ Paths entryPaths(const RefGraph& g, const std::string& home) {
   Paths p;
   p.first[kExternal] = AccessPath::self();
   g.search([&](NodeId from, const Edge& e, bool firstVisit) {
+    NodeKind k = g.node(e.target).kind;
+    if (!firstVisit && k == NodeKind::Atom) return;
     AccessPath path = extend(p.first[from], e.rel, home, p.keyPath(e.rel));
     if (firstVisit) {
-      p.first[e.target] = path;
+      p.first.insert_or_assign(e.target, std::move(path));
       p.order.push_back(e.target);
       return;
     }
-    NodeKind k = g.node(e.target).kind;
-    if (k == NodeKind::Atom || path == p.first[e.target]) return;
-    if (k == NodeKind::Module || k == NodeKind::Function) p.namedAgain.push_back({path, e.target});
-    else p.aliases.push_back({path, e.target});
+    if (path == p.first[e.target]) return;
+    if (k == NodeKind::Module || k == NodeKind::Function) p.namedAgain.push_back({std::move(path), e.target});
+    else p.aliases.push_back({std::move(path), e.target});
   });
   for (NodeId id : p.order)
     for (auto& e : g.node(id).versions.front().refs)
@@ -125,8 +126,8 @@ class GuardMaker {
   }
 
  private:
-  void addGuard(const AccessPath& path, record::Check check, PyObject* expected = nullptr) {
-    s_.out.record.guards.push_back({path, std::move(check)});
+  void addGuard(AccessPath path, record::Check check, PyObject* expected = nullptr) {
+    s_.out.record.guards.push_back({std::move(path), std::move(check)});
     s_.out.expected.push_back(PyRef::borrow(expected));
   }
 
@@ -150,7 +151,7 @@ class GuardMaker {
     record::Check count;
     count.kind = K::Length;
     count.i = s_.call.args ? PyTuple_GET_SIZE(s_.call.args) : 0;
-    addGuard(AccessPath::allArgs(), count);
+    addGuard(AccessPath::allArgs(), std::move(count));
     record::Check keys;
     keys.kind = K::DictKeys;
     if (s_.call.kwargs) {
@@ -158,7 +159,7 @@ class GuardMaker {
       Py_ssize_t pos = 0;
       while (PyDict_Next(s_.call.kwargs, &pos, &k, &v)) keys.keys.push_back(*atomOf(k));
     }
-    addGuard(AccessPath::allKwargs(), keys);
+    addGuard(AccessPath::allKwargs(), std::move(keys));
   }
 
   // Whether a call may take the number at any value: the graph stops
@@ -193,18 +194,18 @@ class GuardMaker {
           // size check failing after an in-place write) keeps the value.
           bool isInt = n.atom.kind == record::Atom::Kind::Int;
           c = record::numberCheck(isInt ? record::NumberType::Int : record::NumberType::Float);
-          addGuard(path, c, reinterpret_cast<PyObject*>(isInt ? &PyLong_Type : &PyFloat_Type));
+          addGuard(path, std::move(c), reinterpret_cast<PyObject*>(isInt ? &PyLong_Type : &PyFloat_Type));
           break;
         }
         if (s_.call.varyingNumbers.count(path)) keptBecause(id, path);
         c.kind = K::Equals;
         c.atom = n.atom;
-        addGuard(path, c);
+        addGuard(path, std::move(c));
         break;
       case NodeKind::Tensor:
         c.kind = K::Tensor;
         c.meta = s_.m.entryMeta(id) ? *s_.m.entryMeta(id) : replay::metaOf(tensorOf(n.obj));
-        addGuard(path, c);
+        addGuard(path, std::move(c));
         if (!plainTensorType(Py_TYPE(n.obj))) {
           // A tensor subclass (its __torch_function__ runs Python code):
           // a plain tensor in its place must not take this record, nor
@@ -212,7 +213,7 @@ class GuardMaker {
           record::Check type;
           type.kind = K::Type;
           type.s = typeName(Py_TYPE(n.obj));
-          addGuard(path, type, reinterpret_cast<PyObject*>(Py_TYPE(n.obj)));
+          addGuard(path, std::move(type), reinterpret_cast<PyObject*>(Py_TYPE(n.obj)));
         }
         break;
       case NodeKind::Tuple:
@@ -220,7 +221,7 @@ class GuardMaker {
       case NodeKind::Dict: {
         c.kind = K::Type;
         c.s = typeName(Py_TYPE(n.obj));
-        addGuard(path, c, reinterpret_cast<PyObject*>(Py_TYPE(n.obj)));
+        addGuard(path, std::move(c), reinterpret_cast<PyObject*>(Py_TYPE(n.obj)));
         record::Check len;
         std::vector<const Edge*> entries;  // not a defaultdict's .default_factory
         for (auto& e : n.versions.front().refs)
@@ -237,7 +238,7 @@ class GuardMaker {
           len.kind = K::Length;
           len.i = int64_t(entries.size());
         }
-        addGuard(path, len);
+        addGuard(path, std::move(len));
         break;
       }
       case NodeKind::Module:
@@ -254,17 +255,17 @@ class GuardMaker {
         if (std::string member = enumMemberName(n.obj); !member.empty()) {
           c.kind = K::Identity;
           c.s = member;
-          addGuard(path, c, n.obj);
+          addGuard(path, std::move(c), n.obj);
           break;
         }
         c.kind = K::Type;
         c.s = typeName(Py_TYPE(n.obj));
-        addGuard(path, c, reinterpret_cast<PyObject*>(Py_TYPE(n.obj)));
+        addGuard(path, std::move(c), reinterpret_cast<PyObject*>(Py_TYPE(n.obj)));
         if (auto atom = baseValueOf(n.obj)) {
           record::Check value;
           value.kind = K::Equals;
           value.atom = *atom;
-          addGuard(path, value);
+          addGuard(path, std::move(value));
         }
         break;
       }
@@ -289,7 +290,7 @@ class GuardMaker {
           record::Check c;
           c.kind = record::Check::Kind::Distinct;
           c.path = s_.entry.first[ids[a]];
-          addGuard(s_.entry.first[ids[b]], c);
+          addGuard(s_.entry.first[ids[b]], std::move(c));
         }
   }
 
@@ -306,7 +307,7 @@ class GuardMaker {
       record::Check c;
       c.kind = K::Alias;
       c.path = s_.entry.first[id];
-      addGuard(path, c);
+      addGuard(path, std::move(c));
     }
     distinctGuards();
     std::set<std::string> seen;
@@ -318,7 +319,7 @@ class GuardMaker {
       if (!seen.insert(record::toString(path)).second) continue;
       record::Check c;
       c.kind = K::Absent;
-      addGuard(path, c);
+      addGuard(std::move(path), std::move(c));
     }
     for (auto& [id, name] : s_.m.classMethods()) {
       if (!s_.entry.first.count(id)) continue;
@@ -326,13 +327,13 @@ class GuardMaker {
       if (!seen.insert(record::toString(path)).second) continue;
       record::Check c;
       c.kind = K::Absent;
-      addGuard(path, c);
+      addGuard(std::move(path), std::move(c));
     }
     for (auto& [name, value] : s_.m.runtimeReads()) {
       record::Check c;
       c.kind = K::Equals;
       c.atom = value;
-      addGuard(AccessPath::runtime(name), c);
+      addGuard(AccessPath::runtime(name), std::move(c));
     }
   }
 
