@@ -32,7 +32,7 @@
 #include <map>
 #include <optional>
 #include <string>
-#include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "magpy/record/record.h"
@@ -68,8 +68,9 @@ class PathTree {
   int child(int parent, StepKind kind, const record::PathStep& step, int keyNode);
 
   std::vector<Node> nodes_;
-  // Transparent: a lookup compares the caller's step, copied only when added.
-  std::map<std::tuple<int, StepKind, record::PathStep>, int, std::less<>> children_;
+  // Each node by a hash of its parent, kind and step; the nodes of one
+  // hash are told apart by comparing steps (no step is copied to look up).
+  std::unordered_multimap<uint64_t, int> children_;
   std::map<record::AccessPath, int> roots_;
   // Per step of the path added last, the node it led to: paths come
   // sorted, so the next one mostly shares its prefix (self.layer1.0.conv1
