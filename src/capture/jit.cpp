@@ -120,6 +120,52 @@ struct Session::Impl {
     return snapshot(fn.spec.self, wanted, blobs);
   }
 
+  // ---- plans ----
+
+  // Where each of the plan's inputs is among the record's.
+  static std::vector<size_t> inputIndices(const Entry& e, const replay::Plan& plan) {
+    std::vector<size_t> out;
+    for (const record::AccessPath& p : plan.inputPaths()) {
+      auto it = std::find(e.inputPaths.begin(), e.inputPaths.end(), p);
+      if (it == e.inputPaths.end())
+        throw Error("its optimized graph reads " + record::toString(p) + ", which the record's does not");
+      out.push_back(size_t(it - e.inputPaths.begin()));
+    }
+    return out;
+  }
+
+  // The plan of record r, made at its first hit. The JIT runs with
+  // autograd (training works through it): only the optimizations that keep
+  // autograd's view of the graph apply.
+  const replay::Plan& planOf(Unit& fn, size_t r) {
+    Entry& e = fn.entries[r];
+    if (e.plan) return *e.plan;
+    try {
+      replay::PlanOptions planOptions;
+      planOptions.passes.deadCode = planOptions.passes.commonSubexpr = true;
+      planOptions.trustRecord = true;  // the script's own operators: the policy is for records from others
+      auto plan = std::make_unique<replay::Plan>(e.record.graph, blobs.blobs(), planOptions);
+      std::vector<size_t> picked = inputIndices(e, *plan);
+      bool same = picked.size() == e.inputPaths.size();
+      for (size_t i = 0; same && i < picked.size(); ++i) same = picked[i] == i;
+      if (!same) e.planInputs = std::move(picked);
+      e.plan = std::move(plan);
+    } catch (const Error& ex) {
+      PyErr_Format(PyExc_RuntimeError, "magpy: cannot use the record captured for %s: %s", fn.name.c_str(), ex.what());
+      throw;
+    }
+    return *e.plan;
+  }
+
+  // The graph's inputs that its state and arguments supply (not its
+  // constants), in graph order: what a record's guards resolve for its plans.
+  static std::vector<record::AccessPath> graphInputPaths(const record::Graph& g) {
+    std::vector<record::AccessPath> out;
+    for (const record::Node& n : g.nodes)
+      if (n.isInput() && n.blob < 0) out.push_back(n.source);
+    return out;
+  }
+
   // ---- compiled graphs (replay/compiled_graph.h) ----
 
   // A record's plan for this call if the call runs compiled: autograd must
@@ -160,14 +206,12 @@ struct Session::Impl {
     } catch (const Error& ex) {
       c.refusal = ex.what();
     }
-    const auto& atenPaths = e.plan->inputPaths();
-    for (size_t i = 0; c.plan && i < c.plan->inputPaths().size(); ++i) {
-      auto it = std::find(atenPaths.begin(), atenPaths.end(), c.plan->inputPaths()[i]);
-      if (it == atenPaths.end()) {
-        c.refusal = "its optimized graph reads " + record::toString(c.plan->inputPaths()[i]) + ", which the record's does not";
+    if (c.plan) {
+      try {
+        c.inputs = inputIndices(e, *c.plan);
+      } catch (const Error& ex) {
+        c.refusal = ex.what();
         c.plan.reset();
-      } else {
-        c.inputs.push_back(size_t(it - atenPaths.begin()));
       }
     }
     if (!c.refusal.empty())
@@ -195,7 +239,7 @@ struct Session::Impl {
   static std::vector<RecordInUse> inUse(const Unit& fn) {
     std::vector<RecordInUse> out;
     for (auto& e : fn.entries)
-      out.push_back({&e.record, e.plan != nullptr, e.retired, e.readSizes, e.live->definitionsChanged().has_value()});
+      out.push_back({&e.record, e.hasGraph, e.retired, e.readSizes, e.live->definitionsChanged().has_value()});
     return out;
   }
 
@@ -203,7 +247,7 @@ struct Session::Impl {
   // that changed are learned to vary.
   void learnVaryingNumbers(Unit& fn, const LiveRoots& roots) {
     for (auto& e : fn.entries) {
-      if (!e.plan || e.retired) continue;
+      if (!e.hasGraph || e.retired) continue;
       LiveStore store = e.live->store(roots);
       LiveRecord::Values values(store, e.live->tree());
       std::vector<size_t> missed;
@@ -337,7 +381,7 @@ struct Session::Impl {
     }
     for (size_t r = fn.entries.size(); r-- > 0;) {
       Entry& e = fn.entries[r];
-      if (e.retired || !e.plan || e.pathDependent || !record::hasBranches(e.record.graph)) continue;
+      if (e.retired || !e.hasGraph || e.pathDependent || !record::hasBranches(e.record.graph)) continue;
       Joined j = mergeBranches(e.record, built.record);
       if (!j.record) {
         explain(fn, "record " + std::to_string(r) + " stays apart: " + j.why);
@@ -433,23 +477,12 @@ struct Session::Impl {
                   << "\n";
 
     Entry created;
-    try {
-      // The JIT runs with autograd (training works through it): only the
-      // optimizations that keep autograd's view of the graph apply.
-      replay::PlanOptions planOptions;
-      planOptions.passes.deadCode = planOptions.passes.commonSubexpr = true;
-      planOptions.trustRecord = true;  // the script's own operators: the policy is for records from others
-      // A forward-only record runs as Python here: autograd needs the program's backward.
-      if (breaks.empty() && built.record.forwardOnly.empty())
-        created.plan = std::make_unique<replay::Plan>(built.record.graph, blobs.blobs(), planOptions);
-    } catch (const Error& e) {
-      PyErr_Format(PyExc_RuntimeError, "magpy: cannot use the record captured for %s: %s", fn.name.c_str(), e.what());
-      return nullptr;
-    }
-    created.live = std::make_unique<LiveRecord>(built.record, built.expected,
-                                                created.plan ? created.plan->inputPaths() : std::vector<record::AccessPath>{});
+    // A forward-only record runs as Python here: autograd needs the program's backward.
+    created.hasGraph = breaks.empty() && built.record.forwardOnly.empty();
+    if (created.hasGraph) created.inputPaths = graphInputPaths(built.record.graph);
+    created.live = std::make_unique<LiveRecord>(built.record, built.expected, created.inputPaths);
     // A record that runs as Python finds classes and code anew.
-    if (created.plan) created.live->dependOn(classes, functions);
+    if (created.hasGraph) created.live->dependOn(classes, functions);
     created.expected = built.expected;
     created.classesRead = std::move(classes);
     created.functionsRun = std::move(functions);
@@ -503,7 +536,7 @@ struct Session::Impl::Records {
   std::optional<LiveRecord::Values> values;  // the record being tried
 
   size_t size() const { return fn.entries.size(); }
-  const replay::Plan* plan(size_t r) const { return fn.entries[r].plan.get(); }
+  const replay::Plan* plan(size_t r) { return fn.entries[r].hasGraph ? &s.planOf(fn, r) : nullptr; }
   std::optional<replay::GuardMiss> check(size_t r) {
     Entry& e = fn.entries[r];
     if (e.retired) return replay::GuardMiss{"(numbers)", "no more calls", "this record is retired (its numbers change sizes)"};
@@ -523,16 +556,14 @@ struct Session::Impl::Records {
   }
   std::vector<c10::IValue> run(size_t r) {
     Entry& e = fn.entries[r];
-    std::vector<c10::IValue> inputs = e.live->inputs(*values);
+    std::vector<c10::IValue> inputs = e.live->inputs(*values);  // the record's
     if (const replay::Plan* compiled = s.compiledPlan(fn, r)) {
-      std::vector<c10::IValue> picked;
-      picked.reserve(e.compiled.inputs.size());
-      for (size_t i : e.compiled.inputs) picked.push_back(inputs[i]);
-      auto outputs = compiled->runWith(std::move(picked), &values->symbols());
+      auto outputs = compiled->runWith(pick(inputs, e.compiled.inputs), &values->symbols());
       fn.compiledCalls += compiled->ranCompiled();
       s.explainBackend(fn, r);
       return outputs;
     }
+    if (e.planInputs) inputs = pick(inputs, *e.planInputs);
     if (!e.plan->differentiates()) return e.plan->runWith(std::move(inputs), &values->symbols());
     // torch's autograd engine refuses a caller holding the GIL (as
     // loss.backward() releases it); the plan touches no Python object.
@@ -547,6 +578,12 @@ struct Session::Impl::Records {
     }
   }
   void sizesDiffer(size_t r) { s.retire(fn, r); }
+  static std::vector<c10::IValue> pick(const std::vector<c10::IValue>& from, const std::vector<size_t>& which) {
+    std::vector<c10::IValue> out;
+    out.reserve(which.size());
+    for (size_t i : which) out.push_back(from[i]);
+    return out;
+  }
   PyObject* mock(size_t r, const std::vector<c10::IValue>& outputs) {
     if (logged) logged->record = int32_t(r);
     PyRef result = fn.entries[r].live->mock(outputs, *values);
@@ -736,7 +773,7 @@ PyObject* Session::stats(size_t index) {
   auto count = [&](const Unit& u, size_t& graphs, size_t& breaks) {
     for (auto& e : u.entries) {
       breaks += e.record.breaks.size();
-      graphs += e.plan ? 1 : 0;
+      graphs += e.hasGraph ? 1 : 0;
     }
   };
   const Unit& fn = *impl_->units[index];
@@ -831,7 +868,7 @@ std::string Session::summary() const {
     size_t breaks = 0, graphs = 0, forwardOnly = 0, nodes = 0, guards = 0;
     for (auto& e : fn->entries) {
       breaks += e.record.breaks.size();
-      graphs += e.plan ? 1 : 0;
+      graphs += e.hasGraph ? 1 : 0;
       forwardOnly += e.record.forwardOnly.empty() ? 0 : 1;
       nodes += e.record.graph.numOps();
       guards += e.record.guards.size();

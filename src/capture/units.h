@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -25,8 +26,15 @@ namespace magpy::capture {
 // for a record with graph breaks, which runs as Python).
 struct Entry {
   record::Record record;
-  std::unique_ptr<LiveRecord> live;
+  std::unique_ptr<LiveRecord> live;  // its inputs are the graph's input paths, in graph order
+  // A record with a graph gets its plan when it first serves a call, so a
+  // record that never does (a shape seen once, a record a dynamic one
+  // replaces) never pays for one. The plan's inputs, picked from the
+  // record's by index; none where they are the record's, in order.
+  bool hasGraph = false;
+  std::vector<record::AccessPath> inputPaths;
   std::unique_ptr<replay::Plan> plan;
+  std::optional<std::vector<size_t>> planInputs;
   std::map<size_t, PathTrie> args;        // what the record reads below each argument
   std::map<std::string, PathTrie> kwargs;
   bool readSizes = false;                 // its run's Python code read tensor sizes: they stay fixed
@@ -43,7 +51,7 @@ struct Entry {
   // Calls autograd records nothing in run on a second plan with libtorch's
   // inference passes and the compiled backend (jit.cpp, compiledPlan):
   // built once the record served Unit::compileAfter of them; its
-  // inputs, picked from `plan`'s by index.
+  // inputs, picked from the record's by index.
   struct Compiled {
     std::unique_ptr<replay::Plan> plan;
     std::vector<size_t> inputs;
