@@ -118,18 +118,20 @@ bool readsCall(const record::AccessPath& p) {
 
 RecordAccess::RecordAccess(const std::vector<record::Guard>& guards, const std::vector<record::AccessPath>& inputs,
                            const record::MockSpec& mock)
-    : guardsKept_(guards), mock_(mock) {
+    : mock_(mock) {
   using K = record::Check::Kind;
   // One tree node per path: a value with a type guard is found by node
   // (a scan of the guards per tensor guard was quadratic in large models).
   std::vector<int> nodes;
   std::set<int> typed;
-  for (const record::Guard& g : guardsKept_) {
+  checks_.reserve(guards.size());
+  for (const record::Guard& g : guards) {
     nodes.push_back(tree_.add(g.path));
     if (g.check.kind == K::Type) typed.insert(nodes.back());
+    checks_.push_back(g.check);
   }
-  for (size_t i = 0; i < guardsKept_.size(); ++i) {
-    const record::Guard& g = guardsKept_[i];
+  for (size_t i = 0; i < guards.size(); ++i) {
+    const record::Guard& g = guards[i];
     GuardStep gs;
     gs.guard = i;
     gs.node = nodes[i];

@@ -177,7 +177,7 @@ class RecordAccess {
 
  private:
   struct GuardStep {
-    size_t guard = 0;  // in guardsKept_
+    size_t guard = 0;  // in checks_
     int node = -1;
     int other = -1;  // Alias, Distinct: the other path's node
     bool perCall = false;
@@ -206,7 +206,7 @@ class RecordAccess {
   void addMockReads(const record::ValueExpr& e);
 
   PathTree tree_;
-  std::vector<record::Guard> guardsKept_;
+  std::vector<record::Check> checks_;  // the guards' (their paths are tree_'s nodes)
   std::vector<GuardStep> guards_;  // small, in check order: one per guard
   std::vector<int> inputs_;
   record::MockSpec mock_;
@@ -220,7 +220,7 @@ bool tensorMatches(const at::Tensor& t, const record::TensorMeta& m, c10::Scalar
 template <class Store>
 bool RecordAccess::holds(const GuardStep& gs, Resolution<Store>& r, const typename Store::Expected& expected) const {
   using K = record::Check::Kind;
-  const record::Check& c = guardsKept_[gs.guard].check;
+  const record::Check& c = checks_[gs.guard];
   const Store& s = r.store();
   if (gs.argCount) return int64_t(s.argCount()) == c.i;
   const auto& v = r.get(gs.node);
@@ -261,7 +261,7 @@ bool RecordAccess::holds(const GuardStep& gs, Resolution<Store>& r, const typena
 template <class Store>
 std::string RecordAccess::actual(const GuardStep& gs, Resolution<Store>& r) const {
   using K = record::Check::Kind;
-  const record::Check& c = guardsKept_[gs.guard].check;
+  const record::Check& c = checks_[gs.guard];
   const Store& s = r.store();
   if (gs.argCount) return "len " + std::to_string(s.argCount());
   const auto& v = r.get(gs.node);
@@ -297,8 +297,7 @@ std::optional<GuardMiss> RecordAccess::firstMiss(Resolution<Store>& r, Guards wh
     const GuardStep& gs = guards_[i];
     if (which != Guards::All && gs.perCall != (which == Guards::PerCall)) continue;
     if (holds(gs, r, i < expected.size() ? expected[i] : kNothingExpected)) continue;
-    const record::Guard& g = guardsKept_[gs.guard];
-    return GuardMiss{record::toString(g.path), record::describe(g.check), actual(gs, r)};
+    return GuardMiss{record::toString(tree_.pathOf(gs.node)), record::describe(checks_[gs.guard]), actual(gs, r)};
   }
   return std::nullopt;
 }
