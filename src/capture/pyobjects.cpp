@@ -4,8 +4,8 @@
 #include <cstring>
 #include <map>
 #include <stdexcept>
-#include <unordered_map>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -332,7 +332,8 @@ std::string readCallableName(PyObject* c) {
 // a program may set) and, where it is bound to a class or an instance, that
 // class's names along its MRO (which change its version tag). A name is
 // kept while those hold; the entry keeps alive what owns the definition
-// (the function, or the class), so no other definition takes its address.
+// (the function, or the class whose method table holds it), so no other
+// definition takes its address.
 std::string builtinName(PyObject* c) {
   struct Named {
     PyRef owner, module;
