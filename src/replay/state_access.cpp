@@ -1,9 +1,8 @@
 #include "magpy/replay/state_access.h"
 
 #include <algorithm>
-#include <functional>
 #include <set>
-#include <string_view>
+#include <tuple>
 
 namespace magpy::replay {
 
@@ -63,29 +62,12 @@ int PathTree::rootOf(const record::AccessPath& path) {
   return at->second;
 }
 
-namespace {
-
-// What tells most children apart; the rest (float and tuple keys, an
-// object key's path) is left to comparing steps.
-uint64_t childHash(int parent, PathTree::StepKind kind, const record::PathStep& step) {
-  uint64_t h = std::hash<std::string_view>{}(step.name) ^ std::hash<std::string_view>{}(step.key.s);
-  h ^= (uint64_t(uint32_t(parent)) << 8 | uint64_t(kind)) * 0x9e3779b97f4a7c15ULL;
-  h ^= uint64_t(step.index) * 0xc2b2ae3d27d4eb4fULL;
-  h ^= (uint64_t(step.key.i) << 8 | uint64_t(step.key.kind)) * 0x165667b19e3779f9ULL;
-  return h;
-}
-
-}  // namespace
-
 int PathTree::child(int parent, StepKind kind, const record::PathStep& step, int keyNode) {
-  uint64_t h = childHash(parent, kind, step);
-  auto [from, to] = children_.equal_range(h);
-  for (auto it = from; it != to; ++it) {
-    const Node& n = nodes_[size_t(it->second)];
-    if (n.parent == parent && n.kind == kind && n.step.compare(step) == 0) return it->second;
-  }
+  auto key = std::forward_as_tuple(parent, kind, step);
+  auto it = children_.lower_bound(key);
+  if (it != children_.end() && !children_.key_comp()(key, it->first)) return it->second;
   int id = int(nodes_.size());
-  children_.emplace(h, id);
+  children_.emplace_hint(it, std::make_tuple(parent, kind, step), id);
   nodes_.push_back({parent, {}, kind, step, keyNode});
   return id;
 }

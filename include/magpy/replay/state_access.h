@@ -32,7 +32,7 @@
 #include <map>
 #include <optional>
 #include <string>
-#include <unordered_map>
+#include <tuple>
 #include <vector>
 
 #include "magpy/record/record.h"
@@ -68,9 +68,11 @@ class PathTree {
   int child(int parent, StepKind kind, const record::PathStep& step, int keyNode);
 
   std::vector<Node> nodes_;
-  // Each node by a hash of its parent, kind and step; the nodes of one
-  // hash are told apart by comparing steps (no step is copied to look up).
-  std::unordered_multimap<uint64_t, int> children_;
+  // Ordered, not hashed: a record from elsewhere could name many steps of
+  // one hash (dict keys that differ only in a float's bits) and make each
+  // lookup a scan. Transparent: a lookup compares the caller's step, copied
+  // only when added.
+  std::map<std::tuple<int, StepKind, record::PathStep>, int, std::less<>> children_;
   std::map<record::AccessPath, int> roots_;
   // Per step of the path added last, the node it led to: paths come
   // sorted, so the next one mostly shares its prefix (self.layer1.0.conv1
