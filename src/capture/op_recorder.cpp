@@ -272,7 +272,7 @@ void OpRecorder::noteAllocations(const std::vector<c10::IValue>& inputs,
     size_t holders = size_t(std::count_if(results.begin(), results.end(), [&](const auto& r) {
       return r.second.has_storage() && r.second.storage().unsafeGetStorageImpl() == s;
     }));
-    if (!argued.count(s) && t.storage().use_count() == holders) allocated_.insert(s);
+    if (!argued.count(s) && t.storage().use_count() == holders && allocated_.insert(s).second) holding_.push_back(s);
   }
 }
 
@@ -281,8 +281,50 @@ int OpRecorder::bind(const at::Tensor& t, int node) {
   if (t.has_storage()) storageOf_[node] = t.storage().unsafeGetStorageImpl();
   std::string key = viewKey(t);
   if (!key.empty()) byView_[key] = node;
-  keepAlive_.push_back(t);
+  bound_[t.has_storage() ? t.storage().unsafeGetStorageImpl() : nullptr].push_back(t);
   return node;
+}
+
+void OpRecorder::releaseUnreachable() {
+  static const std::vector<at::Tensor> kNone;
+  delegate_.settleReachability();
+  for (size_t i = 0; i < holding_.size();) {
+    const c10::StorageImpl* storage = holding_[i];
+    auto found = bound_.find(storage);
+    const std::vector<at::Tensor>& bound = found == bound_.end() ? kNone : found->second;
+    auto isOn = [&](const at::Tensor& t) { return t.has_storage() && t.storage().unsafeGetStorageImpl() == storage; };
+    auto on = std::find_if(bound.begin(), bound.end(), isOn);
+    if (on != bound.end()) {  // else no tensor bound here is on it any more: not the run's to free
+      if (!unreachable(on->storage(), bound)) {
+        ++i;
+        continue;
+      }
+      on->storage().unsafeGetStorageImpl()->reset();
+      for (const at::Tensor& t : bound)
+        if (isOn(t)) delegate_.freed(t);
+    }
+    holding_[i] = holding_.back();
+    holding_.pop_back();
+  }
+}
+
+// Nothing the program can reach holds the storage: each tensor on it was
+// bound here and is held only by its bindings and by a Python object the
+// program cannot reach, and nothing else holds the storage, not even
+// weakly (a weak reference could hand it back).
+bool OpRecorder::unreachable(const c10::Storage& storage, const std::vector<at::Tensor>& bound) {
+  size_t holders = 0;
+  for (size_t i = 0; i < bound.size(); ++i) {
+    const at::Tensor& t = bound[i];
+    auto same = [&](const at::Tensor& o) { return o.unsafeGetTensorImpl() == t.unsafeGetTensorImpl(); };
+    if (std::any_of(bound.begin(), bound.begin() + long(i), same)) continue;  // counted
+    if (!t.has_storage() || t.storage().unsafeGetStorageImpl() != storage.unsafeGetStorageImpl()) continue;
+    int python = delegate_.unreachableHolds(t);
+    size_t bindings = size_t(std::count_if(bound.begin(), bound.end(), same));
+    if (python < 0 || t.use_count() != bindings + size_t(python) || t.weak_use_count() != 1) return false;
+    ++holders;
+  }
+  return storage.use_count() == holders && storage.getWeakStorageImpl().weak_use_count() == 2;
 }
 
 int OpRecorder::addInput(const at::Tensor& t, std::string name) {
@@ -401,6 +443,7 @@ void OpRecorder::onBeforeOperator(const std::string& name, const std::string& ov
                                   c10::ArrayRef<const c10::IValue> inputs) {
   const c10::OperatorHandle* h = handleFor(name, overload);
   if (!h) return;
+  if (!holding_.empty()) releaseUnreachable();
   // A tensor Python got from a factory is often a shallow copy of the one
   // the operator returned (same storage and view, another TensorImpl), found
   // by its view. An operator that changes the view (resize_, t_, squeeze_)

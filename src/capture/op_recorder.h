@@ -46,6 +46,15 @@ class OpRecorder {
     // The source line ("file.py:12") of the operator being recorded; asked
     // only for operators that become nodes.
     virtual std::string sourceLocation() const = 0;
+    // Whether the program can no longer reach tensor t from Python: the
+    // references to t its Python object holds then (0 or 1), or -1 while
+    // the program can reach it. Asked in rounds, each after one call of
+    // settleReachability.
+    virtual void settleReachability() = 0;
+    virtual int unreachableHolds(const at::Tensor& t) = 0;
+    // The memory of t, unreachable, was freed: the program must not find
+    // it again (as gc.get_objects() would).
+    virtual void freed(const at::Tensor& t) = 0;
   };
 
   explicit OpRecorder(Delegate& delegate);
@@ -160,6 +169,8 @@ class OpRecorder {
   int bind(const at::Tensor& t, int node);
   bool readsFixedNumbers(const std::vector<c10::IValue>& inputs, const std::vector<c10::IValue>& outputs);
   bool writtenAfter(int value, size_t position) const;
+  void releaseUnreachable();
+  bool unreachable(const c10::Storage& storage, const std::vector<at::Tensor>& bound);
   bool checksInputs(const std::vector<c10::IValue>& inputs);
   void noteAllocations(const std::vector<c10::IValue>& inputs, const std::vector<std::pair<int64_t, at::Tensor>>& results);
   int addNode(const std::string& target, const std::string& name, std::vector<record::Arg> args, const std::string& where);
@@ -194,8 +205,17 @@ class OpRecorder {
   std::set<int> constants_;  // the nodes of constant tensors the run made (their blobs come later)
   std::unordered_map<int, size_t> checkedAt_;  // value -> the graph's size when a check fixed its contents
   std::unordered_set<int> sizesChecked_;       // values whose sizes a check fixed
-  std::vector<at::Tensor> keepAlive_;  // so TensorImpl addresses are not reused during the run
-  std::unordered_set<const c10::StorageImpl*> allocated_;  // kept alive by keepAlive_ as well
+  // Every tensor bound (once per binding), by its storage then, so that
+  // no TensorImpl or StorageImpl address is reused during the run.
+  std::unordered_map<const c10::StorageImpl*, std::vector<at::Tensor>> bound_;
+  std::unordered_set<const c10::StorageImpl*> allocated_;
+  // The storages of allocated_ whose memory the run still holds. An eager
+  // run frees an intermediate's memory as soon as the program drops it;
+  // kept, every operator fills fresh memory, whose page faults cost more
+  // than the operators themselves (ResNet-18 here: bench/README.md).
+  // Before each operator, releaseUnreachable frees the memory of those the
+  // program can no longer reach; the StorageImpl and TensorImpls stay.
+  std::vector<const c10::StorageImpl*> holding_;
   std::unordered_set<c10::TensorImpl*> dataDependentShape_;
   record::Namespace names_;  // of the nodes in graph_
   std::vector<NumberHint> hints_;

@@ -517,4 +517,8 @@ bool sameBinding(PyObject* a, PyObject* b) {
   return false;
 }
 
+bool hasWeakReferences(PyObject* o) {
+  return PyType_SUPPORTS_WEAKREFS(Py_TYPE(o)) && *PyObject_GET_WEAKREFS_LISTPTR(o) != nullptr;
+}
+
 }  // namespace magpy::capture

@@ -204,6 +204,9 @@ PyObject* enteredFromPython(PythonEntry entry, Body body) noexcept {
 // and what it calls is its function and receiver.
 bool sameBinding(PyObject* a, PyObject* b);
 
+// Whether some weak reference to o exists.
+bool hasWeakReferences(PyObject* o);
+
 // Tensors (implemented in pyobjects_torch.cpp).
 bool isTensor(PyObject* o);
 // A dict key found by identity: a torch.Tensor or nn.Parameter, whose hash
@@ -216,6 +219,10 @@ bool dictHolds(PyObject* d, PyObject* key);
 // torch.Tensor or nn.Parameter, not a subclass with behaviour of its own.
 bool plainTensorType(PyTypeObject* t);
 const at::Tensor& tensorOf(PyObject* o);    // o must be a tensor
+// The Python object that holds tensor t (borrowed), or null: t has none,
+// or t holds it (torch keeps the object of a tensor C++ still holds after
+// Python dropped it, for when Python sees the tensor again).
+PyObject* pythonObjectHolding(const at::Tensor& t);
 PyRef wrapTensor(const at::Tensor& t);       // the existing Python object when there is one
 bool torchImported();
 // torch.distributed's default process group (an IValue of c10d's class),

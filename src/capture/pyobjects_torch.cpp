@@ -43,6 +43,12 @@ bool plainTensorType(PyTypeObject* t) {
 
 const at::Tensor& tensorOf(PyObject* o) { return THPVariable_Unpack(o); }
 
+PyObject* pythonObjectHolding(const at::Tensor& t) {
+  c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  auto obj = impl->check_pyobj(getPyInterpreter());
+  return obj && *obj && !impl->owns_pyobj() ? *obj : nullptr;
+}
+
 PyRef wrapTensor(const at::Tensor& t) { return PyRef::steal(THPVariable_Wrap(t)); }
 
 PyObject* autogradFunctionOfApply(PyObject* f) {

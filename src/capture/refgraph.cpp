@@ -120,8 +120,34 @@ NodeId RefGraph::add(NodeKind kind, PyObject* obj) {
   nodes_.push_back(std::move(n));
   NodeId id = nodes_.back().id;
   if (obj && kind != NodeKind::Atom) byObject_[obj] = id;
+  if (kind == NodeKind::Tuple || kind == NodeKind::List || kind == NodeKind::Dict) usableContainers_.push_back(obj);
   if (kind == NodeKind::Tensor && onTensor_) onTensor_(id);
   return id;
+}
+
+Py_ssize_t RefGraph::unusableRefs(PyObject* obj) const {
+  if (find(obj) == kNoNode) return 0;
+  auto dropped = heldByDropped_.find(obj);
+  return 1 + (dropped == heldByDropped_.end() ? 0 : dropped->second);
+}
+
+// Newest first: a container held by a newer dropped one (a tuple in
+// *args) is found in the same pass.
+void RefGraph::settle() {
+  for (size_t i = usableContainers_.size(); i-- > 0;) {
+    PyObject* c = usableContainers_[i];
+    auto dropped = Py_REFCNT(c) == 1 ? heldByDropped_.end() : heldByDropped_.find(c);
+    if (Py_REFCNT(c) != 1 && (dropped == heldByDropped_.end() || Py_REFCNT(c) != 1 + dropped->second)) continue;
+    if (hasWeakReferences(c)) continue;  // a weak reference could hand it back
+    auto drop = [this](PyObject* element) { ++heldByDropped_[element]; };
+    if (PyDict_Check(c)) {
+      forEachDictItem(c, [&](PyObject* k, PyObject* v) { drop(k), drop(v); });
+    } else {
+      for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(c); ++k) drop(PySequence_Fast_GET_ITEM(c, k));
+    }
+    PyObject_GC_UnTrack(c);
+    usableContainers_.erase(usableContainers_.begin() + long(i));
+  }
 }
 
 NodeId RefGraph::find(PyObject* obj) const {

@@ -152,6 +152,15 @@ class RefGraph {
   // Called for every node written (write, remove, changedInPlace).
   void onWrite(std::function<void(NodeId)> f) { onWrite_ = std::move(f); }
 
+  // The references to obj the program can no longer use: the graph's own
+  // and those of containers only the graph holds (a call's *args tuple
+  // outlives the call here); 0 for an object the graph does not hold.
+  // settle() first brings the containers up to date.
+  Py_ssize_t unusableRefs(PyObject* obj) const;
+  // Finds the containers the program dropped since the last settle(), and
+  // hides them from gc.get_objects(), as their freeing would have.
+  void settle();
+
   // Whether a dict node has, or had, a key that is an object (KeyOf).
   bool keyedByObjects(NodeId id) const;
   // The relation of key `key` in a dict node (Key or KeyOf); nothing for
@@ -173,6 +182,8 @@ class RefGraph {
 
   std::vector<ShadowNode> nodes_;
   std::unordered_map<PyObject*, NodeId> byObject_;
+  std::vector<PyObject*> usableContainers_;                 // tuples, lists and dicts the program may use
+  std::unordered_map<PyObject*, Py_ssize_t> heldByDropped_;  // references from those it dropped
   std::unordered_map<NodeId, std::vector<Relation>> lazyRoots_;
   std::function<void(NodeId)> onTensor_;
   std::function<void(NodeId)> onWrite_;

@@ -408,6 +408,19 @@ int Monitor::pythonDataTensor(const at::Tensor& t) {
   return node;
 }
 
+// The RefGraph's references are the object's only ones: the program
+// dropped it (and holds no weak reference that could hand it back).
+int Monitor::unreachableHolds(const at::Tensor& t) {
+  PyObject* obj = pythonObjectHolding(t);
+  if (!obj) return 0;
+  Py_ssize_t unusable = refs_.unusableRefs(obj);
+  return unusable > 0 && Py_REFCNT(obj) == unusable && !hasWeakReferences(obj) ? 1 : -1;
+}
+
+void Monitor::freed(const at::Tensor& t) {
+  if (PyObject* obj = pythonObjectHolding(t)) PyObject_GC_UnTrack(obj);
+}
+
 // A write through any tensor changes every tensor on its memory (a slice,
 // p.detach(), a .grad that is another tensor's view): each keeps its
 // contents from before the first such write, for the entry state of those
