@@ -19,12 +19,17 @@ namespace {
 // Fresh memory is faulted in one 4 KiB page at a time on first touch, and
 // in a capture most of a record's cost is copying the weights into fresh
 // memory. One madvise that populates the whole buffer first makes that
-// copy about half as expensive (ResNet-18's 45 MB). Kernels before 5.14
-// refuse the advice, and the copy faults its pages in as before.
+// copy about half as expensive (ResNet-18's 45 MB). Asking for huge pages
+// first (the whole 2 MiB pages inside the buffer) cuts the faults 512-fold:
+// on a virtual machine, where each is an exit to the hypervisor, a 45 MB
+// copy into fresh memory took 20-30 ms instead of 110 ms. Kernels that
+// refuse either advice leave the copy to fault as before.
 void populatePages(char* data, size_t bytes) {
   constexpr uintptr_t kPage = 4096;
   uintptr_t begin = (uintptr_t(data) + kPage - 1) & ~(kPage - 1), end = (uintptr_t(data) + bytes) & ~(kPage - 1);
-  if (end >= begin + 16 * kPage) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+  if (end < begin + 16 * kPage) return;
+  madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+  madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
 }
 
 const std::pair<c10::ScalarType, const char*> kDTypes[] = {
