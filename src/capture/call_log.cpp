@@ -98,10 +98,8 @@ bool throughReferent(const record::AccessPath& path) {
 
 }  // namespace
 
-CallLog::Seen CallLog::observe(const record::AccessPath& path, const LiveRoots& roots,
-                               const std::set<record::AccessPath>& tracked, const record::AccessPath& as) {
+CallLog::Seen CallLog::observe(const PyRef& v, const record::AccessPath& path, const std::set<record::AccessPath>& tracked) {
   Seen s;
-  PyRef v = resolveLive(path, roots);
   if (!v) return s;
   s.exists = true;
   if (auto a = atomOf(v.get())) {
@@ -126,7 +124,7 @@ CallLog::Seen CallLog::observe(const record::AccessPath& path, const LiveRoots& 
       s.contents = tensorFingerprint(t);
     }
     auto isTracked = [&](const record::PathStep& step) {
-      record::AccessPath child = as;
+      record::AccessPath child = path;
       child.steps.push_back(step);
       return tracked.count(child) > 0;
     };
@@ -174,13 +172,50 @@ ContentLookup sharingWith(const CallLog::StateMemory& memory, const record::Acce
 
 }  // namespace
 
+// The steps' names and keys are made into Python objects once per tree.
+struct CallLog::StateTree {
+  size_t paths = 0;  // how many state paths the tree was made from (a unit only gains paths)
+  replay::PathTree tree;
+  std::vector<int> nodes;   // per state path, in Unit::statePaths' order
+  std::vector<PyRef> keys;  // per tree node
+};
+
+CallLog::~CallLog() = default;
+
+std::vector<PyRef> CallLog::stateValues(const Units& units, size_t u, bool globalsOnly) {
+  const Unit& fn = *units[u];
+  if (trees_.size() <= u) trees_.resize(u + 1);
+  if (!trees_[u] || trees_[u]->paths != fn.statePaths.size()) {
+    trees_[u] = std::make_unique<StateTree>();
+    StateTree& t = *trees_[u];
+    t.paths = fn.statePaths.size();
+    for (auto& path : fn.statePaths) t.nodes.push_back(t.tree.add(path));
+    t.keys.resize(t.tree.size());
+    for (size_t i = 0; i < t.tree.size(); ++i)
+      if (t.tree.node(int(i)).parent >= 0) t.keys[i] = LiveStore::keyOf(t.tree.node(int(i)));
+  }
+  const StateTree& t = *trees_[u];
+  LiveRoots roots{fn.spec.self, nullptr, nullptr, fn.spec.homeModule};
+  LiveStore store(roots, &t.keys);
+  replay::Resolution<LiveStore> values(store, t.tree);
+  std::vector<PyRef> out;
+  out.reserve(t.nodes.size());
+  size_t k = 0;
+  for (auto& path : fn.statePaths) {
+    int node = t.nodes[k++];
+    out.push_back(!globalsOnly || path.root == record::AccessPath::Root::Global ? values.get(node) : PyRef());
+  }
+  PyErr_Clear();  // a path that leads nowhere is null
+  return out;
+}
+
 CallLog::StateMemory CallLog::stateMemory(const Units& units, size_t compiled) {
   StateMemory out;
   for (size_t w = 0; w < compiled; ++w) {
-    const Unit& fn = *units[w];
-    LiveRoots roots{fn.spec.self, nullptr, nullptr, fn.spec.homeModule};
-    for (auto& path : fn.statePaths) {
-      PyRef v = resolveLive(path, roots);
+    std::vector<PyRef> values = stateValues(units, w);
+    size_t k = 0;
+    for (auto& path : units[w]->statePaths) {
+      const PyRef& v = values[k++];
       if (v && isTensor(v.get()) && tensorOf(v.get()).has_storage())
         out.emplace(tensorOf(v.get()).storage().unsafeGetStorageImpl(), stateKey(units, w, path).second);
     }
@@ -194,14 +229,15 @@ std::vector<record::StateUpdate> CallLog::changesBefore(const Units& units, size
   std::optional<StateMemory> memory;  // made on the first change
   for (size_t w = 0; w < compiled; ++w) {
     const Unit& fn = *units[w];
-    LiveRoots roots{fn.spec.self, nullptr, nullptr, fn.spec.homeModule};
+    std::vector<PyRef> values = stateValues(units, w, w != u);
+    size_t k = 0;
     for (auto& path : fn.statePaths) {
+      const PyRef& v = values[k++];
       if (w != u && path.root != record::AccessPath::Root::Global) continue;
       auto key = stateKey(units, w, path);
       auto it = lastExit_.find(key);
-      if (!seen.insert(key).second || it == lastExit_.end() || observe(key.second, roots, fn.statePaths, path) == it->second)
+      if (!seen.insert(key).second || it == lastExit_.end() || observe(v, path, fn.statePaths) == it->second)
         continue;
-      PyRef v = resolveLive(key.second, roots);
       if (!v) continue;  // removed: the record's guards will notice
       record::StateUpdate upd;
       upd.function = key.first;
@@ -244,11 +280,9 @@ std::vector<record::StateUpdate> CallLog::changesBefore(const Units& units, size
 
 void CallLog::noteExit(const Units& units, size_t compiled) {
   for (size_t u = 0; u < compiled; ++u) {
-    LiveRoots roots{units[u]->spec.self, nullptr, nullptr, units[u]->spec.homeModule};
-    for (auto& path : units[u]->statePaths) {
-      auto key = stateKey(units, u, path);
-      lastExit_[key] = observe(key.second, roots, units[u]->statePaths, path);
-    }
+    std::vector<PyRef> values = stateValues(units, u);
+    size_t k = 0;
+    for (auto& path : units[u]->statePaths) lastExit_[stateKey(units, u, path)] = observe(values[k++], path, units[u]->statePaths);
   }
 }
 

@@ -7,6 +7,7 @@
 #include <Python.h>
 
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <utility>
@@ -20,6 +21,7 @@ namespace magpy::capture {
 class CallLog {
  public:
   explicit CallLog(BlobPool& blobs);
+  ~CallLog();
 
   std::vector<record::LoggedCall> calls;
 
@@ -35,7 +37,11 @@ class CallLog {
   // a record file would hold two tensors where the script has one.
   // The state's tensors by their memory: the paths compiled units read.
   using StateMemory = std::multimap<const void*, record::AccessPath>;
-  static StateMemory stateMemory(const Units& units, size_t compiled);
+  StateMemory stateMemory(const Units& units, size_t compiled);
+  // What unit u's state paths hold now, in Unit::statePaths' order (null
+  // where one leads nowhere), each shared prefix resolved once; with
+  // globalsOnly, only the module-rooted ones (the others null).
+  std::vector<PyRef> stateValues(const Units& units, size_t u, bool globalsOnly = false);
   record::Value snapshotArgs(const Unit& fn, PyObject* args, PyObject* kwargs, record::Value* kwOut,
                              const StateMemory& stateMemory);
 
@@ -86,9 +92,11 @@ class CallLog {
   using StateKey = std::pair<int, record::AccessPath>;  // (unit, path); -1 for module-rooted paths
 
   static StateKey stateKey(const Units& units, size_t u, record::AccessPath p);
-  // What path (`as`, among `tracked`, the function's state paths) holds now.
-  static Seen observe(const record::AccessPath& path, const LiveRoots& roots, const std::set<record::AccessPath>& tracked,
-                      const record::AccessPath& as);
+  // What state path `path` (among `tracked`, the unit's) holds: v.
+  static Seen observe(const PyRef& v, const record::AccessPath& path, const std::set<record::AccessPath>& tracked);
+  // Per unit, its state paths over one PathTree (remade when they change).
+  struct StateTree;
+  std::vector<std::unique_ptr<StateTree>> trees_;
 
 
   BlobPool& blobs_;

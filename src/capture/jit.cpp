@@ -318,12 +318,14 @@ struct Session::Impl {
   // file keeps each tensor's contents apart, so natively a write through
   // one would not show through the other. Checked at each logged call and
   // at exit: the script may make or undo the sharing between calls.
-  static std::string sharedStateMemory(const Unit& fn) {
-    LiveRoots roots{fn.spec.self, nullptr, nullptr, fn.spec.homeModule};
+  std::string sharedStateMemory(size_t index) {
+    const Unit& fn = *units[index];
+    std::vector<PyRef> values = log.stateValues(units, index);
     std::map<const void*, std::pair<const void*, record::AccessPath>> first;  // storage -> (tensor, path)
     std::string shared;
+    size_t k = 0;
     for (auto& path : fn.statePaths) {
-      PyRef o = resolveLive(path, roots);
+      const PyRef& o = values[k++];
       if (!o || !isTensor(o.get())) continue;
       const at::Tensor& t = tensorOf(o.get());
       if (!t.has_storage()) continue;
@@ -333,8 +335,7 @@ struct Session::Impl {
         break;
       }
     }
-    PyErr_Clear();  // a path that no longer resolves is no sharing
-    return shared;
+    return shared;  // a path that no longer resolves is no sharing
   }
 
   // ---- progress ----
@@ -722,7 +723,7 @@ PyObject* Session::call(size_t index, PyObject* args, PyObject* kwargs) {
       }
     }
     if (logging) {
-      entry.args = s.log.snapshotArgs(fn, args, kwargs, &entry.kwargs, CallLog::stateMemory(s.units, s.compiled));
+      entry.args = s.log.snapshotArgs(fn, args, kwargs, &entry.kwargs, s.log.stateMemory(s.units, s.compiled));
       // Random operators replay as random operators: replay starts each
       // call from the generator state Python had.
       at::Tensor rng = at::detail::getDefaultCPUGenerator().get_state();
@@ -743,10 +744,10 @@ PyObject* Session::call(size_t index, PyObject* args, PyObject* kwargs) {
   inv.roots = LiveRoots{fn.spec.self, args, kwargs, fn.spec.homeModule};
   inv.run = [&] { return PyObject_Call(fn.target.get(), args, kwargs); };
   inv.runEager = [&] { return s.segments.runEager(index, inv.run); };
-  if (logging && fn.sharedMemory.empty()) fn.sharedMemory = s.sharedStateMemory(fn);
+  if (logging && fn.sharedMemory.empty()) fn.sharedMemory = s.sharedStateMemory(index);
   PyRef result = PyRef::steal(s.callUnit(index, inv, logging ? &entry : nullptr));
   if (!result) return nullptr;
-  if (logging && fn.sharedMemory.empty()) fn.sharedMemory = s.sharedStateMemory(fn);  // paths a new record reads
+  if (logging && fn.sharedMemory.empty()) fn.sharedMemory = s.sharedStateMemory(index);  // paths a new record reads
 
   if (logging) {
     // Arguments sharing memory matter where the record writes an input in place.
@@ -819,13 +820,14 @@ record::RecordFile Session::recordFile(bool stateAtExit) {
   Impl& s = *impl_;
   record::RecordFile f;
   std::map<const Unit*, std::vector<record::AccessPath>> shared = s.sharedStatePaths();
-  for (auto& fn : s.units) {
+  for (size_t index = 0; index < s.units.size(); ++index) {
+    const std::unique_ptr<Unit>& fn = s.units[index];
     record::CompiledFunction out;
     out.name = fn->name;
     out.module = fn->spec.homeModule;
     out.self = stateAtExit || !fn->haveSelf ? s.selfNow(*fn) : fn->self;
     // Copies of tensors that share memory agree until one is written.
-    std::string sharedMemory = fn->sharedMemory.empty() ? s.sharedStateMemory(*fn) : fn->sharedMemory;
+    std::string sharedMemory = fn->sharedMemory.empty() ? s.sharedStateMemory(index) : fn->sharedMemory;
     bool writesState = std::any_of(fn->entries.begin(), fn->entries.end(),
                                    [](const Entry& e) { return replay::writesItsInputs(e.record.graph); });
     for (auto& e : fn->entries) {
