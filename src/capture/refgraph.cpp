@@ -120,7 +120,7 @@ NodeId RefGraph::add(NodeKind kind, PyObject* obj) {
   nodes_.push_back(std::move(n));
   NodeId id = nodes_.back().id;
   if (obj && kind != NodeKind::Atom) byObject_[obj] = id;
-  if (kind == NodeKind::Tuple || kind == NodeKind::List || kind == NodeKind::Dict) usableContainers_.push_back(obj);
+  if (kind == NodeKind::Tuple || kind == NodeKind::List || kind == NodeKind::Dict) usableContainers_.push_back(id);
   if (kind == NodeKind::Tensor && onTensor_) onTensor_(id);
   return id;
 }
@@ -132,10 +132,17 @@ Py_ssize_t RefGraph::unusableRefs(PyObject* obj) const {
 }
 
 // Newest first: a container held by a newer dropped one (a tuple in
-// *args) is found in the same pass.
+// *args) is found in the same pass. The state's containers (external)
+// are left out for good: checking them before every operator would cost
+// more than what the program rarely drops of its state.
 void RefGraph::settle() {
   for (size_t i = usableContainers_.size(); i-- > 0;) {
-    PyObject* c = usableContainers_[i];
+    const ShadowNode& n = nodes_[size_t(usableContainers_[i])];
+    if (n.external) {
+      usableContainers_.erase(usableContainers_.begin() + long(i));
+      continue;
+    }
+    PyObject* c = n.obj;
     auto dropped = Py_REFCNT(c) == 1 ? heldByDropped_.end() : heldByDropped_.find(c);
     if (Py_REFCNT(c) != 1 && (dropped == heldByDropped_.end() || Py_REFCNT(c) != 1 + dropped->second)) continue;
     if (hasWeakReferences(c)) continue;  // a weak reference could hand it back

@@ -182,7 +182,7 @@ class RefGraph {
 
   std::vector<ShadowNode> nodes_;
   std::unordered_map<PyObject*, NodeId> byObject_;
-  std::vector<PyObject*> usableContainers_;                 // tuples, lists and dicts the program may use
+  std::vector<NodeId> usableContainers_;  // tuples, lists and dicts the run made that the program may use
   std::unordered_map<PyObject*, Py_ssize_t> heldByDropped_;  // references from those it dropped
   std::unordered_map<NodeId, std::vector<Relation>> lazyRoots_;
   std::function<void(NodeId)> onTensor_;
