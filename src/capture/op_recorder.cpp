@@ -313,6 +313,7 @@ void OpRecorder::releaseUnreachable() {
 // program cannot reach, and nothing else holds the storage, not even
 // weakly (a weak reference could hand it back).
 bool OpRecorder::unreachable(const c10::Storage& storage, const std::vector<at::Tensor>& bound) {
+  if (storage.use_count() > bound.size()) return false;  // some holder was never bound here
   size_t holders = 0;
   for (size_t i = 0; i < bound.size(); ++i) {
     const at::Tensor& t = bound[i];
