@@ -536,6 +536,13 @@ struct Session::Impl::Records {
   std::optional<LiveStore> store;
   std::optional<LiveRecord::Values> values;  // the record being tried
 
+  // The program runs next: the values the guards resolved must not keep
+  // its objects alive (eager would free what it drops from the state).
+  void letGo() {
+    values.reset();
+    store.reset();
+  }
+
   size_t size() const { return fn.entries.size(); }
   const replay::Plan* plan(size_t r) { return fn.entries[r].hasGraph ? &s.planOf(fn, r) : nullptr; }
   std::optional<replay::GuardMiss> check(size_t r) {
@@ -553,6 +560,7 @@ struct Session::Impl::Records {
   PyObject* runAsPython(size_t r) {
     if (logged) logged->record = int32_t(r);
     fn.eager++;
+    letGo();
     return inv.runEager();
   }
   std::vector<c10::IValue> run(size_t r) {
@@ -608,6 +616,7 @@ PyObject* Session::Impl::callUnit(size_t index, Invocation& inv, record::LoggedC
                    messageOf(ex).c_str());
     return nullptr;
   }
+  records.letGo();
   return monitorCall(fn, inv, logged, misses);
 }
 
