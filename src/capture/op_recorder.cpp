@@ -285,6 +285,18 @@ int OpRecorder::bind(const at::Tensor& t, int node) {
   return node;
 }
 
+void OpRecorder::releaseBindings() {
+  bound_.clear();
+  holding_.clear();
+}
+
+size_t OpRecorder::bindings(const at::Tensor& t) const {
+  auto found = bound_.find(t.has_storage() ? t.storage().unsafeGetStorageImpl() : nullptr);
+  if (found == bound_.end()) return 0;
+  return size_t(std::count_if(found->second.begin(), found->second.end(),
+                              [&](const at::Tensor& o) { return o.unsafeGetTensorImpl() == t.unsafeGetTensorImpl(); }));
+}
+
 void OpRecorder::releaseUnreachable() {
   static const std::vector<at::Tensor> kNone;
   delegate_.settleReachability();

@@ -94,6 +94,11 @@ class OpRecorder {
   // Whether a recorded operator allocated this storage during the run: no
   // tensor of the state the call began with is on it.
   bool allocatedInRun(const c10::StorageImpl* storage) const { return allocated_.count(storage) != 0; }
+  // After a graph break nothing more is recorded: the tensors bound so
+  // far are let go, to be freed when the program drops them.
+  void releaseBindings();
+  // The references to t the recorder holds (one per binding).
+  size_t bindings(const at::Tensor& t) const;
   // The node writes one of its tensor arguments: never dead code.
 
   // A Python number of the graph (record::Node::number): an input that

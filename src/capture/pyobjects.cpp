@@ -521,4 +521,26 @@ bool hasWeakReferences(PyObject* o) {
   return PyType_SUPPORTS_WEAKREFS(Py_TYPE(o)) && *PyObject_GET_WEAKREFS_LISTPTR(o) != nullptr;
 }
 
+// CPython's PyObject_ClearWeakRefs does this for a dying object (it refuses
+// a live one): references first, then callbacks, with the error state kept.
+void clearWeakReferences(PyObject* o) {
+  if (!PyType_SUPPORTS_WEAKREFS(Py_TYPE(o))) return;
+  PyObject** list = PyObject_GET_WEAKREFS_LISTPTR(o);
+  std::vector<std::pair<PyRef, PyRef>> callbacks;  // (reference, its callback)
+  while (*list) {
+    auto* ref = reinterpret_cast<PyWeakReference*>(*list);
+    PyRef callback = PyRef::steal(ref->wr_callback);
+    ref->wr_callback = nullptr;
+    _PyWeakref_ClearRef(ref);  // unlinks it: *list moves on
+    if (callback) callbacks.emplace_back(PyRef::borrow(reinterpret_cast<PyObject*>(ref)), std::move(callback));
+  }
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+  for (auto& [ref, callback] : callbacks) {
+    PyRef result = PyRef::steal(PyObject_CallOneArg(callback.get(), ref.get()));
+    if (!result) PyErr_WriteUnraisable(callback.get());
+  }
+  PyErr_Restore(type, value, traceback);
+}
+
 }  // namespace magpy::capture

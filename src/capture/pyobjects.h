@@ -206,6 +206,10 @@ bool sameBinding(PyObject* a, PyObject* b);
 
 // Whether some weak reference to o exists.
 bool hasWeakReferences(PyObject* o);
+// Clears every weak reference and proxy to o, as freeing o does, then
+// calls their callbacks as CPython would. For an object only magpy keeps
+// alive: o itself stays.
+void clearWeakReferences(PyObject* o);
 
 // Tensors (implemented in pyobjects_torch.cpp).
 bool isTensor(PyObject* o);

@@ -157,6 +157,34 @@ void RefGraph::settle() {
   }
 }
 
+void RefGraph::releaseUnreached() {
+  std::vector<bool> reached(nodes_.size());
+  std::vector<NodeId> pending{kExternal};
+  for (auto& [id, rels] : lazyRoots_) pending.push_back(id);  // arguments not used yet
+  for (NodeId id : pending) reached[size_t(id)] = true;
+  auto reach = [&](NodeId id) {
+    if (reached[size_t(id)]) return;
+    reached[size_t(id)] = true;
+    pending.push_back(id);
+  };
+  while (!pending.empty()) {
+    NodeId id = pending.back();
+    pending.pop_back();
+    for (auto& version : nodes_[size_t(id)].versions)
+      for (auto& e : version.refs) {
+        reach(e.target);
+        if (e.rel.kind == Relation::Kind::KeyOf) reach(NodeId(e.rel.index));
+      }
+  }
+  usableContainers_.clear();
+  heldByDropped_.clear();
+  for (auto& n : nodes_) {
+    if (reached[size_t(n.id)] || !n.obj) continue;
+    if (n.kind != NodeKind::Atom) byObject_.erase(n.obj);
+    Py_CLEAR(n.obj);  // may free it, and what it held: nothing here refers to those any more
+  }
+}
+
 NodeId RefGraph::find(PyObject* obj) const {
   auto it = byObject_.find(obj);
   return it == byObject_.end() ? kNoNode : it->second;

@@ -86,7 +86,7 @@ struct ShadowVersion {
 struct ShadowNode {
   NodeId id = kNoNode;
   NodeKind kind = NodeKind::Object;
-  PyObject* obj = nullptr;   // strong reference, kept for the whole run
+  PyObject* obj = nullptr;   // strong reference, kept for the whole run (releaseUnreached aside)
   record::Atom atom;          // Atom nodes: the value
   std::vector<ShadowVersion> versions{ShadowVersion{}};
   bool dataDependent = false; // derived from tensor contents (e.g. .item()): not a constant
@@ -160,6 +160,12 @@ class RefGraph {
   // Finds the containers the program dropped since the last settle(), and
   // hides them from gc.get_objects(), as their freeing would have.
   void settle();
+
+  // After a graph break nothing more is recorded: lets go of the objects
+  // the state never reached (at entry, or stored into it later), so that
+  // what the program drops is freed as in eager, and forgets them (their
+  // nodes keep no object). The break record reads only the others.
+  void releaseUnreached();
 
   // Whether a dict node has, or had, a key that is an object (KeyOf).
   bool keyedByObjects(NodeId id) const;

@@ -51,8 +51,8 @@ class Reaching(nn.Module):
                 if type(t) is torch.Tensor and t.shape == (x.shape[0], 8):
                     assert torch.isfinite(t).all()
         if self.how == "weakref":
-            # Capture keeps a dropped object a weak reference names alive
-            # (eager's is dead by now): its memory too.
+            # Making a weak reference breaks the call; from there on what
+            # the program drops is freed as in eager (autograd saved a).
             ref = weakref.ref(a)
             del a
             held = ref()

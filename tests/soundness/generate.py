@@ -6,8 +6,8 @@ Each program is a small PyTorch function or nn.Module, drawn from a seeded
 grammar of the things that make a captured record stale or wrong: globals,
 attributes, flags and container elements read and changed between calls,
 enum and scalar arguments, *args and **kwargs, in-place updates of fresh
-tensors and constants, state written by the function, random draws, and
-arguments that alias. The driver (run under magpy-capture) builds each
+tensors and constants, state written by the function, random draws,
+arguments that alias, and weak references to what the function drops. The driver (run under magpy-capture) builds each
 program twice from the same source, compiles one copy with magpy.compile,
 and before every call applies the same external change to both copies; it
 compares results (values, dtypes, shapes, requires_grad) and the state the
@@ -195,6 +195,21 @@ def number_into_tensor(r, k):
 def number_state_write(r, k):
     # A float global the function rewrites from itself on every call.
     return ([f"G_c{k} = 1.5"], [f"global G_c{k}", f"G_c{k} = G_c{k} * 2 - 1", f"y = y + G_c{k}"], [])
+
+
+@template
+def weak_referent(r, k):
+    # A weak reference whose referent the call may drop (its list held it
+    # last): eager frees it there and ref() answers None; a monitored call
+    # must not hand back what it keeps alive. The names are not G_: the
+    # state comparison would compare the two copies' objects by identity.
+    v = r.choice([1.0, 2.0])
+    return (["import weakref", f"class Box{k}:", "    def __init__(self, v): self.v = v",
+             f"W_box{k} = [Box{k}({v})]", f"W_ref{k} = weakref.ref(W_box{k}[0])"],
+            [f"if W_box{k} and y.shape[0] > 1:", f"    W_box{k}.pop()", f"held{k} = W_ref{k}()",
+             f"y = y + (0.5 if held{k} is None else held{k}.v)", f"del held{k}"],
+            [f"if rng.random() < 0.5: ns['W_box{k}'][:] = [ns['Box{k}']({v})]; "
+             f"ns['W_ref{k}'] = ns['weakref'].ref(ns['W_box{k}'][0])"])
 
 
 ARGUMENT_KINDS = ["shape", "dtype", "scale", "mode", "scales", "no_grad", "grad"]

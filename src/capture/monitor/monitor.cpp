@@ -272,6 +272,7 @@ int Monitor::onEvent(PyFrameObject* frame, int what, PyObject* arg) {
       }
     }
     if (done_ || broken_) Frame(frame).traceOpcodes(false);
+    if (broken_ && !released_) releaseAfterBreak();
   } catch (const std::exception& e) {
     graphBreak("internal error while monitoring: " + messageOf(e));
   } catch (...) {
@@ -421,6 +422,51 @@ void Monitor::freed(const at::Tensor& t) {
   if (PyObject* obj = pythonObjectHolding(t)) PyObject_GC_UnTrack(obj);
 }
 
+// After a break the run goes on as Python, untraced, and no graph will be
+// made of it: what the monitor holds only for recording is let go, so the
+// objects and tensors the program drops from here on (or dropped already)
+// are freed as in eager: weak references to them answer None, their
+// finalizers run. Called between events, where no handler holds a node's
+// object.
+void Monitor::releaseAfterBreak() {
+  released_ = true;
+  for (auto& f : frames_) f->pending.clear();
+  suspended_.clear();
+  unstarted_.clear();
+  if (branchOpen_) failBranch("the call breaks");
+  ops_->releaseBindings();
+  refs_.releaseUnreached();
+}
+
+// Eager would have freed obj by now: only the RefGraph and containers the
+// program dropped hold it, and, for a tensor, nothing but its Python
+// object and the recorder's bindings hold the tensor itself (eager keeps
+// the Python object of a tensor C++ still holds: a view's base, a tensor
+// autograd saved).
+bool Monitor::droppedByProgram(PyObject* obj) {
+  refs_.settle();
+  Py_ssize_t unusable = refs_.unusableRefs(obj);
+  if (unusable == 0 || Py_REFCNT(obj) != unusable) return false;
+  if (!isTensor(obj)) return true;
+  const at::Tensor& t = tensorOf(obj);
+  return size_t(t.use_count()) == 1 + ops_->bindings(t);
+}
+
+// A monitored call keeps what it touched alive until it returns (addresses
+// name values), so a weak reference to an object the program dropped would
+// still hand it back. Before the program uses one (one made before the
+// call: making one breaks the graph), a referent only the monitor holds
+// is treated as eager would have treated it when the program dropped it:
+// its weak references are cleared and their callbacks run. No record
+// follows what that does to the state's weak references: a break.
+void Monitor::settleWeakReference(PyObject* ref) {
+  PyObject* referent = PyWeakref_GET_OBJECT(ref);
+  if (referent == Py_None || !droppedByProgram(referent)) return;
+  graphBreak("the program dropped the last reference to an object a weak reference names (" +
+             typeName(Py_TYPE(referent)) + "): no record follows what freeing it does to the reference");
+  clearWeakReferences(referent);
+}
+
 // A write through any tensor changes every tensor on its memory (a slice,
 // p.detach(), a .grad that is another tensor's view): each keeps its
 // contents from before the first such write, for the entry state of those
@@ -511,9 +557,12 @@ bool Monitor::takeInputs(ShadowFrame& sf, const Instruction& ins) {
   p.traceCallees = mayCallPython(ins.op);
   for (int i = p.base; i < depth; ++i) {
     p.inputs.push_back(sf.stack[size_t(i)]);
-    p.inputObjs.push_back(PyRef::borrow(sf.view.stack(i)));
+    PyObject* in = sf.view.stack(i);
+    p.inputObjs.push_back(PyRef::borrow(in));
+    if (!in) continue;
     // The instruction may look names up on its inputs' classes.
-    if (p.traceCallees && sf.view.stack(i)) readClassOf(sf.view.stack(i));
+    if (p.traceCallees) readClassOf(in);
+    if (PyWeakref_Check(in)) settleWeakReference(in);  // a ref (KeyedRef, WeakMethod) or a proxy
   }
   // A dict subclass's __missing__ (defaultdict's inserts) runs where the key is absent.
   if (ins.op == Op::BINARY_SUBSCR && p.inputObjs.size() == 2 && PyDict_Check(p.inputObjs[0].get()) &&

@@ -215,6 +215,9 @@ class Monitor : public OpRecorder::Delegate {
   void settleReachability() override { refs_.settle(); }
   int unreachableHolds(const at::Tensor& t) override;
   void freed(const at::Tensor& t) override;
+  void releaseAfterBreak();
+  bool droppedByProgram(PyObject* obj);
+  void settleWeakReference(PyObject* ref);
 
   // Frames: entering, binding, leaving (frames.cpp).
   void enterFrame(PyFrameObject* frame);
@@ -444,6 +447,7 @@ class Monitor : public OpRecorder::Delegate {
   PyFrameObject* callerFrame_ = nullptr;
   NodeId result_ = kNoNode;
   bool broken_ = false;
+  bool released_ = false;  // releaseAfterBreak ran
   SliceParts slices_;  // the slices the run built, while it follows sizes or numbers
   bool done_ = false;
   std::map<std::string, record::Atom> runtimeReads_;
