@@ -16,6 +16,7 @@
 #include <sstream>
 #include <type_traits>
 #include <unistd.h>
+#include <vector>
 
 #include "magpy/record/graph_utils.h"
 #include "magpy/record/validate.h"
@@ -35,9 +36,20 @@ constexpr int kZstdLevel = 3;  // tensor data barely compresses; higher levels o
 constexpr uint64_t kMaxBodySize = uint64_t(8) << 30;          // decompressed body
 constexpr uint64_t kMaxStructureBytes = uint64_t(128) << 20;  // the parsed model, tensor bytes aside
 
+// Where a body's bytes go as they are written: counted, kept, or hashed
+// and compressed into a frame.
+class Sink {
+ public:
+  virtual void write(const char* data, size_t size) = 0;
+
+ protected:
+  ~Sink() = default;
+};
+
 class Writer {
  public:
   static constexpr bool kReading = false;
+  explicit Writer(Sink& sink) : sink_(sink) {}
   void u8(uint8_t& v) { out_.push_back(char(v)); }
   void varint(uint64_t& v) {
     uint64_t x = v;
@@ -50,7 +62,14 @@ class Writer {
   }
   void u64(uint64_t& v) { for (int i = 0; i < 8; ++i) out_.push_back(char((v >> (8 * i)) & 0xff)); }
   void f64(double& v) { uint64_t bits; std::memcpy(&bits, &v, 8); u64(bits); }
-  void str(std::string& s) { uint64_t n = s.size(); varint(n); out_ += s; }
+  // Tensor bytes go to the sink as they are, not through the buffer.
+  void str(std::string& s) {
+    uint64_t n = s.size();
+    varint(n);
+    if (out_.size() + s.size() < kBuffered) return void(out_ += s);
+    flush();
+    sink_.write(s.data(), s.size());
+  }
   // A name or message: the reader takes no control characters in one, so
   // they are written escaped (a Python name may hold a newline).
   void text(std::string& s) {
@@ -70,12 +89,28 @@ class Writer {
   }
   void ascend() { --depth_; }
   [[noreturn]] void fail(const std::string& what) const { throw Error("cannot write the record: " + what); }
-  std::string take() { return std::move(out_); }
+  void flush() {
+    sink_.write(out_.data(), out_.size());
+    out_.clear();
+  }
 
  private:
+  static constexpr size_t kBuffered = size_t(1) << 20;
+  Sink& sink_;
   std::string out_;
   size_t depth_ = 0;
 };
+
+struct CountingSink final : Sink {
+  uint64_t size = 0;
+  void write(const char*, size_t n) override { size += n; }
+};
+
+struct StringSink final : Sink {
+  std::string bytes;
+  void write(const char* data, size_t n) override { bytes.append(data, n); }
+};
+
 
 class Reader {
  public:
@@ -493,32 +528,116 @@ std::string decompressBody(const char* frame, size_t frameSize, uint64_t bodySiz
 
 }  // namespace
 
-std::string encodeBody(const RecordFile& file) {
-  Writer w;
+namespace {
+
+// Writes the body of `file` to `sink`.
+void writeBody(const RecordFile& file, Sink& sink) {
+  Writer w(sink);
   io(w, const_cast<RecordFile&>(file));  // the writer only reads
-  return w.take();
+  w.flush();
+}
+
+// Where a whole file's bytes go: appended, and the header written over
+// once the frame is complete.
+class FileBytes {
+ public:
+  virtual void append(const char* data, size_t size) = 0;
+  virtual void overwriteStart(const std::string& bytes) = 0;
+
+ protected:
+  ~FileBytes() = default;
+};
+
+struct StringFileBytes final : FileBytes {
+  std::string bytes;
+  void append(const char* data, size_t n) override { bytes.append(data, n); }
+  void overwriteStart(const std::string& header) override { bytes.replace(0, header.size(), header); }
+};
+
+// The header and the zstd frame of a body of a size known beforehand, made
+// as the body's bytes come: the body is never held whole (a record is
+// mostly tensor bytes). A frame streamed with its size pledged is the one
+// ZSTD_compress2 makes of the whole body.
+class FrameSink final : public Sink {
+ public:
+  FrameSink(FileBytes& out, uint64_t bodySize) : out_(out), bodySize_(bodySize), buffer_(ZSTD_CStreamOutSize()) {
+    if (!cctx_) throw Error("cannot compress the record: out of memory");
+    ZSTD_CCtx_setParameter(cctx_.get(), ZSTD_c_compressionLevel, kZstdLevel);
+    ZSTD_CCtx_setParameter(cctx_.get(), ZSTD_c_checksumFlag, 1);
+    ZSTD_CCtx_setPledgedSrcSize(cctx_.get(), bodySize);
+    std::string header(kHeaderSize, '\0');
+    out_.append(header.data(), header.size());
+  }
+
+  void write(const char* data, size_t size) override {
+    hash_.update(data, size);
+    written_ += size;
+    ZSTD_inBuffer in{data, size, 0};
+    while (in.pos < in.size) compress(in, ZSTD_e_continue);
+  }
+
+  void finish() {
+    if (written_ != bodySize_) throw Error("cannot write the record: its body changed while it was written");
+    ZSTD_inBuffer none{nullptr, 0, 0};
+    while (compress(none, ZSTD_e_end) != 0) {
+    }
+    std::string header(kMagic, 8);
+    putU32(header, kFormatVersion);
+    putU32(header, 0);
+    putU64(header, frameSize_);
+    putU64(header, bodySize_);
+    putU64(header, hash_.digest());
+    out_.overwriteStart(header);
+  }
+
+ private:
+  size_t compress(ZSTD_inBuffer& in, ZSTD_EndDirective mode) {
+    ZSTD_outBuffer o{buffer_.data(), buffer_.size(), 0};
+    size_t left = ZSTD_compressStream2(cctx_.get(), &o, &in, mode);
+    if (ZSTD_isError(left)) throw Error(std::string("cannot compress the record: ") + ZSTD_getErrorName(left));
+    out_.append(buffer_.data(), o.pos);
+    frameSize_ += o.pos;
+    return left;
+  }
+
+  FileBytes& out_;
+  uint64_t bodySize_, written_ = 0, frameSize_ = 0;
+  std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx*)> cctx_{ZSTD_createCCtx(), ZSTD_freeCCtx};
+  std::vector<char> buffer_;
+  ContentHasher hash_;
+};
+
+// The whole file of `file` into `out`: the body counted first (tensor
+// bytes are not copied for that), then written through the frame.
+void writeFile(const RecordFile& file, FileBytes& out) {
+  CountingSink counted;
+  writeBody(file, counted);
+  FrameSink frame(out, counted.size);
+  writeBody(file, frame);
+  frame.finish();
+}
+
+}  // namespace
+
+std::string encodeBody(const RecordFile& file) {
+  StringSink body;
+  writeBody(file, body);
+  return std::move(body.bytes);
 }
 
 std::string wrapBody(const std::string& body) {
-  std::string frame(ZSTD_compressBound(body.size()), '\0');
-  ZSTD_CCtx* cctx = ZSTD_createCCtx();
-  ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, kZstdLevel);
-  ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
-  size_t n = ZSTD_compress2(cctx, frame.data(), frame.size(), body.data(), body.size());
-  ZSTD_freeCCtx(cctx);
-  if (ZSTD_isError(n)) throw Error(std::string("cannot compress the record: ") + ZSTD_getErrorName(n));
-  frame.resize(n);
-
-  std::string out(kMagic, 8);
-  putU32(out, kFormatVersion);
-  putU32(out, 0);
-  putU64(out, frame.size());
-  putU64(out, body.size());
-  putU64(out, hashBytes(body.data(), body.size()));
-  return out + frame;
+  StringFileBytes out;
+  FrameSink frame(out, body.size());
+  frame.write(body.data(), body.size());
+  frame.finish();
+  return std::move(out.bytes);
 }
 
-std::string encode(const RecordFile& file) { return wrapBody(encodeBody(file)); }
+std::string encode(const RecordFile& file) {
+  StringFileBytes out;
+  writeFile(file, out);
+  return std::move(out.bytes);
+}
 
 namespace {
 
@@ -562,32 +681,62 @@ RecordFile parseBody(const std::string& body, const std::string& origin) {
 
 RecordFile decode(const std::string& bytes, const std::string& origin) { return parseBody(checkedBody(bytes, origin), origin); }
 
+namespace {
+
+// A file written under a temporary name in its directory and renamed into
+// place by commit(); removed if it is never committed (an error midway).
+class TemporaryFile final : public FileBytes {
+ public:
+  explicit TemporaryFile(const std::string& path) : path_(path), tmp_(path + ".tmp-" + std::to_string(::getpid())) {
+    out_.open(tmp_, std::ios::binary | std::ios::trunc);
+    if (!out_) throw Error("cannot write " + path_ + ": cannot create " + tmp_.string() + " (is the directory writable?)");
+  }
+  ~TemporaryFile() {
+    if (committed_) return;
+    out_.close();
+    std::error_code ec;
+    std::filesystem::remove(tmp_, ec);
+  }
+
+  void append(const char* data, size_t size) override {
+    out_.write(data, std::streamsize(size));
+    if (!out_) throw Error("cannot write " + path_ + ": the disk may be full");
+  }
+  void overwriteStart(const std::string& bytes) override {
+    out_.seekp(0);
+    append(bytes.data(), bytes.size());
+  }
+
+  void commit() {
+    out_.flush();
+    out_.close();
+    if (!out_) throw Error("cannot write " + path_ + ": the disk may be full");
+    std::error_code ec;
+    std::filesystem::rename(tmp_, path_, ec);
+    if (ec) throw Error("cannot write " + path_ + ": " + ec.message());
+    committed_ = true;
+  }
+
+ private:
+  std::string path_;
+  std::filesystem::path tmp_;
+  std::ofstream out_;
+  bool committed_ = false;
+};
+
+}  // namespace
+
 void writeFileAtomically(const std::string& path, const std::string& bytes) {
-  namespace fs = std::filesystem;
-  fs::path target(path);
-  fs::path tmp = target;
-  tmp += ".tmp-" + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error("cannot write " + path + ": cannot create " + tmp.string() + " (is the directory writable?)");
-    out.write(bytes.data(), std::streamsize(bytes.size()));
-    out.flush();
-    if (!out) {
-      out.close();
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      throw Error("cannot write " + path + ": the disk may be full");
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, target, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw Error("cannot write " + path + ": " + ec.message());
-  }
+  TemporaryFile file(path);
+  file.append(bytes.data(), bytes.size());
+  file.commit();
 }
 
-void writeRecordFile(const RecordFile& file, const std::string& path) { writeFileAtomically(path, encode(file)); }
+void writeRecordFile(const RecordFile& file, const std::string& path) {
+  TemporaryFile out(path);
+  writeFile(file, out);
+  out.commit();
+}
 
 RecordFile readRecordFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
