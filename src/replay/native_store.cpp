@@ -58,6 +58,7 @@ NativeStore::Handle NativeStore::root(const record::AccessPath& root) const {
       // that depended on the script's is refused.
       if (root.name == "num_threads") return std::nullopt;
       if (root.name == "grad_enabled") return Handle(Value::ofAtom(record::Atom::boolean(state_.scriptGradMode)));
+      if (root.name == "inference_mode") return Handle(Value::ofAtom(record::Atom::boolean(state_.scriptInferenceMode)));
       auto value = runtimeState(root.name);
       return value ? Handle(Value::ofAtom(*value)) : std::nullopt;
     }

@@ -98,6 +98,7 @@ struct Session::Impl {
   std::vector<std::vector<std::unique_ptr<CudaGraphRunner>>> cudaGraphs;  // per record, or null
   uint64_t stateVersion = 0;  // bumped whenever state may have changed
   bool scriptGradMode = false;  // as the call log last set it (CallState::scriptGradMode)
+  bool scriptInferenceMode = false;
   uint64_t memoryBudget = 0;
   uint64_t buildBudget = 0;  // materializeBudget()
   SessionTiming timing;
@@ -117,6 +118,7 @@ struct Session::Impl {
     s.globals = &globals;
     s.module = file.functions[f].module;
     s.scriptGradMode = scriptGradMode;
+    s.scriptInferenceMode = scriptInferenceMode;
     return s;
   }
 
@@ -336,11 +338,14 @@ void Session::applyLoggedUpdates(size_t call, bool sharedOnly) {
   for (auto& u : p.file.calls.at(call).updates) {
     if (sharedOnly && u.path.root != record::AccessPath::Root::Global && u.path.root != record::AccessPath::Root::Runtime)
       continue;
-    if (u.path == record::AccessPath::runtime("grad_enabled")) {  // the script's, for guards
+    bool gradMode = u.path == record::AccessPath::runtime("grad_enabled");
+    if (gradMode || u.path == record::AccessPath::runtime("inference_mode")) {  // the script's, for guards
       const record::Value& v = u.value;
       if (v.kind != record::Value::Kind::Atom || v.atom.kind != record::Atom::Kind::Bool)
-        throw Error("a logged update sets runtime.grad_enabled to something not a bool");
-      setScriptGradMode(v.atom.i != 0);
+        throw Error("a logged update sets " + record::toString(u.path) + " to something not a bool");
+      if (gradMode) setScriptGradMode(v.atom.i != 0);
+      else p.scriptInferenceMode = v.atom.i != 0;
+      ++p.stateVersion;
       continue;
     }
     size_t f = u.function >= 0 ? size_t(u.function) : p.file.calls[call].function;

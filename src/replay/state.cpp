@@ -53,6 +53,7 @@ const std::map<std::string, record::Atom>& settableRuntimeStates() {
   static const std::map<std::string, record::Atom> kStates = {
       {"default_dtype", record::Atom::named(record::Atom::Kind::DType, "float32")},
       {"grad_enabled", record::Atom::boolean(false)},  // native replay's default: no script grad mode
+      {"inference_mode", record::Atom::boolean(false)},
       {"deterministic_algorithms", record::Atom::boolean(false)},
       {"anomaly_mode", record::Atom::boolean(false)},
       {"autocast", record::Atom::boolean(false)},

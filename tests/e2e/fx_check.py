@@ -28,7 +28,7 @@ def main():
                     print(f"{fn['function']} record {r}: graph breaks, not exported")
                     continue
                 if "which the torch.fx export does not write yet" in export.stderr:
-                    print(f"{fn['function']} record {r}: has a loop, a branch or a backward pass, which torch.fx cannot hold, not exported")
+                    print(f"{fn['function']} record {r}: {export.stderr.strip().rsplit(': ', 1)[-1]}, not exported")
                     continue
                 if "there is no example to export it with" in export.stderr:
                     print(f"{fn['function']} record {r}: checks values no logged call read, not exported")

@@ -30,6 +30,9 @@ struct CallState {
   // (runtime.grad_enabled). Native replay itself computes without
   // autograd: values are the same, and no result requires grad.
   bool scriptGradMode = false;
+  // Likewise the script's inference mode (runtime.inference_mode): native
+  // replay never runs in it, as its tensors have no version counters.
+  bool scriptInferenceMode = false;
 };
 
 // The value at path. Throws Error saying which step is missing.
@@ -49,8 +52,8 @@ std::optional<record::Atom> runtimeState(const std::string& name);
 
 // The interpreter state a call log follows (logged updates of "runtime."
 // paths), with the value native replay starts with. assign() sets all but
-// grad_enabled, which is the script's (CallState::scriptGradMode), not
-// replay's.
+// grad_enabled and inference_mode, which are the script's
+// (CallState::scriptGradMode, scriptInferenceMode), not replay's.
 const std::map<std::string, record::Atom>& settableRuntimeStates();
 
 // A runtime value for a recorded one; tensors are fresh copies of blobs.

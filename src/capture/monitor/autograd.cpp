@@ -99,7 +99,7 @@ void Monitor::beginBackward(Pending& p) {
     return;
   }
   const at::Tensor& root = tensorOf(a.tensors);
-  readRuntimeState("grad_enabled");  // with grad mode off the call's operators build no autograd graph
+  readAutogradMode();  // with grad mode off the call's operators build no autograd graph
   backward_ = BackwardCall{};
   backward_.root = ops_->valueOf(root);
   backward_.retainGraph = a.retainGraph == Py_True;

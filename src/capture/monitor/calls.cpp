@@ -379,7 +379,7 @@ void Monitor::beginAnnotatedCall(Pending& p, PyObject* callable) {
 // only: native replay (no autograd) serves it, the JIT runs its calls as
 // Python, so gradients stay eager's.
 void Monitor::beginAutogradFunction(Pending& p, PyObject* function) {
-  readRuntimeState("grad_enabled");
+  readAutogradMode();
   std::string name = qualifiedName(function);
   if (at::GradMode::is_enabled()) {
     ops_->allowGradRegions();  // apply switches grad mode off around forward, whose mode at entry is guarded
@@ -540,7 +540,7 @@ bool Monitor::keepsRequiresGrad(const Pending& p) {
   for (NodeId n : p.positional) refs_.use(n);
   for (auto& kw : p.keywords) refs_.use(kw.second);
   const ShadowNode& t = refs_.node(p.positional[0]);
-  if (!t.external || t.versions.size() > 1) readRuntimeState("grad_enabled");
+  if (!t.external || t.versions.size() > 1) readAutogradMode();
   return true;
 }
 

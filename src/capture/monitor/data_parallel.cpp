@@ -156,7 +156,7 @@ void Monitor::beginDataParallel(Pending& p) {
   }
   // DDP arms its reducer where grad mode is on and gradients sync (not
   // under no_sync()): the step's backward then reduces every parameter.
-  readRuntimeState("grad_enabled");
+  readAutogradMode();
   if (at::GradMode::is_enabled() && syncGrads.get() == Py_True) {
     PyRef params = PyRef::steal(PyObject_CallMethod(module.get(), "parameters", nullptr));
     PyRef list = PyRef::steal(params ? PySequence_List(params.get()) : nullptr);

@@ -141,7 +141,7 @@ bool Monitor::storesItsOwnRequiresGrad(const Step& s) {
   bool flag = s.inObj(0) == Py_True;
   if (ops_->readsState(value) || node.outputs.size() != 1 || node.outputs[0].requires_grad != flag || t.requires_grad() != flag)
     return false;
-  readRuntimeState("grad_enabled");  // the flag the graph gives t follows from it (and from guarded inputs)
+  readAutogradMode();  // the flag the graph gives t follows from it (and from guarded inputs)
   return true;
 }
 
@@ -290,7 +290,7 @@ NodeId Monitor::boundMethod(NodeId owner, PyObject* ownerObj, PyObject* name, Py
 void Monitor::readAutogradState(NodeId tensor, const std::string& attr) {
   const ShadowNode& n = refs_.node(tensor);
   if (!n.external || n.versions.size() > 1) {  // made or written in place by the run
-    readRuntimeState("grad_enabled");
+    readAutogradMode();
   } else if (attr != "requires_grad" && tensorOf(n.obj).requires_grad()) {
     graphBreak("the program reads " + attr + " of a tensor from outside the call that requires grad; " +
                "whether it is a leaf is not guarded");

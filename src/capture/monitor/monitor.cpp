@@ -120,6 +120,10 @@ PyObject* Monitor::run(const CallSpec& call) {
   callerFrame_ = PyEval_GetFrame();
   autogradStart_ = at::sequence_number::peek();
   readRuntimeState("default_dtype");
+  // Autocast picks operators' result dtypes, which the program may read
+  // (y.dtype after a linear), as the default dtype picks factories'.
+  readRuntimeState("autocast");
+  readRuntimeState("autocast_cpu");
 
   // Node 0's edges: self and the arguments, counted once the run uses them.
   auto root = [&](PyObject* obj, Relation rel) {
@@ -342,6 +346,14 @@ void Monitor::registerTensor(NodeId id) {
 void Monitor::readRuntimeState(const std::string& name) {
   if (runtimeReads_.count(name) || runtimeWrites_.count(name)) return;  // after a write: the program's own value
   if (auto value = replay::runtimeState(name)) runtimeReads_.emplace(name, *value);
+}
+
+// Whether autograd records the call's operators: grad mode, and inference
+// mode, under which no operator records (and tensors made are inference
+// tensors) whatever grad mode says.
+void Monitor::readAutogradMode() {
+  readRuntimeState("grad_enabled");
+  readRuntimeState("inference_mode");
 }
 
 // A grad mode switch the program makes (torch._C._set_grad_enabled, which

@@ -212,6 +212,7 @@ class Monitor : public OpRecorder::Delegate {
   void breakGraph(const std::string& reason) override;
   std::string sourceLocation() const override;
   void readRuntimeState(const std::string& name) override;
+  void readAutogradMode();
   void settleReachability() override { refs_.settle(); }
   int unreachableHolds(const at::Tensor& t) override;
   void freed(const at::Tensor& t) override;
