@@ -19,6 +19,8 @@
 #include <c10/core/InferenceMode.h>
 #include <ATen/Parallel.h>
 #include <ATen/autocast_mode.h>
+#include <ATen/PythonTorchFunctionTLS.h>
+#include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <torch/csrc/autograd/anomaly_mode.h>
 
 #include <set>
@@ -44,6 +46,9 @@ std::optional<record::Atom> runtimeState(const std::string& name) {
   if (name == "anomaly_mode") return record::Atom::boolean(torch::autograd::AnomalyMode::is_enabled());
   if (name == "autocast") return record::Atom::boolean(at::autocast::is_enabled());
   if (name == "autocast_cpu") return record::Atom::boolean(at::autocast::is_cpu_enabled());
+  if (name == "torch_modes")
+    return record::Atom::integer(at::impl::PythonTorchFunctionTLS::stack_len() +
+                                 c10::impl::TorchDispatchModeTLS::stack_len());
   if (name == "default_dtype")
     return record::Atom::named(record::Atom::Kind::DType, dtypeName(c10::typeMetaToScalarType(c10::get_default_dtype())));
   return groupState(name);

@@ -12,7 +12,9 @@
 //          | "runtime." name             interpreter state: grad_enabled, default_dtype,
 //                                        deterministic_algorithms, inference_mode,
 //                                        num_threads, anomaly_mode, autocast, autocast_cpu,
-//                                        dist_world_size, dist_backend (the process group's)
+//                                        dist_world_size, dist_backend (the process group's),
+//                                        torch_modes (torch function and dispatch modes
+//                                        entered: Python that runs inside torch calls)
 //   step  := "." name                   attribute (".__referent__" of a weakref.ref: the
 //                                        object it refers to, None once it died)
 //          | "[" int "]"                 sequence position

@@ -124,6 +124,13 @@ PyObject* Monitor::run(const CallSpec& call) {
   // (y.dtype after a linear), as the default dtype picks factories'.
   readRuntimeState("autocast");
   readRuntimeState("autocast_cpu");
+  // A torch function or dispatch mode the program entered runs its Python
+  // inside torch calls, where the monitor does not trace: the record holds
+  // what the mode did this time, not the mode.
+  readRuntimeState("torch_modes");
+  if (replay::runtimeState("torch_modes")->i != 0)
+    graphBreak("a torch function or dispatch mode is active (torch.overrides.TorchFunctionMode, "
+               "TorchDispatchMode): its Python runs inside torch calls, which a record cannot repeat");
 
   // Node 0's edges: self and the arguments, counted once the run uses them.
   auto root = [&](PyObject* obj, Relation rel) {
