@@ -238,10 +238,14 @@ std::vector<record::StateUpdate> CallLog::changesBefore(const Units& units, size
       auto it = lastExit_.find(key);
       if (!seen.insert(key).second || it == lastExit_.end() || observe(v, path, fn.statePaths) == it->second)
         continue;
-      if (!v) continue;  // removed: the record's guards will notice
       record::StateUpdate upd;
       upd.function = key.first;
       upd.path = key.second;
+      if (!v) {  // removed (del obj.x, del G[x]): native state follows, as guards of absence read it
+        upd.removed = true;
+        out.push_back(std::move(upd));
+        continue;
+      }
       PathTrie below;
       for (auto& other : fn.statePaths)
         if (path.isPrefixOf(other) && other.steps.size() > path.steps.size())

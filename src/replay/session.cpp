@@ -354,7 +354,8 @@ void Session::applyLoggedUpdates(size_t call, bool sharedOnly) {
     // with graph breaks) is not native state: records that read it later
     // find it missing and miss.
     if (!parentExists(u.path, state)) continue;
-    assign(u.path, materialize(u.value, p.file), state);
+    if (u.removed) remove(u.path, state);
+    else assign(u.path, materialize(u.value, p.file), state);
     ++p.stateVersion;
   }
 }

@@ -107,16 +107,44 @@ bool parentExists(const record::AccessPath& path, const CallState& state) {
 }
 
 // Through the store's writers: logged updates and mocks store the same way.
-void assign(const record::AccessPath& path, Value value, const CallState& state) {
-  if (path.root == record::AccessPath::Root::Runtime && path.steps.empty()) return setRuntimeState(path, value);
-  if (path.steps.empty()) throw Error("cannot replace the root " + record::toString(path));
+namespace {
+
+// The object a path's last step names into, and that step: obj.__dict__['name']
+// is obj.name.
+std::pair<record::AccessPath, record::PathStep> splitLast(const record::AccessPath& path, const char* what) {
+  if (path.steps.empty()) throw Error(std::string("cannot ") + what + " the root " + record::toString(path));
   record::AccessPath parentPath = path;
   parentPath.steps.pop_back();
   record::PathStep last = path.steps.back();
   if (path.steps.size() >= 2 && record::isInstanceDictKey(path, path.steps.size() - 2)) {
-    parentPath.steps.pop_back();  // obj.__dict__['name'] = v is obj.name = v
+    parentPath.steps.pop_back();
     last = record::PathStep::attr(last.key.s);
   }
+  return {std::move(parentPath), std::move(last)};
+}
+
+}  // namespace
+
+void remove(const record::AccessPath& path, const CallState& state) {
+  auto [parentPath, last] = splitLast(path, "remove");
+  NativeStore store(state);
+  NativeStore::Handle parent = resolvePath(store, parentPath);
+  try {
+    switch (last.kind) {
+      case record::PathStep::Kind::Attr: return store.delAttr(parent, last.name);
+      case record::PathStep::Kind::Key: return store.delItem(parent, last.key);
+      case record::PathStep::Kind::Index: return store.delItem(parent, record::Atom::integer(last.index));
+      case record::PathStep::Kind::ObjectKey: break;
+    }
+  } catch (const Error& e) {
+    throw Error("cannot remove " + record::toString(path) + ": " + e.what());
+  }
+  throw Error("cannot remove " + record::toString(path) + ": a dict key that is an object is not removed natively");
+}
+
+void assign(const record::AccessPath& path, Value value, const CallState& state) {
+  if (path.root == record::AccessPath::Root::Runtime && path.steps.empty()) return setRuntimeState(path, value);
+  auto [parentPath, last] = splitLast(path, "replace");
   NativeStore store(state);
   NativeStore::Handle parent = resolvePath(store, parentPath);
   try {

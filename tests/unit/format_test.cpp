@@ -33,7 +33,7 @@ bool contains(const std::string& s, const std::string& part) { return s.find(par
 
 }  // namespace
 
-// The content hash is part of the format (version 16): fixed values for a
+// The content hash is part of the format (since version 16): fixed values for a
 // short run and a run that goes through the four lanes, and every byte of
 // each lane and of the tail counts.
 TEST(Format, ContentHashIsFixedAndReadsEveryByte) {
@@ -70,6 +70,29 @@ TEST(Format, RoundTripKeepsEverything) {
   EXPECT_EQ(back.functions[0].records[0].graph.nodes[4].args[1].kind, Arg::Kind::WrappedScalar);
   EXPECT_EQ(back.blobs[0].bytes, f.blobs[0].bytes);
   EXPECT_EQ(back.env, f.env);
+}
+
+// A logged update that removes what its path names (del G['scale'])
+// round trips and prints as a removal; one that removes a root or comes
+// with a value is refused.
+TEST(Format, RemovalUpdatesRoundTripAndAreValidated) {
+  RecordFile f = sample::sampleFile();
+  StateUpdate removal;
+  removal.path = parsePath("G['scale']");
+  removal.removed = true;
+  f.calls[0].updates.push_back(removal);
+  RecordFile back = decode(encode(f));
+  ASSERT_EQ(back.calls[0].updates.size(), 1u);
+  EXPECT_TRUE(back.calls[0].updates[0].removed);
+  EXPECT_TRUE(contains(printCanonical(back), "removed before the call: G['scale']")) << printCanonical(back);
+
+  RecordFile withValue = f;
+  withValue.calls[0].updates[0].value = Value::ofAtom(Atom::integer(3));
+  EXPECT_TRUE(contains(errorOf(encode(withValue)), "a state update removes G['scale'], which is a root or comes with a value"))
+      << errorOf(encode(withValue));
+  RecordFile root = f;
+  root.calls[0].updates[0].path.steps.clear();
+  EXPECT_TRUE(contains(errorOf(encode(root)), "which is a root")) << errorOf(encode(root));
 }
 
 TEST(Format, LiftedNumbersRoundTripAndPrintTheirTypes) {

@@ -1,4 +1,4 @@
-// The .mgp file format, version 16 (2 added the RefGraph view to records
+// The .mgp file format, version 17 (2 added the RefGraph view to records
 // and tuple dict keys, 3 when the state was taken, 4 the dict class of
 // mock expressions, 5 dynamic sizes in tensor metadata, 6 lifted numbers,
 // 7 the Distinct check, names without control characters, and mock Refs,
@@ -7,7 +7,8 @@
 // regions, 11 branches, 12 backward nodes and a state tensor's .grad,
 // 13 dict keys that are objects: path steps, values and mock writes,
 // 14 float lists holding graph numbers, 15 collectives' process groups,
-// 16 hashes of long byte runs in four lanes (support/hash.h);
+// 16 hashes of long byte runs in four lanes (support/hash.h), 17 logged
+// updates that remove what their path names;
 // graph.h and value.h). This header is the only place that knows
 // the byte layout; everything else works on RecordFile.
 //
@@ -49,7 +50,8 @@
 //   module_state:= module:string globals:value
 //   logged_call := function:varint record:zigzag monitored:u8 args:value kwargs:value result:value
 //                  count:varint update* rng:value
-//   update      := function:zigzag path value
+//   update      := function:zigzag path removed:u8 value
+//                  (removed 1: the script deleted what path names; value is None)
 //   blob        := dtype:string shape:zigzags hash:u64 bytes:string
 //   value       := kind:u8 atom blob:varint meta type:string
 //                  count:varint value* keys:atoms count:varint key_ref:varint*
@@ -83,7 +85,7 @@
 
 namespace magpy::record {
 
-constexpr uint32_t kFormatVersion = 16;
+constexpr uint32_t kFormatVersion = 17;
 
 // Values, constants and mock expressions nest at most this deep, and access
 // paths have at most this many steps: the reader refuses deeper ones (so no

@@ -86,6 +86,7 @@ struct ModuleState {
 struct StateUpdate {
   int32_t function = -1;  // the function whose `self` the path starts at; -1 for globals
   AccessPath path;
+  bool removed = false;   // the script deleted what path names (del obj.x, del G[x]); value is None
   Value value;
 };
 

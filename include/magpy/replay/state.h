@@ -42,6 +42,10 @@ Value resolve(const record::AccessPath& path, const CallState& state);
 // an existing object). Throws Error when the parent does not exist.
 void assign(const record::AccessPath& path, Value value, const CallState& state);
 
+// Removes what path names (its last step names an attribute or key of an
+// existing object). Throws Error when it cannot.
+void remove(const record::AccessPath& path, const CallState& state);
+
 // Whether the object path's last step names into exists in the state.
 bool parentExists(const record::AccessPath& path, const CallState& state);
 
