@@ -17,6 +17,11 @@
 namespace magpy::capture {
 namespace {
 
+// A module's globals, as G(name) paths name them. Their values are what
+// the program reads only while the module is a plain module: a subclass of
+// ModuleType (a module whose __class__ the program set) may put a property
+// or a __getattribute__ before them, so its globals hold nothing a guard
+// can check.
 PyRef moduleDict(const std::string& name) {
   PyRef n = PyRef::steal(PyUnicode_FromString(name.c_str()));
   PyRef m = PyRef::steal(PyImport_GetModule(n.get()));
@@ -24,6 +29,7 @@ PyRef moduleDict(const std::string& name) {
     PyErr_Clear();
     return {};
   }
+  if (!PyModule_CheckExact(m.get())) return {};
   return PyRef::borrow(PyModule_GetDict(m.get()));
 }
 

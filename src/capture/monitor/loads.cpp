@@ -195,11 +195,18 @@ bool Monitor::finishMakeFunction(Step& s) {
 }
 
 NodeId Monitor::loadAttr(NodeId owner, PyObject* ownerObj, PyObject* name, PyObject* value, Pending& p) {
+  // Guards name a module's globals (G(m)[...]), which are what a plain
+  // module answers with; a ModuleType subclass may answer otherwise.
+  if (refs_.node(owner).kind == NodeKind::Module && !PyModule_CheckExact(ownerObj))
+    graphBreak("the program reads ." + utf8(name) + " of module " + PyModule_GetName(ownerObj) + ", whose class " +
+               Py_TYPE(ownerObj)->tp_name + " is a subclass of ModuleType: its lookup may run code no guard holds");
   if (NodeId computed = p.calleeReturned(value); computed != kNoNode) {  // a property or descriptor computed it
     // A descriptor without __set__ yields to the instance's __dict__: it must not gain the name.
     PyObject* d = classLookup(Py_TYPE(ownerObj), name);
     if (d && !Py_TYPE(d)->tp_descr_set && instanceDict(ownerObj) && refs_.node(owner).kind == NodeKind::Object)
       classMethods_.insert({owner, utf8(name)});
+    // A module's __getattr__ (PEP 562) answers only for names its globals lack.
+    if (!d && refs_.node(owner).kind == NodeKind::Module) absent_.push_back({owner, Relation::attr(utf8(name))});
     return computed;
   }
   if (PyMethod_Check(value) && PyMethod_GET_SELF(value) == ownerObj)
