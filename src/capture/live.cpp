@@ -17,11 +17,9 @@
 namespace magpy::capture {
 namespace {
 
-// A module's globals, as G(name) paths name them. Their values are what
-// the program reads only while the module is a plain module: a subclass of
-// ModuleType (a module whose __class__ the program set) may put a property
-// or a __getattribute__ before them, so its globals hold nothing a guard
-// can check.
+// A module's globals, as G(name) paths name them: nothing a guard can
+// check while lookups of the module's attributes may answer otherwise (a
+// module whose __class__ the program set).
 PyRef moduleDict(const std::string& name) {
   PyRef n = PyRef::steal(PyUnicode_FromString(name.c_str()));
   PyRef m = PyRef::steal(PyImport_GetModule(n.get()));
@@ -29,7 +27,7 @@ PyRef moduleDict(const std::string& name) {
     PyErr_Clear();
     return {};
   }
-  if (!PyModule_CheckExact(m.get())) return {};
+  if (!globalsAnswerLookups(m.get())) return {};
   return PyRef::borrow(PyModule_GetDict(m.get()));
 }
 

@@ -78,6 +78,10 @@ bool platformClass(PyTypeObject* t) {
   return definedIn(t, "torch") || standardLibrary(attrString(reinterpret_cast<PyObject*>(t), "__module__"));
 }
 
+bool globalsAnswerLookups(PyObject* module) {
+  return PyModule_CheckExact(module) || (PyModule_Check(module) && platformClass(Py_TYPE(module)));
+}
+
 bool isAtom(PyObject* o) {
   return o == Py_None || o == Py_Ellipsis || PyBool_Check(o) || PyLong_CheckExact(o) || PyFloat_CheckExact(o) ||
          PyUnicode_CheckExact(o) || torchEnumKind(Py_TYPE(o)) != record::Atom::Kind::None;

@@ -85,6 +85,11 @@ bool standardLibrary(const std::string& module);
 // Whether t is defined by torch or by Python's standard library (its
 // module's top-level package is torch or in sys.stdlib_module_names).
 bool platformClass(PyTypeObject* t);
+// Whether lookups of a module's attributes answer with its globals, as
+// guards name them (G(m)[...]): a plain module, or one of a class of the
+// platform (torch._VF's lazy __getattr__). A ModuleType subclass of the
+// program's may put a property or a __getattribute__ first.
+bool globalsAnswerLookups(PyObject* module);
 
 // nn.Module's layout: Module.__setattr__ files an instance's parameters,
 // buffers and submodules into dicts of its __dict__ (record::kModuleDicts),
