@@ -99,6 +99,7 @@ bool codeHasVarKeywords(PyCodeObject* code);
 bool codeIsGenerator(PyCodeObject* code);  // generator, coroutine or async generator
 PyObject* codeLocalName(PyCodeObject* code, int i);  // borrowed str
 PyObject* codeConst(PyCodeObject* code, int i);      // borrowed
+PyObject* codeNames(PyCodeObject* code);             // borrowed tuple: the global and attribute names it loads
 bool codeDefines(PyCodeObject* outer, PyCodeObject* inner);  // inner is a constant of outer (a nested def, a lambda)
 PyObject* codeQualname(PyCodeObject* code);          // borrowed str
 PyObject* codeFileName(PyCodeObject* code);          // borrowed str

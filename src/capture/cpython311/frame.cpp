@@ -97,6 +97,7 @@ void Frame::traceOpcodes(bool on) const {
 }
 
 int codeArgCount(PyCodeObject* code) { return code->co_argcount; }
+PyObject* codeNames(PyCodeObject* code) { return code->co_names; }
 int codeKwOnlyCount(PyCodeObject* code) { return code->co_kwonlyargcount; }
 bool codeHasVarArgs(PyCodeObject* code) { return code->co_flags & CO_VARARGS; }
 bool codeHasVarKeywords(PyCodeObject* code) { return code->co_flags & CO_VARKEYWORDS; }

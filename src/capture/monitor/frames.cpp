@@ -67,6 +67,7 @@ void Monitor::enterFrame(PyFrameObject* frame) {
   } else if (root ? back != callerFrame_ : (back != frames_.back()->frame || !frames_.back()->pending.active ||
                                             !frames_.back()->pending.traceCallees)) {
     if (!root && back && back != frames_.back()->frame && !broken_) guardUntracedCallee(view, Frame(back));
+    if (!root && !broken_) guardBuiltinsNamedBy(view);
     view.traceOpcodes(false);
     return;
   }
@@ -197,6 +198,37 @@ void Monitor::guardUntracedCallee(const Frame& callee, const Frame& caller) {
     return;
   }
   guardedCallees_.emplace(std::make_pair(caller.globals(), f), PyRef::borrow(f));
+}
+
+// Untraced code calls native functions without a frame the monitor sees
+// (nn.GELU's forward calls F.gelu, a builtin): each builtin its code names
+// through its globals (gelu, or F.gelu for a module F) is guarded by
+// identity there, as guardUntracedCallee guards Python callees. A name it
+// may not call (an attribute that happens to name a builtin of F) only
+// adds a guard.
+void Monitor::guardBuiltinsNamedBy(const Frame& untraced) {
+  PyCodeObject* code = untraced.code();
+  PyObject* globals = untraced.globals();
+  if (!code || !globals || !PyDict_Check(globals) ||
+      !builtinsGuardedFor_.emplace(code, PyRef::borrow(reinterpret_cast<PyObject*>(code))).second)
+    return;
+  PyObject* names = codeNames(code);
+  NodeId home = kNoNode;
+  for (Py_ssize_t i = 0; names && i < PyTuple_GET_SIZE(names); ++i) {
+    PyObject* global = PyDict_GetItem(globals, PyTuple_GET_ITEM(names, i));
+    if (global && PyCFunction_Check(global)) {
+      if (home == kNoNode) home = globalsModuleNode(globals);
+      if (home != kNoNode) refs_.read(home, Relation::attr(utf8(PyTuple_GET_ITEM(names, i))), global);
+    }
+    if (!global || !PyModule_CheckExact(global)) continue;
+    NodeId module = kNoNode;
+    for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(names); ++j) {
+      PyObject* f = PyDict_GetItem(PyModule_GetDict(global), PyTuple_GET_ITEM(names, j));
+      if (!f || !PyCFunction_Check(f)) continue;
+      if (module == kNoNode) module = moduleNode(global);
+      if (module != kNoNode) refs_.read(module, Relation::attr(utf8(PyTuple_GET_ITEM(names, j))), f);
+    }
+  }
 }
 
 // Whether the caller's own code fixes f: a nested def or comprehension it

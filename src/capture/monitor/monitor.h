@@ -235,6 +235,7 @@ class Monitor : public OpRecorder::Delegate {
   NodeId globalsModuleNode(PyObject* globals);
   void breakOnImplicitContentRead(Frame& callee, const record::FunctionAnnotation& a, const std::string& by);
   void guardUntracedCallee(const Frame& callee, const Frame& caller);
+  void guardBuiltinsNamedBy(const Frame& untraced);
   bool fixedByCaller(const Frame& caller, PyObject* f, PyCodeObject* code);
   bool readClassPathTo(PyObject* f, NodeId object);
   bool readQualifiedPathTo(PyObject* f);
@@ -430,6 +431,7 @@ class Monitor : public OpRecorder::Delegate {
   // (caller's globals, function) pairs of untraced calls already read from
   // globals; the function is held, so its address is not reused in the run.
   std::map<std::pair<PyObject*, PyObject*>, PyRef> guardedCallees_;
+  std::map<PyCodeObject*, PyRef> builtinsGuardedFor_;  // the codes guardBuiltinsNamedBy did, held
   std::unordered_map<c10::TensorImpl*, NodeId> tensorNodes_;
   // Iterators over tuples and lists: the sequence and the next position,
   // so `for s in scales` reads scales[k] (keeping a scalar's provenance).
