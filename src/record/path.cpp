@@ -264,7 +264,8 @@ AccessPath parsePath(const std::string& text) { return PathParser(text).parse();
 bool isRuntimeState(const std::string& name) {
   return name == "grad_enabled" || name == "default_dtype" || name == "deterministic_algorithms" ||
          name == "inference_mode" || name == "num_threads" || name == "anomaly_mode" || name == "autocast" ||
-         name == "autocast_cpu" || name == "dist_world_size" || name == "dist_backend" || name == "torch_modes";
+         name == "autocast_cpu" || name == "dist_world_size" || name == "dist_backend" || name == "torch_modes" ||
+         name == "autocast_dtype" || name == "autocast_cpu_dtype";
 }
 
 bool isModuleDict(const std::string& attr) {

@@ -46,6 +46,9 @@ std::optional<record::Atom> runtimeState(const std::string& name) {
   if (name == "anomaly_mode") return record::Atom::boolean(torch::autograd::AnomalyMode::is_enabled());
   if (name == "autocast") return record::Atom::boolean(at::autocast::is_enabled());
   if (name == "autocast_cpu") return record::Atom::boolean(at::autocast::is_cpu_enabled());
+  if (name == "autocast_dtype") return record::Atom::named(record::Atom::Kind::DType, dtypeName(at::autocast::get_autocast_gpu_dtype()));
+  if (name == "autocast_cpu_dtype")
+    return record::Atom::named(record::Atom::Kind::DType, dtypeName(at::autocast::get_autocast_cpu_dtype()));
   if (name == "torch_modes")
     return record::Atom::integer(at::impl::PythonTorchFunctionTLS::stack_len() +
                                  c10::impl::TorchDispatchModeTLS::stack_len());
@@ -63,6 +66,8 @@ const std::map<std::string, record::Atom>& settableRuntimeStates() {
       {"anomaly_mode", record::Atom::boolean(false)},
       {"autocast", record::Atom::boolean(false)},
       {"autocast_cpu", record::Atom::boolean(false)},
+      {"autocast_dtype", record::Atom::named(record::Atom::Kind::DType, "float16")},  // libtorch's defaults
+      {"autocast_cpu_dtype", record::Atom::named(record::Atom::Kind::DType, "bfloat16")},
   };
   return kStates;
 }
@@ -82,6 +87,9 @@ void setRuntimeState(const record::AccessPath& path, const Value& value) {
     c10::set_default_dtype(c10::scalarTypeToTypeMeta(dtypeFromName(atom->s)));
     return;
   }
+  bool lowPrecision = atom && atom->kind == record::Atom::Kind::DType && (atom->s == "float16" || atom->s == "bfloat16");
+  if (path.name == "autocast_dtype" && lowPrecision) return at::autocast::set_autocast_gpu_dtype(dtypeFromName(atom->s));
+  if (path.name == "autocast_cpu_dtype" && lowPrecision) return at::autocast::set_autocast_cpu_dtype(dtypeFromName(atom->s));
   bool flag = atom && atom->kind == record::Atom::Kind::Bool && atom->i != 0;
   if (atom && atom->kind == record::Atom::Kind::Bool) {
     if (path.name == "deterministic_algorithms") return at::globalContext().setDeterministicAlgorithms(flag, false);
@@ -90,8 +98,8 @@ void setRuntimeState(const record::AccessPath& path, const Value& value) {
     if (path.name == "autocast_cpu") return at::autocast::set_cpu_enabled(flag);
   }
   throw Error("cannot set " + record::toString(path) + " to " + describe(value) +
-              " (replay sets default_dtype to float32 or float64, and deterministic_algorithms, anomaly_mode, "
-              "autocast and autocast_cpu to a bool)");
+              " (replay sets default_dtype to float32 or float64, autocast_dtype and autocast_cpu_dtype to float16 "
+              "or bfloat16, and deterministic_algorithms, anomaly_mode, autocast and autocast_cpu to a bool)");
 }
 
 // x.grad = g, checked as torch checks it in Python: None, or a tensor of

@@ -1,4 +1,4 @@
-# magpy-test: breaks
+# magpy-test: refused natively
 # Torch function and dispatch modes the script enters and leaves between
 # calls (mode.__enter__(), as `with mode:` around some calls does): their
 # Python runs inside torch calls, where no record can follow it, so a

@@ -115,7 +115,7 @@ TEST(Inspect, JsonViews) {
           "print('all', list(full), len(full['functions'][0]['records'][0]['graph']))\n");
   Result check = s.run("/usr/bin/python3 check.py");
   ASSERT_EQ(check.status, 0) << check.err;
-  EXPECT_TRUE(contains(check.out, "summary __main__.MLP 1 74")) << check.out;
+  EXPECT_TRUE(contains(check.out, "summary __main__.MLP 1 84")) << check.out;
   EXPECT_TRUE(contains(check.out, "view ['index', 'origin', 'guards', 'mock', 'breaks'] out[0]")) << check.out;
   EXPECT_TRUE(contains(check.out, "all ['format', 'environment', 'script', 'state_at', 'functions', 'globals', 'calls', 'blobs'] 16"))
       << check.out;

@@ -12,6 +12,7 @@
 //          | "runtime." name             interpreter state: grad_enabled, default_dtype,
 //                                        deterministic_algorithms, inference_mode,
 //                                        num_threads, anomaly_mode, autocast, autocast_cpu,
+//                                        autocast_dtype, autocast_cpu_dtype,
 //                                        dist_world_size, dist_backend (the process group's),
 //                                        torch_modes (torch function and dispatch modes
 //                                        entered: Python that runs inside torch calls)

@@ -124,6 +124,8 @@ PyObject* Monitor::run(const CallSpec& call) {
   // (y.dtype after a linear), as the default dtype picks factories'.
   readRuntimeState("autocast");
   readRuntimeState("autocast_cpu");
+  readRuntimeState("autocast_dtype");
+  readRuntimeState("autocast_cpu_dtype");
   // A torch function or dispatch mode the program entered runs its Python
   // inside torch calls, where the monitor does not trace: the record holds
   // what the mode did this time, not the mode.
