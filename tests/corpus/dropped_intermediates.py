@@ -8,11 +8,17 @@ The monitored call's peak memory stays near eager's (16 intermediates of
 16 MiB, one alive at a time); every call gives eager's results.
 """
 import copy
+import ctypes
 import gc
 import resource
 import weakref
 
 import torch
+
+# A fixed mmap threshold: each 16 MiB block is mapped and unmapped as the
+# tensor lives and dies. glibc's own threshold moves after the first free,
+# and blocks then reused from the heap made the peak depend on timing.
+ctypes.CDLL("libc.so.6").mallopt(-3, 1 << 20)  # M_MMAP_THRESHOLD
 
 import magpy
 
