@@ -197,9 +197,12 @@ bool Monitor::finishMakeFunction(Step& s) {
 NodeId Monitor::loadAttr(NodeId owner, PyObject* ownerObj, PyObject* name, PyObject* value, Pending& p) {
   // Guards name a module's globals (G(m)[...]), which are what a plain
   // module answers with; a ModuleType subclass may answer otherwise.
-  if (refs_.node(owner).kind == NodeKind::Module && !globalsAnswerLookups(ownerObj))
-    graphBreak("the program reads ." + utf8(name) + " of module " + PyModule_GetName(ownerObj) + ", whose class " +
+  if (refs_.node(owner).kind == NodeKind::Module && !globalsAnswerLookups(ownerObj)) {
+    const char* module = PyModule_GetName(ownerObj);  // null for a module whose __name__ was deleted
+    if (!module) PyErr_Clear();
+    graphBreak("the program reads ." + utf8(name) + " of module " + (module ? module : "?") + ", whose class " +
                Py_TYPE(ownerObj)->tp_name + " is a subclass of ModuleType: its lookup may run code no guard holds");
+  }
   if (NodeId computed = p.calleeReturned(value); computed != kNoNode) {  // a property or descriptor computed it
     // A descriptor without __set__ yields to the instance's __dict__: it must not gain the name.
     PyObject* d = classLookup(Py_TYPE(ownerObj), name);
