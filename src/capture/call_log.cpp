@@ -242,10 +242,14 @@ std::vector<record::StateUpdate> CallLog::changesBefore(const Units& units, size
       upd.function = key.first;
       upd.path = key.second;
       if (!v) {  // removed (del obj.x, del G[x]): native state follows, as guards of absence read it
-        upd.removed = true;
+        upd.how = record::StateUpdate::How::Remove;
         out.push_back(std::move(upd));
         continue;
       }
+      // A list or dict changed in place keeps its identity natively too:
+      // other paths may name it (two layers sharing one table).
+      if (it->second.object == v.get() && (PyList_Check(v.get()) || PyDict_Check(v.get())))
+        upd.how = record::StateUpdate::How::Refill;
       PathTrie below;
       for (auto& other : fn.statePaths)
         if (path.isPrefixOf(other) && other.steps.size() > path.steps.size())
@@ -259,9 +263,12 @@ std::vector<record::StateUpdate> CallLog::changesBefore(const Units& units, size
   }
   // A value replaced whole carries what lies below it (self.shape = (4, 5)
   // is one update, not also self.shape[0] = 4, which a tuple cannot take).
+  // Below one refilled in place, updates still apply (a defaultdict's
+  // factory set to None, which its value does not say).
   auto covered = [&](const record::StateUpdate& u) {
     return std::any_of(out.begin(), out.end(), [&](const record::StateUpdate& other) {
-      return &other != &u && other.function == u.function && other.path.isPrefixOf(u.path) &&
+      return &other != &u && other.how == record::StateUpdate::How::Replace && other.function == u.function &&
+             other.path.isPrefixOf(u.path) &&
              other.path.steps.size() < u.path.steps.size();
     });
   };

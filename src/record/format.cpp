@@ -472,7 +472,7 @@ template <class Ar> void io(Ar& ar, RecordFile& f) {
     ioVec(ar, "updates", c.updates, [&](StateUpdate& u) {
       ioI32(ar, u.function, "an update's function");
       io(ar, u.path);
-      ioBool(ar, u.removed);
+      ioEnum(ar, u.how, StateUpdate::How::Refill);
       io(ar, u.value);
     });
     io(ar, c.rng);

@@ -349,7 +349,8 @@ std::string viewText(const RecordFile& f, const ViewOptions& o) {
           << (c.monitored ? ", monitored" : ", replayed") << "\n";
       for (auto& u : c.updates) {
         std::string owner = u.function >= 0 && uint32_t(u.function) != c.function ? f.functions[size_t(u.function)].name + ": " : "";
-        if (u.removed) out << "  removed before the call: " << owner << toString(u.path) << "\n";
+        if (u.how == StateUpdate::How::Remove) out << "  removed before the call: " << owner << toString(u.path) << "\n";
+        else if (u.how == StateUpdate::How::Refill) leavesText(u.value, "changed in place before the call: " + owner + toString(u.path), f, out, 2);
         else leavesText(u.value, "changed before the call: " + owner + toString(u.path), f, out, 2);
       }
       leavesText(c.args, "args", f, out, 2);

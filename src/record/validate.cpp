@@ -524,8 +524,11 @@ class Validator {
     for (auto& u : c.updates) {
       if (u.function < -1 || u.function >= int32_t(f_.functions.size()))
         bad(at + ": a state update names missing function " + std::to_string(u.function));
-      if (u.removed && (u.path.steps.empty() || u.value.kind != Value::Kind::Atom || u.value.atom.kind != Atom::Kind::None))
+      if (u.how == StateUpdate::How::Remove &&
+          (u.path.steps.empty() || u.value.kind != Value::Kind::Atom || u.value.atom.kind != Atom::Kind::None))
         bad(at + ": a state update removes " + toString(u.path) + ", which is a root or comes with a value");
+      if (u.how == StateUpdate::How::Refill && u.value.kind != Value::Kind::List && u.value.kind != Value::Kind::Dict)
+        bad(at + ": a state update changes " + toString(u.path) + " in place to something not a list or dict");
       tree(u.value);
     }
   }

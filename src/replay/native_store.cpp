@@ -86,8 +86,8 @@ NativeStore::Handle NativeStore::step(const Handle& parent, const PathTree& tree
   switch (n.kind) {
     case PathTree::StepKind::Attr:
       if (p.kind == Value::Kind::Tensor) return tensorAttribute(p, n.step.name);
-      if (p.kind == Value::Kind::Dict && n.step.name == "default_factory" && p.atom.kind == record::Atom::Kind::Str)
-        return Value::opaque(p.atom.s);
+      if (p.kind == Value::Kind::Dict && n.step.name == "default_factory" && !p.heap->defaultFactory.empty())
+        return Value::opaque(p.heap->defaultFactory);
       [[fallthrough]];
     case PathTree::StepKind::InstanceAttr:  // native objects hold only instance attributes
       if (!hasAttributes(p)) return std::nullopt;
@@ -193,10 +193,21 @@ bool setTensorAttr(const at::Tensor& tensor, const std::string& name, const Valu
   return true;
 }
 
+// d.default_factory = f: f as state values name functions (an opaque
+// value of its qualified name). Anything else (None, a partial) native
+// replay cannot name: the dict then has none, and guards that read it miss.
+bool setDefaultFactory(HeapObject& dict, const Value& value) {
+  std::string name = value.kind == Value::Kind::Opaque ? value.heap->type : "";
+  if (dict.defaultFactory == name) return false;
+  dict.defaultFactory = std::move(name);
+  return true;
+}
+
 }  // namespace
 
 bool NativeStore::setAttr(const Handle& target, const std::string& name, Handle value) const {
   if (target->kind == Value::Kind::Tensor) return setTensorAttr(target->tensor, name, *value);
+  if (target->kind == Value::Kind::Dict && name == "default_factory") return setDefaultFactory(*target->heap, *value);
   require(hasAttributes(*target), *target, "an object");
   const Value* was = target->heap->attr(name);
   if (was && was->sameAs(*value)) return false;
@@ -237,6 +248,7 @@ void NativeStore::assignContents(const Handle& target, const Handle& value) cons
   target->heap->items = value->heap->items;
   target->heap->keys = value->heap->keys;
   target->heap->keyObjects = value->heap->keyObjects;
+  if (!value->heap->defaultFactory.empty()) target->heap->defaultFactory = value->heap->defaultFactory;
 }
 
 template class Resolution<NativeStore>;

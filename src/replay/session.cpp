@@ -354,8 +354,11 @@ void Session::applyLoggedUpdates(size_t call, bool sharedOnly) {
     // with graph breaks) is not native state: records that read it later
     // find it missing and miss.
     if (!parentExists(u.path, state)) continue;
-    if (u.removed) remove(u.path, state);
-    else assign(u.path, materialize(u.value, p.file), state);
+    switch (u.how) {
+      case record::StateUpdate::How::Replace: assign(u.path, materialize(u.value, p.file), state); break;
+      case record::StateUpdate::How::Remove: remove(u.path, state); break;
+      case record::StateUpdate::How::Refill: refill(u.path, materialize(u.value, p.file), state); break;
+    }
     ++p.stateVersion;
   }
 }

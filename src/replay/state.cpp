@@ -150,6 +150,15 @@ void remove(const record::AccessPath& path, const CallState& state) {
   throw Error("cannot remove " + record::toString(path) + ": a dict key that is an object is not removed natively");
 }
 
+void refill(const record::AccessPath& path, const Value& value, const CallState& state) {
+  NativeStore store(state);
+  try {
+    store.assignContents(resolvePath(store, path), value);
+  } catch (const Error& e) {
+    throw Error("cannot change " + record::toString(path) + " in place: " + e.what());
+  }
+}
+
 void assign(const record::AccessPath& path, Value value, const CallState& state) {
   if (path.root == record::AccessPath::Root::Runtime && path.steps.empty()) return setRuntimeState(path, value);
   auto [parentPath, last] = splitLast(path, "replace");
@@ -254,7 +263,7 @@ Value build(const record::Value& v, const BlobSource& file, Made& made) {
     case K::Dict:
       out = v.kind == K::Tuple ? Value::tuple({}) : v.kind == K::List ? Value::list({}) : Value::dict(v.keys, {});
       if (!v.type.empty()) out.heap->type = v.type;  // torch.Size, OrderedDict, ...
-      out.atom = v.atom;  // a defaultdict's default_factory, by name
+      if (v.atom.kind == record::Atom::Kind::Str) out.heap->defaultFactory = v.atom.s;
       if (v.id) made.byId[v.id] = out, made.open.insert(v.id);  // registered before its elements: they may refer to it
       if (!v.keyRefs.empty()) made.objectKeyed.emplace_back(out.heap, &v.keyRefs);
       out.heap->items = children();

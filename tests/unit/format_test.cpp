@@ -79,11 +79,11 @@ TEST(Format, RemovalUpdatesRoundTripAndAreValidated) {
   RecordFile f = sample::sampleFile();
   StateUpdate removal;
   removal.path = parsePath("G['scale']");
-  removal.removed = true;
+  removal.how = StateUpdate::How::Remove;
   f.calls[0].updates.push_back(removal);
   RecordFile back = decode(encode(f));
   ASSERT_EQ(back.calls[0].updates.size(), 1u);
-  EXPECT_TRUE(back.calls[0].updates[0].removed);
+  EXPECT_EQ(back.calls[0].updates[0].how, StateUpdate::How::Remove);
   EXPECT_TRUE(contains(printCanonical(back), "removed before the call: G['scale']")) << printCanonical(back);
 
   RecordFile withValue = f;
@@ -93,6 +93,27 @@ TEST(Format, RemovalUpdatesRoundTripAndAreValidated) {
   RecordFile root = f;
   root.calls[0].updates[0].path.steps.clear();
   EXPECT_TRUE(contains(errorOf(encode(root)), "which is a root")) << errorOf(encode(root));
+}
+
+// An update that changes a list or dict in place round trips and prints
+// as such; one whose value is not a list or dict is refused.
+TEST(Format, InPlaceUpdatesRoundTripAndAreValidated) {
+  RecordFile f = sample::sampleFile();
+  StateUpdate refill;
+  refill.path = parsePath("G['table']");
+  refill.how = StateUpdate::How::Refill;
+  refill.value.kind = Value::Kind::Dict;
+  refill.value.keys = {Atom::string("a")};
+  refill.value.items = {Value::ofAtom(Atom::integer(2))};
+  f.calls[0].updates.push_back(refill);
+  RecordFile back = decode(encode(f));
+  ASSERT_EQ(back.calls[0].updates.size(), 1u);
+  EXPECT_EQ(back.calls[0].updates[0].how, StateUpdate::How::Refill);
+  EXPECT_TRUE(contains(printCanonical(back), "changed in place before the call: G['table']")) << printCanonical(back);
+
+  f.calls[0].updates[0].value = Value::ofAtom(Atom::integer(3));
+  EXPECT_TRUE(contains(errorOf(encode(f)), "changes G['table'] in place to something not a list or dict"))
+      << errorOf(encode(f));
 }
 
 TEST(Format, LiftedNumbersRoundTripAndPrintTheirTypes) {

@@ -1,4 +1,4 @@
-// The .mgp file format, version 17 (2 added the RefGraph view to records
+// The .mgp file format, version 18 (2 added the RefGraph view to records
 // and tuple dict keys, 3 when the state was taken, 4 the dict class of
 // mock expressions, 5 dynamic sizes in tensor metadata, 6 lifted numbers,
 // 7 the Distinct check, names without control characters, and mock Refs,
@@ -8,7 +8,8 @@
 // 13 dict keys that are objects: path steps, values and mock writes,
 // 14 float lists holding graph numbers, 15 collectives' process groups,
 // 16 hashes of long byte runs in four lanes (support/hash.h), 17 logged
-// updates that remove what their path names;
+// updates that remove what their path names, 18 updates that refill a
+// list or dict in place;
 // graph.h and value.h). This header is the only place that knows
 // the byte layout; everything else works on RecordFile.
 //
@@ -50,8 +51,10 @@
 //   module_state:= module:string globals:value
 //   logged_call := function:varint record:zigzag monitored:u8 args:value kwargs:value result:value
 //                  count:varint update* rng:value
-//   update      := function:zigzag path removed:u8 value
-//                  (removed 1: the script deleted what path names; value is None)
+//   update      := function:zigzag path how:u8 value
+//                  (how 0: path holds value now; 1: the script deleted what path
+//                   names, value is None; 2: the list or dict path names was
+//                   changed in place and holds value's elements)
 //   blob        := dtype:string shape:zigzags hash:u64 bytes:string
 //   value       := kind:u8 atom blob:varint meta type:string
 //                  count:varint value* keys:atoms count:varint key_ref:varint*
@@ -85,7 +88,7 @@
 
 namespace magpy::record {
 
-constexpr uint32_t kFormatVersion = 17;
+constexpr uint32_t kFormatVersion = 18;
 
 // Values, constants and mock expressions nest at most this deep, and access
 // paths have at most this many steps: the reader refuses deeper ones (so no

@@ -84,9 +84,14 @@ struct ModuleState {
 // A change the script made to state between two calls (not a mock's
 // write): replay applies it before the call, so it sees what Python saw.
 struct StateUpdate {
+  // How what the path names changed: replaced by value; deleted (del
+  // obj.x, del G[x]; value is None); or a list or dict changed in place,
+  // which keeps its identity (other paths may name it too) and now holds
+  // value's elements.
+  enum class How : uint8_t { Replace, Remove, Refill };
   int32_t function = -1;  // the function whose `self` the path starts at; -1 for globals
   AccessPath path;
-  bool removed = false;   // the script deleted what path names (del obj.x, del G[x]); value is None
+  How how = How::Replace;
   Value value;
 };
 

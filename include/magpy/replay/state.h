@@ -46,6 +46,11 @@ void assign(const record::AccessPath& path, Value value, const CallState& state)
 // existing object). Throws Error when it cannot.
 void remove(const record::AccessPath& path, const CallState& state);
 
+// Gives the list or dict at path value's elements (a defaultdict its
+// factory), keeping its identity: other paths that name it see them too.
+// Throws Error when path holds no list or dict of value's kind.
+void refill(const record::AccessPath& path, const Value& value, const CallState& state);
+
 // Whether the object path's last step names into exists in the state.
 bool parentExists(const record::AccessPath& path, const CallState& state);
 

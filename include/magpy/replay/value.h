@@ -48,6 +48,9 @@ struct HeapObject {
   // the key
   std::vector<Value> keyObjects;
   std::vector<std::string> names;   // Object attribute names
+  // Dict: a defaultdict's default_factory by qualified name (the record
+  // keeps it in the dict value's atom); here, so aliases share a swap.
+  std::string defaultFactory;
   // A weakref.ref's referent where it refers back to an object holding
   // it (a scheduler's wrapper of its optimizer's step): held weakly, so
   // the two are freed. Other referents are the attribute __referent__.
