@@ -361,6 +361,33 @@ void replayCases(std::vector<Case>& out) {
     out.push_back({"grad_mode_not_bool", encode(f), 2, "sets runtime.grad_enabled to something not a bool", true});
   }
   {
+    // Logged updates native state cannot apply: each ends the replay with
+    // the update named (capture logs none of these).
+    auto withUpdate = [](const std::string& path, StateUpdate::How how, Value value) {
+      RecordFile f = oneCall({});
+      f.functions[0].self.names = {"items", "n"};
+      f.functions[0].self.items = {container(Value::Kind::List, {Value::ofAtom(Atom::integer(1))}),
+                                   Value::ofAtom(Atom::integer(3))};
+      StateUpdate u;
+      u.function = 0;
+      u.path = parsePath(path);
+      u.how = how;
+      u.value = std::move(value);
+      f.calls[0].updates.push_back(u);
+      return encode(f);
+    };
+    using How = StateUpdate::How;
+    Value list = container(Value::Kind::List, {Value::ofAtom(Atom::integer(2))});
+    out.push_back({"update_removes_list_item", withUpdate("self.items[0]", How::Remove, Value()), 2,
+                   "cannot remove self.items[0]", true});
+    out.push_back({"update_removes_object_key", withUpdate("self.items[@self.n]", How::Remove, Value()), 2,
+                   "a dict key that is an object is not removed natively", true});
+    out.push_back({"update_refills_number", withUpdate("self.n", How::Refill, list), 2,
+                   "cannot change self.n in place", true});
+    out.push_back({"update_refills_missing", withUpdate("self.gone", How::Refill, list), 2,
+                   "cannot change self.gone in place", true});
+  }
+  {
     // A grad mode region and a forward-only mark change nothing natively:
     // the graph runs (its result is not the logged None).
     Node relu = op("relu", "aten::relu", "", {Arg::node(0)});
