@@ -130,7 +130,7 @@ PyObject* Monitor::run(const CallSpec& call) {
   // inside torch calls, where the monitor does not trace: the record holds
   // what the mode did this time, not the mode.
   readRuntimeState("torch_modes");
-  if (replay::runtimeState("torch_modes")->i != 0)
+  if (auto modes = runtimeReads_.find("torch_modes"); modes != runtimeReads_.end() && modes->second.i != 0)
     graphBreak("a torch function or dispatch mode is active (torch.overrides.TorchFunctionMode, "
                "TorchDispatchMode): its Python runs inside torch calls, which a record cannot repeat");
 
