@@ -246,10 +246,6 @@ std::vector<record::StateUpdate> CallLog::changesBefore(const Units& units, size
         out.push_back(std::move(upd));
         continue;
       }
-      // A list or dict changed in place keeps its identity natively too:
-      // other paths may name it (two layers sharing one table).
-      if (it->second.object == v.get() && (PyList_Check(v.get()) || PyDict_Check(v.get())))
-        upd.how = record::StateUpdate::How::Refill;
       PathTrie below;
       for (auto& other : fn.statePaths)
         if (path.isPrefixOf(other) && other.steps.size() > path.steps.size())
@@ -258,16 +254,19 @@ std::vector<record::StateUpdate> CallLog::changesBefore(const Units& units, size
       std::string alias;
       upd.value = snapshot(v.get(), below, blobs_, sharingWith(*memory, upd.path, alias));
       if (!alias.empty()) upd.value = memoryKeptApart(alias, isTensor(v.get()));
+      // A list or dict changed in place keeps its identity natively too:
+      // other paths may name it (two layers sharing one table).
+      bool container = upd.value.kind == record::Value::Kind::List || upd.value.kind == record::Value::Kind::Dict;
+      if (it->second.object == v.get() && container) upd.how = record::StateUpdate::How::Refill;
       out.push_back(std::move(upd));
     }
   }
-  // A value replaced whole carries what lies below it (self.shape = (4, 5)
-  // is one update, not also self.shape[0] = 4, which a tuple cannot take).
-  // Below one refilled in place, updates still apply (a defaultdict's
-  // factory set to None, which its value does not say).
+  // A value replaced or refilled carries what lies below it (self.shape =
+  // (4, 5) is one update, not also self.shape[0] = 4, which a tuple cannot
+  // take; a list that shrank, not also the removal of its last index).
   auto covered = [&](const record::StateUpdate& u) {
     return std::any_of(out.begin(), out.end(), [&](const record::StateUpdate& other) {
-      return &other != &u && other.how == record::StateUpdate::How::Replace && other.function == u.function &&
+      return &other != &u && other.how != record::StateUpdate::How::Remove && other.function == u.function &&
              other.path.isPrefixOf(u.path) &&
              other.path.steps.size() < u.path.steps.size();
     });

@@ -248,7 +248,6 @@ void NativeStore::assignContents(const Handle& target, const Handle& value) cons
   target->heap->items = value->heap->items;
   target->heap->keys = value->heap->keys;
   target->heap->keyObjects = value->heap->keyObjects;
-  if (!value->heap->defaultFactory.empty()) target->heap->defaultFactory = value->heap->defaultFactory;
 }
 
 template class Resolution<NativeStore>;

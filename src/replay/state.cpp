@@ -152,8 +152,11 @@ void remove(const record::AccessPath& path, const CallState& state) {
 
 void refill(const record::AccessPath& path, const Value& value, const CallState& state) {
   NativeStore store(state);
+  NativeStore::Handle target = resolvePath(store, path, true);
+  if (!target) return assign(path, value, state);  // not native state until now (read by no record before)
   try {
-    store.assignContents(resolvePath(store, path), value);
+    store.assignContents(target, value);
+    if (target->kind == Value::Kind::Dict) target->heap->defaultFactory = value.heap->defaultFactory;
   } catch (const Error& e) {
     throw Error("cannot change " + record::toString(path) + " in place: " + e.what());
   }

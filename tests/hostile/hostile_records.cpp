@@ -384,8 +384,8 @@ void replayCases(std::vector<Case>& out) {
                    "a dict key that is an object is not removed natively", true});
     out.push_back({"update_refills_number", withUpdate("self.n", How::Refill, list), 2,
                    "cannot change self.n in place", true});
-    out.push_back({"update_refills_missing", withUpdate("self.gone", How::Refill, list), 2,
-                   "cannot change self.gone in place", true});
+    out.push_back({"update_refills_list_attribute", withUpdate("self.items.gone", How::Refill, list), 2,
+                   "cannot store self.items.gone: the target is list of 1, not an object", true});
   }
   {
     // A grad mode region and a forward-only mark change nothing natively:

@@ -48,7 +48,8 @@ void remove(const record::AccessPath& path, const CallState& state);
 
 // Gives the list or dict at path value's elements (a defaultdict its
 // factory), keeping its identity: other paths that name it see them too.
-// Throws Error when path holds no list or dict of value's kind.
+// Where path names nothing natively, stores value there. Throws Error when
+// path holds something not a list or dict of value's kind.
 void refill(const record::AccessPath& path, const Value& value, const CallState& state);
 
 // Whether the object path's last step names into exists in the state.
