@@ -153,19 +153,26 @@ record::Value memoryKeptApart(const std::string& with, bool tensor = true) {
 }
 
 // The state path, not under `except`, of a tensor sharing t's memory; "".
-std::string sharedWith(const CallLog::StateMemory& memory, const at::Tensor& t, const record::AccessPath* except) {
+// With `same`, a path that holds t itself does not count: an update that
+// refills t in place keeps it one tensor natively.
+std::string sharedWith(const CallLog::StateMemory& memory, const at::Tensor& t, const record::AccessPath* except,
+                       const void* same = nullptr) {
   if (!t.has_storage()) return "";
   auto [from, to] = memory.equal_range(t.storage().unsafeGetStorageImpl());
-  for (auto it = from; it != to; ++it)
-    if (!except || !except->isPrefixOf(it->second)) return record::toString(it->second);
+  for (auto it = from; it != to; ++it) {
+    if (except && except->isPrefixOf(it->second.path)) continue;
+    if (same && t.unsafeGetTensorImpl() == same && it->second.tensor == same) continue;
+    return record::toString(it->second.path);
+  }
   return "";
 }
 
 // A snapshot's content lookup that notes, in *alias, the first tensor it
-// meets that shares memory with state outside `path`.
-ContentLookup sharingWith(const CallLog::StateMemory& memory, const record::AccessPath& path, std::string& alias) {
-  return [&memory, &path, &alias](const at::Tensor& t) -> const at::Tensor* {
-    if (alias.empty()) alias = sharedWith(memory, t, &path);
+// meets that shares memory with state outside `path` (but for `same`).
+ContentLookup sharingWith(const CallLog::StateMemory& memory, const record::AccessPath& path, std::string& alias,
+                          const void* same) {
+  return [&memory, &path, &alias, same](const at::Tensor& t) -> const at::Tensor* {
+    if (alias.empty()) alias = sharedWith(memory, t, &path, same);
     return nullptr;
   };
 }
@@ -216,8 +223,9 @@ CallLog::StateMemory CallLog::stateMemory(const Units& units, size_t compiled) {
     size_t k = 0;
     for (auto& path : units[w]->statePaths) {
       const PyRef& v = values[k++];
-      if (v && isTensor(v.get()) && tensorOf(v.get()).has_storage())
-        out.emplace(tensorOf(v.get()).storage().unsafeGetStorageImpl(), stateKey(units, w, path).second);
+      if (!v || !isTensor(v.get()) || !tensorOf(v.get()).has_storage()) continue;
+      const at::Tensor& t = tensorOf(v.get());
+      out.emplace(t.storage().unsafeGetStorageImpl(), StateTensor{t.unsafeGetTensorImpl(), stateKey(units, w, path).second});
     }
   }
   return out;
@@ -250,24 +258,30 @@ std::vector<record::StateUpdate> CallLog::changesBefore(const Units& units, size
       for (auto& other : fn.statePaths)
         if (path.isPrefixOf(other) && other.steps.size() > path.steps.size())
           below.insert(std::vector<record::PathStep>(other.steps.begin() + long(path.steps.size()), other.steps.end()));
+      // A list, dict or tensor changed in place keeps its identity natively
+      // too: other paths may name it (two layers sharing one table, tied
+      // weights an optimizer steps).
+      bool same = it->second.object == v.get();
+      const void* tensor = same && isTensor(v.get()) ? tensorOf(v.get()).unsafeGetTensorImpl() : nullptr;
       if (!memory) memory = stateMemory(units, compiled);
       std::string alias;
-      upd.value = snapshot(v.get(), below, blobs_, sharingWith(*memory, upd.path, alias));
+      upd.value = snapshot(v.get(), below, blobs_, sharingWith(*memory, upd.path, alias, tensor));
       if (!alias.empty()) upd.value = memoryKeptApart(alias, isTensor(v.get()));
-      // A list or dict changed in place keeps its identity natively too:
-      // other paths may name it (two layers sharing one table).
-      bool container = upd.value.kind == record::Value::Kind::List || upd.value.kind == record::Value::Kind::Dict;
-      if (it->second.object == v.get() && container) upd.how = record::StateUpdate::How::Refill;
+      using K = record::Value::Kind;
+      if (same && (upd.value.kind == K::List || upd.value.kind == K::Dict || upd.value.kind == K::Tensor))
+        upd.how = record::StateUpdate::How::Refill;
       out.push_back(std::move(upd));
     }
   }
   // A value replaced or refilled carries what lies below it (self.shape =
   // (4, 5) is one update, not also self.shape[0] = 4, which a tuple cannot
-  // take; a list that shrank, not also the removal of its last index).
+  // take; a list that shrank, not also the removal of its last index). A
+  // tensor refilled in place keeps its .grad: an update of that follows.
   auto covered = [&](const record::StateUpdate& u) {
     return std::any_of(out.begin(), out.end(), [&](const record::StateUpdate& other) {
-      return &other != &u && other.how != record::StateUpdate::How::Remove && other.function == u.function &&
-             other.path.isPrefixOf(u.path) &&
+      bool carries = other.how == record::StateUpdate::How::Replace ||
+                     (other.how == record::StateUpdate::How::Refill && other.value.kind != record::Value::Kind::Tensor);
+      return &other != &u && carries && other.function == u.function && other.path.isPrefixOf(u.path) &&
              other.path.steps.size() < u.path.steps.size();
     });
   };

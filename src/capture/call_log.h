@@ -35,8 +35,13 @@ class CallLog {
   // arguments go to *kwOut. An argument that shares memory with the state
   // (stateMemory: f(model.weight)) becomes a placeholder no guard accepts:
   // a record file would hold two tensors where the script has one.
-  // The state's tensors by their memory: the paths compiled units read.
-  using StateMemory = std::multimap<const void*, record::AccessPath>;
+  // The state's tensors by their memory: the tensor (its TensorImpl) at
+  // each path compiled units read.
+  struct StateTensor {
+    const void* tensor;
+    record::AccessPath path;
+  };
+  using StateMemory = std::multimap<const void*, StateTensor>;
   StateMemory stateMemory(const Units& units, size_t compiled);
   // What unit u's state paths hold now, in Unit::statePaths' order (null
   // where one leads nowhere), each shared prefix resolved once; with

@@ -527,8 +527,9 @@ class Validator {
       if (u.how == StateUpdate::How::Remove &&
           (u.path.steps.empty() || u.value.kind != Value::Kind::Atom || u.value.atom.kind != Atom::Kind::None))
         bad(at + ": a state update removes " + toString(u.path) + ", which is a root or comes with a value");
-      if (u.how == StateUpdate::How::Refill && u.value.kind != Value::Kind::List && u.value.kind != Value::Kind::Dict)
-        bad(at + ": a state update changes " + toString(u.path) + " in place to something not a list or dict");
+      if (u.how == StateUpdate::How::Refill && u.value.kind != Value::Kind::List && u.value.kind != Value::Kind::Dict &&
+          u.value.kind != Value::Kind::Tensor)
+        bad(at + ": a state update changes " + toString(u.path) + " in place to something not a list, dict or tensor");
       tree(u.value);
     }
   }

@@ -150,11 +150,31 @@ void remove(const record::AccessPath& path, const CallState& state) {
   throw Error("cannot remove " + record::toString(path) + ": a dict key that is an object is not removed natively");
 }
 
+namespace {
+
+// A tensor the script wrote in place or gave new memory (w.data = t)
+// between calls: the same tensor natively, so every path holding it (tied
+// weights, an optimizer's parameters) sees the change. Its .grad stays: a
+// change to that is an update of its own.
+void refillTensor(at::Tensor& target, const at::Tensor& value) {
+  at::NoGradGuard noGrad;
+  if (target.sizes() == value.sizes() && target.strides() == value.strides() &&
+      target.scalar_type() == value.scalar_type() && target.device() == value.device())
+    target.copy_(value);
+  else
+    target.set_data(value);
+  if (target.requires_grad() != value.requires_grad()) target.set_requires_grad(value.requires_grad());
+}
+
+}  // namespace
+
 void refill(const record::AccessPath& path, const Value& value, const CallState& state) {
   NativeStore store(state);
   NativeStore::Handle target = resolvePath(store, path, true);
   if (!target) return assign(path, value, state);  // not native state until now (read by no record before)
   try {
+    if (target->kind == Value::Kind::Tensor && value.kind == Value::Kind::Tensor)
+      return refillTensor(target->tensor, value.tensor);
     store.assignContents(target, value);
     if (target->kind == Value::Kind::Dict) target->heap->defaultFactory = value.heap->defaultFactory;
   } catch (const Error& e) {

@@ -1,10 +1,9 @@
 # A parameter is frozen (requires_grad_(False)) between calls and later
 # unfrozen. Under magpy-capture the guard on requires_grad misses and a
 # second record is made, matching eager. The toggles are state changes the
-# call log keeps (a frozen weight must not be updated); magpy-run replays
-# them as new tensors, which the second record's identity guards refuse:
-# a refusal, never a call replayed with the wrong record.
-# magpy-test: refused natively
+# call log keeps (a frozen weight must not be updated); magpy-run applies
+# them to the same tensors (updates in place), so each call replays with
+# the record capture used.
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

@@ -95,8 +95,8 @@ TEST(Format, RemovalUpdatesRoundTripAndAreValidated) {
   EXPECT_TRUE(contains(errorOf(encode(root)), "which is a root")) << errorOf(encode(root));
 }
 
-// An update that changes a list or dict in place round trips and prints
-// as such; one whose value is not a list or dict is refused.
+// An update that changes a list, dict or tensor in place round trips and
+// prints as such; one whose value is none of them is refused.
 TEST(Format, InPlaceUpdatesRoundTripAndAreValidated) {
   RecordFile f = sample::sampleFile();
   StateUpdate refill;
@@ -112,7 +112,7 @@ TEST(Format, InPlaceUpdatesRoundTripAndAreValidated) {
   EXPECT_TRUE(contains(printCanonical(back), "changed in place before the call: G['table']")) << printCanonical(back);
 
   f.calls[0].updates[0].value = Value::ofAtom(Atom::integer(3));
-  EXPECT_TRUE(contains(errorOf(encode(f)), "changes G['table'] in place to something not a list or dict"))
+  EXPECT_TRUE(contains(errorOf(encode(f)), "changes G['table'] in place to something not a list, dict or tensor"))
       << errorOf(encode(f));
 }
 

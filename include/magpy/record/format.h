@@ -9,7 +9,7 @@
 // 14 float lists holding graph numbers, 15 collectives' process groups,
 // 16 hashes of long byte runs in four lanes (support/hash.h), 17 logged
 // updates that remove what their path names, 18 updates that refill a
-// list or dict in place;
+// list, dict or tensor in place;
 // graph.h and value.h). This header is the only place that knows
 // the byte layout; everything else works on RecordFile.
 //
@@ -53,8 +53,9 @@
 //                  count:varint update* rng:value
 //   update      := function:zigzag path how:u8 value
 //                  (how 0: path holds value now; 1: the script deleted what path
-//                   names, value is None; 2: the list or dict path names was
-//                   changed in place and holds value's elements)
+//                   names, value is None; 2: the list, dict or tensor path
+//                   names was changed in place and holds value's elements or
+//                   contents)
 //   blob        := dtype:string shape:zigzags hash:u64 bytes:string
 //   value       := kind:u8 atom blob:varint meta type:string
 //                  count:varint value* keys:atoms count:varint key_ref:varint*

@@ -85,9 +85,9 @@ struct ModuleState {
 // write): replay applies it before the call, so it sees what Python saw.
 struct StateUpdate {
   // How what the path names changed: replaced by value; deleted (del
-  // obj.x, del G[x]; value is None); or a list or dict changed in place,
-  // which keeps its identity (other paths may name it too) and now holds
-  // value's elements.
+  // obj.x, del G[x]; value is None); or a list, dict or tensor changed in
+  // place, which keeps its identity (other paths may name it too) and now
+  // holds value's elements or contents.
   enum class How : uint8_t { Replace, Remove, Refill };
   int32_t function = -1;  // the function whose `self` the path starts at; -1 for globals
   AccessPath path;

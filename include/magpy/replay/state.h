@@ -47,7 +47,8 @@ void assign(const record::AccessPath& path, Value value, const CallState& state)
 void remove(const record::AccessPath& path, const CallState& state);
 
 // Gives the list or dict at path value's elements (a defaultdict its
-// factory), keeping its identity: other paths that name it see them too.
+// factory), or the tensor at path value's contents, keeping its identity:
+// other paths that name it see them too.
 // Where path names nothing natively, stores value there. Throws Error when
 // path holds something not a list or dict of value's kind.
 void refill(const record::AccessPath& path, const Value& value, const CallState& state);
