@@ -163,7 +163,9 @@ void refillTensor(at::Tensor& target, const at::Tensor& value) {
     target.copy_(value);
   else
     target.set_data(value);
-  if (target.requires_grad() != value.requires_grad()) target.set_requires_grad(value.requires_grad());
+  if (target.requires_grad() == value.requires_grad()) return;
+  if (!target.is_leaf()) throw Error("its requires_grad changed, and it is not a leaf tensor");
+  target.set_requires_grad(value.requires_grad());
 }
 
 }  // namespace
@@ -171,10 +173,12 @@ void refillTensor(at::Tensor& target, const at::Tensor& value) {
 void refill(const record::AccessPath& path, const Value& value, const CallState& state) {
   NativeStore store(state);
   NativeStore::Handle target = resolvePath(store, path, true);
-  if (!target) return assign(path, value, state);  // not native state until now (read by no record before)
+  // Not native state until now (no record read it), or native state holds
+  // no such object there (a placeholder for memory a record file keeps
+  // apart): the value is stored whole.
+  if (!target || target->kind != value.kind) return assign(path, value, state);
   try {
-    if (target->kind == Value::Kind::Tensor && value.kind == Value::Kind::Tensor)
-      return refillTensor(target->tensor, value.tensor);
+    if (value.kind == Value::Kind::Tensor) return refillTensor(target->tensor, value.tensor);
     store.assignContents(target, value);
     if (target->kind == Value::Kind::Dict) target->heap->defaultFactory = value.heap->defaultFactory;
   } catch (const Error& e) {

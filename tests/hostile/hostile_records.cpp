@@ -382,8 +382,6 @@ void replayCases(std::vector<Case>& out) {
                    "cannot remove self.items[0]", true});
     out.push_back({"update_removes_object_key", withUpdate("self.items[@self.n]", How::Remove, Value()), 2,
                    "a dict key that is an object is not removed natively", true});
-    out.push_back({"update_refills_number", withUpdate("self.n", How::Refill, list), 2,
-                   "cannot change self.n in place", true});
     out.push_back({"update_refills_list_attribute", withUpdate("self.items.gone", How::Refill, list), 2,
                    "cannot store self.items.gone: the target is list of 1, not an object", true});
   }

@@ -49,8 +49,8 @@ void remove(const record::AccessPath& path, const CallState& state);
 // Gives the list or dict at path value's elements (a defaultdict its
 // factory), or the tensor at path value's contents, keeping its identity:
 // other paths that name it see them too.
-// Where path names nothing natively, stores value there. Throws Error when
-// path holds something not a list or dict of value's kind.
+// Where path names nothing natively, or something of another kind, stores
+// value there as assign does.
 void refill(const record::AccessPath& path, const Value& value, const CallState& state);
 
 // Whether the object path's last step names into exists in the state.
