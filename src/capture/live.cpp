@@ -758,19 +758,28 @@ record::Value snapshot(PyObject* o, const PathTrie& wanted, BlobPool& blobs, con
 namespace {
 
 // Which ids of two trees name one object: a value merged into one `into`
-// holds at the same path (both describe the state the call began in) is
-// that object, and so is what a Ref of either names.
+// holds at the same path is that object, and so is what a Ref of either
+// names. `add` may describe the state at a later call, after the script
+// made a path name another object (self.c = self.b): where its aliasing
+// would join two objects `into` holds apart, it is not the run's first
+// state, and `conflict` says so.
 struct SameIds {
   std::map<uint32_t, uint32_t> parent;
-  uint32_t next = 0;  // for values of `into` that had no id
+  uint32_t addFirst = 0, addLast = 0;  // add's ids, after into's
+  uint32_t next = 0;                   // for values of `into` that had no id
+  bool conflict = false;
   uint32_t find(uint32_t id) {
     auto it = parent.find(id);
     if (it == parent.end() || it->second == id) return id;
     return it->second = find(it->second);
   }
+  // A class's root is into's id once it holds one (unite makes it so).
+  bool intos(uint32_t root) const { return root < addFirst || root > addLast; }
   void unite(uint32_t theirs, uint32_t ours) {
     uint32_t a = find(theirs), b = find(ours);
-    if (a != b) parent[a] = b;
+    if (a == b) return;
+    if (intos(a)) conflict = true;  // add's object is already another of into's
+    else parent[a] = b;
   }
 };
 
@@ -863,16 +872,20 @@ void mergeSnapshot(record::Value& root, const record::Value& add) {
   record::Value grafted = add;
   renumber(grafted, [&](uint32_t id) { return id + base; });
   SameIds same;
-  same.next = base + maxId(add);
+  same.addFirst = base + 1;
+  same.addLast = same.next = base + maxId(add);
   merge(root, grafted, false, &same);
-  renumber(root, [&](uint32_t id) { return same.find(id); });
   std::set<uint32_t> defined;
-  if (defineBeforeUse(root, root, defined)) {
-    record::compactIds(root);
-    return;
+  if (!same.conflict) {
+    renumber(root, [&](uint32_t id) { return same.find(id); });
+    if (defineBeforeUse(root, root, defined)) {
+      record::compactIds(root);
+      return;
+    }
   }
-  // A Ref into a part root read otherwise (first read wins): add's
-  // aliasing is lost, as its values are kept.
+  // add's aliasing disagrees with root's, or a Ref into a part root read
+  // otherwise (first read wins): add's aliasing is lost, as its values
+  // are kept.
   root = std::move(saved);
   grafted = add;
   record::expandRefs(grafted);
