@@ -386,6 +386,37 @@ void replayCases(std::vector<Case>& out) {
                    "cannot store self.items.gone: the target is list of 1, not an object", true});
   }
   {
+    // A logged in-place update of a state tensor the graph reads: another
+    // dtype and size take libtorch's set_data, and the graph then runs on
+    // the new tensor (its result is not the logged None), which requires
+    // grad where the update says so.
+    auto refillW = [](const std::string& dtype, std::vector<int64_t> shape, bool requiresGrad) {
+      Node w = placeholder(0, meta({2}));
+      w.source = AccessPath::self().attr("w");
+      RecordFile f = oneCall({w, op("relu", "aten::relu", "", {Arg::node(0)})});
+      f.blobs.push_back(floatBlob({2}, 2));
+      f.functions[0].self.names = {"w"};
+      f.functions[0].self.items = {tensorValue(0, meta({2}))};
+      size_t words = dtype == "int64" ? 2 : 1;  // floatBlob counts 4-byte elements
+      TensorBlob b = floatBlob(shape, words * size_t(shape.at(0)));
+      b.dtype = dtype;
+      f.blobs.push_back(b);
+      StateUpdate u;
+      u.function = 0;
+      u.path = AccessPath::self().attr("w");
+      u.how = StateUpdate::How::Refill;
+      u.value = tensorValue(1, meta(shape));
+      u.value.meta.dtype = dtype;
+      u.value.meta.requires_grad = requiresGrad;
+      f.calls[0].updates.push_back(u);
+      return encode(f);
+    };
+    out.push_back({"update_refills_tensor_other_dtype", refillW("int64", {3}, false), 1,
+                   "expected None, got tensor int64[3]", true});
+    out.push_back({"update_refills_tensor_requiring_grad", refillW("float32", {4}, true), 1,
+                   "expected None, got tensor float32[4]", true});
+  }
+  {
     // A grad mode region and a forward-only mark change nothing natively:
     // the graph runs (its result is not the logged None).
     Node relu = op("relu", "aten::relu", "", {Arg::node(0)});
