@@ -3,6 +3,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Tensor.h>
 #include <c10/core/GradMode.h>
+#include <c10/util/Exception.h>
 
 #include <algorithm>
 #include <chrono>
@@ -39,6 +40,48 @@ bool checksItem(const record::Graph& g, const record::Node& check) {
   return eq.target == "operator.eq" && !eq.args.empty() && eq.args[0].kind == record::Arg::Kind::Node &&
          record::readsItem(g.nodes.at(size_t(eq.args[0].i)));
 }
+
+// Warnings libtorch's kernels give while the JIT runs a record's graph.
+// Eager, torch's bindings turn each into a Python UserWarning as the
+// operator returns (an error where the filters say so); without this
+// handler they went to libtorch's logger on stderr. They are issued after
+// the graph: the graph touches no Python object while it runs (and may run
+// without the GIL), and a filter could run any Python code.
+class GraphWarnings : public c10::WarningHandler {
+ public:
+  GraphWarnings() : previous_(c10::Warning::get_warning_handler()) { c10::Warning::set_warning_handler(this); }
+  ~GraphWarnings() override { c10::Warning::set_warning_handler(previous_); }
+  GraphWarnings(const GraphWarnings&) = delete;
+  GraphWarnings& operator=(const GraphWarnings&) = delete;
+
+  void process(const c10::SourceLocation& where, const std::string& msg, bool verbatim) override {
+    given_.push_back({where, msg, verbatim});
+  }
+
+  // Issues them as torch's bindings do, in order; throws where the
+  // filters made one an error (its Python exception set).
+  void issue() {
+    c10::Warning::set_warning_handler(previous_);
+    for (const Given& w : given_) {
+      int failed = w.verbatim ? PyErr_WarnExplicit(PyExc_UserWarning, w.msg.c_str(), w.where.file,
+                                                   int(w.where.line), nullptr, nullptr)
+                              : PyErr_WarnEx(PyExc_UserWarning, withOrigin(w).c_str(), 1);
+      if (failed) throw Error("a warning of the graph is an error under the warning filters");
+    }
+  }
+
+ private:
+  struct Given {
+    c10::SourceLocation where;
+    std::string msg;
+    bool verbatim;
+  };
+  static std::string withOrigin(const Given& w) {
+    return w.msg + " (Triggered internally at  " + w.where.file + ":" + std::to_string(w.where.line) + ".)";
+  }
+  c10::WarningHandler* previous_;
+  std::vector<Given> given_;
+};
 
 }  // namespace
 
@@ -564,6 +607,12 @@ struct Session::Impl::Records {
     return inv.runEager();
   }
   std::vector<c10::IValue> run(size_t r) {
+    GraphWarnings warnings;
+    std::vector<c10::IValue> outputs = runGraph(r);
+    warnings.issue();
+    return outputs;
+  }
+  std::vector<c10::IValue> runGraph(size_t r) {
     Entry& e = fn.entries[r];
     std::vector<c10::IValue> inputs = e.live->inputs(*values);  // the record's
     if (const replay::Plan* compiled = s.compiledPlan(fn, r)) {
