@@ -192,4 +192,19 @@ void removeInterceptor();
 // The frame currently running on this thread (null outside Python code).
 const void* currentFrameId();
 
+// While one lives, `trace` is the thread's trace function; the one before
+// (sys.settrace's: a debugger, coverage) sees none of its events and is
+// back when it goes.
+class TraceFunctionScope {
+ public:
+  explicit TraceFunctionScope(Py_tracefunc trace);
+  ~TraceFunctionScope();
+  TraceFunctionScope(const TraceFunctionScope&) = delete;
+  TraceFunctionScope& operator=(const TraceFunctionScope&) = delete;
+
+ private:
+  Py_tracefunc before_ = nullptr;
+  PyObject* beforeArg_ = nullptr;  // a reference held while the scope lives
+};
+
 }  // namespace magpy::capture

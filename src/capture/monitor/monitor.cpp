@@ -152,12 +152,14 @@ PyObject* Monitor::run(const CallSpec& call) {
 
   Monitor* previous = tMonitor;
   tMonitor = this;
-  PyEval_SetTrace(traceTrampoline, nullptr);
-  ops_->setEnabled(true);
-  // Calling self binds it as Python would (a module's __call__, a bound method).
-  PyObject* result = call.invoke ? call.invoke() : PyObject_Call(call.self, call.args, call.kwargs);
-  ops_->setEnabled(false);
-  PyEval_SetTrace(nullptr, nullptr);
+  PyObject* result;
+  {
+    TraceFunctionScope trace(traceTrampoline);
+    ops_->setEnabled(true);
+    // Calling self binds it as Python would (a module's __call__, a bound method).
+    result = call.invoke ? call.invoke() : PyObject_Call(call.self, call.args, call.kwargs);
+    ops_->setEnabled(false);
+  }
   tMonitor = previous;
   finishLoops();
   finishBranches();
