@@ -207,4 +207,24 @@ class TraceFunctionScope {
   PyObject* beforeArg_ = nullptr;  // a reference held while the scope lives
 };
 
+// While one lives, `onCall(callable)` runs for each builtin function that
+// Python code calls on this thread (the profile hook's C-call event), also
+// inside frames the monitor does not trace. A profile function installed
+// before (sys.setprofile, cProfile, an enclosing watch) keeps receiving
+// every event, and is back when the watch goes.
+class BuiltinCallWatch {
+ public:
+  using Callback = void (*)(PyObject* callable);
+  explicit BuiltinCallWatch(Callback onCall);
+  ~BuiltinCallWatch();
+  BuiltinCallWatch(const BuiltinCallWatch&) = delete;
+  BuiltinCallWatch& operator=(const BuiltinCallWatch&) = delete;
+
+ private:
+  friend struct BuiltinCallWatchAccess;
+  Callback onCall_;
+  Py_tracefunc before_ = nullptr;
+  PyObject* beforeArg_ = nullptr;  // a reference held while the watch lives
+};
+
 }  // namespace magpy::capture

@@ -4,6 +4,33 @@
 
 namespace magpy::capture {
 
+struct BuiltinCallWatchAccess {
+  static int event(PyObject* capsule, PyFrameObject* frame, int what, PyObject* arg) {
+    auto* watch = static_cast<BuiltinCallWatch*>(PyCapsule_GetPointer(capsule, nullptr));
+    if (what == PyTrace_C_CALL) watch->onCall_(arg);
+    return watch->before_ ? watch->before_(watch->beforeArg_, frame, what, arg) : 0;
+  }
+};
+
+BuiltinCallWatch::BuiltinCallWatch(Callback onCall) : onCall_(onCall) {
+  PyThreadState* thread = PyThreadState_Get();
+  before_ = thread->c_profilefunc;
+  beforeArg_ = thread->c_profileobj;
+  Py_XINCREF(beforeArg_);
+  PyObject* capsule = PyCapsule_New(this, nullptr, nullptr);
+  if (!capsule) {
+    PyErr_Clear();
+    return;  // no watch: nothing installed
+  }
+  PyEval_SetProfile(&BuiltinCallWatchAccess::event, capsule);
+  Py_DECREF(capsule);
+}
+
+BuiltinCallWatch::~BuiltinCallWatch() {
+  PyEval_SetProfile(before_, beforeArg_);
+  Py_XDECREF(beforeArg_);
+}
+
 TraceFunctionScope::TraceFunctionScope(Py_tracefunc trace) {
   PyThreadState* thread = PyThreadState_Get();
   before_ = thread->c_tracefunc;

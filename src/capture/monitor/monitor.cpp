@@ -30,6 +30,27 @@ int traceTrampoline(PyObject*, PyFrameObject* frame, int what, PyObject* arg) {
   return tMonitor ? tMonitor->onEvent(frame, what, arg) : 0;
 }
 
+void builtinCalled(PyObject* callable) {
+  if (tMonitor) tMonitor->onBuiltinCall(callable);
+}
+
+// warnings.warn and warn_explicit, the functions Python code warns through.
+bool warns(PyObject* callable) {
+  static PyObject* warn = nullptr;
+  static PyObject* warnExplicit = nullptr;
+  if (!warn) {
+    PyRef module = PyRef::steal(PyImport_ImportModule("_warnings"));
+    if (!module) {
+      PyErr_Clear();
+      return false;
+    }
+    warn = PyObject_GetAttrString(module.get(), "warn");  // kept: builtins live as long as the interpreter
+    warnExplicit = PyObject_GetAttrString(module.get(), "warn_explicit");
+    if (!warn || !warnExplicit) PyErr_Clear();
+  }
+  return callable && (callable == warn || callable == warnExplicit);
+}
+
 // "model.py:12", from the code object's file name without its directory.
 std::string sourceLine(PyCodeObject* code, int line) {
   std::string file = utf8(codeFileName(code));
@@ -155,6 +176,7 @@ PyObject* Monitor::run(const CallSpec& call) {
   PyObject* result;
   {
     TraceFunctionScope trace(traceTrampoline);
+    BuiltinCallWatch watch(&builtinCalled);
     ops_->setEnabled(true);
     // Calling self binds it as Python would (a module's __call__, a bound method).
     result = call.invoke ? call.invoke() : PyObject_Call(call.self, call.args, call.kwargs);
@@ -324,6 +346,21 @@ record::GraphBreak Monitor::programLocation() const {
     return {where(sf), sf.name, sf.pending.active ? opName(sf.pending.ins.op) : "", "", ""};
   }
   return {};
+}
+
+// A warning given inside code the monitor does not trace (torch's Python
+// under an annotation: F.softmax without dim, a deprecated function): a
+// replayed graph would not give it, and the filters may make it an error,
+// so the call runs as Python. (A warnings.warn the monitor traces breaks
+// already, as native code without an annotation.)
+void Monitor::onBuiltinCall(PyObject* callable) {
+  if (broken_ || !warns(callable)) return;
+  std::string callee = frames_.empty() || !frames_.back()->pending.active ? "" : frames_.back()->pending.calleeName;
+  graphBreak((callee.empty() ? std::string("a call") : callee) +
+                 " gives a Python warning (warnings.warn), which a replayed graph would not give: change the call "
+                 "so that it does not warn (F.softmax: pass dim; a deprecated function: call the one its "
+                 "warning names)",
+             callee);
 }
 
 void Monitor::breakGraph(const std::string& reason) {

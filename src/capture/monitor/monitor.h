@@ -161,6 +161,9 @@ class Monitor : public OpRecorder::Delegate {
 
   // The trace function's entry point (a static trampoline forwards here).
   int onEvent(PyFrameObject* frame, int what, PyObject* arg);
+  // Each builtin function Python code calls during the run, traced or not
+  // (BuiltinCallWatch).
+  void onBuiltinCall(PyObject* callable);
 
  private:
   struct ShadowFrame;
