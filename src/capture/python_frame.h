@@ -194,7 +194,7 @@ const void* currentFrameId();
 
 // While one lives, `trace` is the thread's trace function; the one before
 // (sys.settrace's: a debugger, coverage) sees none of its events and is
-// back when it goes.
+// back when it goes, unless the program set another meanwhile.
 class TraceFunctionScope {
  public:
   explicit TraceFunctionScope(Py_tracefunc trace);
@@ -203,6 +203,7 @@ class TraceFunctionScope {
   TraceFunctionScope& operator=(const TraceFunctionScope&) = delete;
 
  private:
+  Py_tracefunc trace_;
   Py_tracefunc before_ = nullptr;
   PyObject* beforeArg_ = nullptr;  // a reference held while the scope lives
 };

@@ -26,12 +26,14 @@ BuiltinCallWatch::BuiltinCallWatch(Callback onCall) : onCall_(onCall) {
   Py_DECREF(capsule);
 }
 
+// A profile function the program set during the call (sys.setprofile
+// inside it) stays, as it would eagerly.
 BuiltinCallWatch::~BuiltinCallWatch() {
-  PyEval_SetProfile(before_, beforeArg_);
+  if (PyThreadState_Get()->c_profilefunc == &BuiltinCallWatchAccess::event) PyEval_SetProfile(before_, beforeArg_);
   Py_XDECREF(beforeArg_);
 }
 
-TraceFunctionScope::TraceFunctionScope(Py_tracefunc trace) {
+TraceFunctionScope::TraceFunctionScope(Py_tracefunc trace) : trace_(trace) {
   PyThreadState* thread = PyThreadState_Get();
   before_ = thread->c_tracefunc;
   beforeArg_ = thread->c_traceobj;
@@ -39,8 +41,9 @@ TraceFunctionScope::TraceFunctionScope(Py_tracefunc trace) {
   PyEval_SetTrace(trace, nullptr);
 }
 
+// Likewise a trace function the program set during the call.
 TraceFunctionScope::~TraceFunctionScope() {
-  PyEval_SetTrace(before_, beforeArg_);
+  if (PyThreadState_Get()->c_tracefunc == trace_) PyEval_SetTrace(before_, beforeArg_);
   Py_XDECREF(beforeArg_);
 }
 
