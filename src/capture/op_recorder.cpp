@@ -19,6 +19,20 @@ namespace {
 thread_local OpRecorder* tRecorder = nullptr;
 thread_local int tDepth = 0;  // nesting of ATen calls: only the outermost is recorded
 
+// Installed while a recorded operator runs: notes the warnings its kernel
+// gives and passes them on to the handler it replaced (torch's bindings
+// give them to Python when the binding returns, where the monitor asks
+// OpRecorder::fromRecordedOperator).
+class OperatorWarnings : public c10::WarningHandler {
+ public:
+  void process(const c10::SourceLocation& where, const std::string& msg, bool verbatim) override {
+    if (tRecorder) tRecorder->operatorWarned(msg);
+    previous->process(where, msg, verbatim);
+  }
+  c10::WarningHandler* previous = nullptr;
+};
+thread_local OperatorWarnings tOperatorWarnings;
+
 struct Observed : at::ObserverContext {
   std::string name, overload;
   std::vector<c10::IValue> inputs;
@@ -97,6 +111,8 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
   ctx->inputs.assign(inputs.begin(), inputs.end());
   Reentry busy;
   r->onBeforeOperator(ctx->name, ctx->overload, inputs);
+  tOperatorWarnings.previous = c10::Warning::get_warning_handler();
+  c10::Warning::set_warning_handler(&tOperatorWarnings);
   return ctx;
 }
 
@@ -104,7 +120,9 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext* c) {
   if (!isOperator(fn)) return;
   --tDepth;
   auto* ctx = static_cast<Observed*>(c);
-  if (!ctx || !tRecorder) return;
+  if (!ctx) return;
+  c10::Warning::set_warning_handler(tOperatorWarnings.previous);
+  if (!tRecorder) return;
   Reentry busy;
   try {
     tRecorder->onOperator(ctx->name, ctx->overload, ctx->inputs, fn.outputs());
@@ -144,6 +162,17 @@ OpRecorder::OpRecorder(Delegate& delegate) : delegate_(delegate), gradEnabledAtE
   tRecorder = this;
   tDepth = 0;
   callbackHandle_ = at::addThreadLocalCallback(at::RecordFunctionCallback(onStart, onEnd).needsInputs(true).needsOutputs(true));
+}
+
+bool OpRecorder::fromRecordedOperator(const char* text) {
+  for (auto it = operatorWarnings_.begin(); it != operatorWarnings_.end(); ++it) {
+    size_t n = it->size();
+    if (std::strncmp(text, it->c_str(), n) != 0) continue;
+    if (text[n] != '\0' && std::strncmp(text + n, " (Triggered internally at ", 26) != 0) continue;
+    operatorWarnings_.erase(it);
+    return true;
+  }
+  return false;
 }
 
 OpRecorder::~OpRecorder() {

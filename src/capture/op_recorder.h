@@ -161,6 +161,13 @@ class OpRecorder {
                   const std::vector<c10::IValue>& outputs);
   void onBeforeOperator(const std::string& name, const std::string& overload, c10::ArrayRef<const c10::IValue> inputs);
   bool enabled() const { return enabled_; }
+  // A warning the kernel of a recorded operator gave (its message).
+  void operatorWarned(std::string message) { operatorWarnings_.push_back(std::move(message)); }
+  // Whether `text`, a warning torch's bindings gave Python, is one of
+  // those: its message, bare or with the origin the bindings append. The
+  // replayed graph gives it again (the JIT's GraphWarnings). Each noted
+  // warning matches once.
+  bool fromRecordedOperator(const char* text);
   // A graph break for what the recorder could not do.
   void breakOn(const std::string& reason) { delegate_.breakGraph(reason); }
 
@@ -200,6 +207,7 @@ class OpRecorder {
   bool gradEnabledAtEntry_;
   bool gradRegions_ = false;
   bool enabled_ = false;
+  std::vector<std::string> operatorWarnings_;  // operatorWarned, not yet matched
   record::Graph graph_;
   std::unordered_map<c10::TensorImpl*, int> values_;
   std::map<std::string, int> byView_;  // storage + view metadata -> latest value

@@ -228,4 +228,22 @@ class BuiltinCallWatch {
   PyObject* beforeArg_ = nullptr;  // a reference held while the watch lives
 };
 
+// While one lives, `onWarning(text)` runs for each warning C code gives
+// Python on this thread through PyErr_WarnEx or PyErr_WarnExplicit (torch's
+// bindings: a kernel's TORCH_WARN, torch.tensor(tensor)'s copy warning),
+// before the warning filters apply. magpy-capture defines both entry points
+// over libpython's and exports them (warning_entry_points.list), so calls
+// from extension modules reach them first.
+class NativeWarningWatch {
+ public:
+  using Callback = void (*)(const char* text);
+  explicit NativeWarningWatch(Callback onWarning);
+  ~NativeWarningWatch();
+  NativeWarningWatch(const NativeWarningWatch&) = delete;
+  NativeWarningWatch& operator=(const NativeWarningWatch&) = delete;
+
+ private:
+  Callback before_;
+};
+
 }  // namespace magpy::capture

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "magpy/record/graph_utils.h"
 #include "magpy/replay/passes.h"
@@ -32,6 +33,10 @@ int traceTrampoline(PyObject*, PyFrameObject* frame, int what, PyObject* arg) {
 
 void builtinCalled(PyObject* callable) {
   if (tMonitor) tMonitor->onBuiltinCall(callable);
+}
+
+void nativeWarned(const char* text) {
+  if (tMonitor) tMonitor->onNativeWarning(text);
 }
 
 // warnings.warn and warn_explicit, the functions Python code warns through.
@@ -177,6 +182,7 @@ PyObject* Monitor::run(const CallSpec& call) {
   {
     TraceFunctionScope trace(traceTrampoline);
     BuiltinCallWatch watch(&builtinCalled);
+    NativeWarningWatch warnings(&nativeWarned);
     ops_->setEnabled(true);
     // Calling self binds it as Python would (a module's __call__, a bound method).
     result = call.invoke ? call.invoke() : PyObject_Call(call.self, call.args, call.kwargs);
@@ -353,13 +359,31 @@ record::GraphBreak Monitor::programLocation() const {
 // replayed graph would not give it, and the filters may make it an error,
 // so the call runs as Python. (A warnings.warn the monitor traces breaks
 // already, as native code without an annotation.)
+std::string Monitor::pendingCallee() const {
+  return frames_.empty() || !frames_.back()->pending.active ? "" : frames_.back()->pending.calleeName;
+}
+
 void Monitor::onBuiltinCall(PyObject* callable) {
   if (broken_ || !warns(callable)) return;
-  std::string callee = frames_.empty() || !frames_.back()->pending.active ? "" : frames_.back()->pending.calleeName;
+  std::string callee = pendingCallee();
   graphBreak((callee.empty() ? std::string("a call") : callee) +
                  " gives a Python warning (warnings.warn), which a replayed graph would not give: change the call "
                  "so that it does not warn (F.softmax: pass dim; a deprecated function: call the one its "
                  "warning names)",
+             callee);
+}
+
+// A warning torch's bindings give outside any operator's kernel
+// (torch.tensor(tensor) copying, a deprecated signature, .grad of a
+// non-leaf): the replayed graph gives only its kernels' warnings again
+// (OpRecorder::fromRecordedOperator), so the call runs as Python.
+void Monitor::onNativeWarning(const char* text) {
+  if (broken_ || ops_->fromRecordedOperator(text)) return;
+  std::string callee = pendingCallee();
+  std::string message(text, std::find(text, text + std::strlen(text), '\n'));
+  if (message.size() > 120) message = message.substr(0, 117) + "...";
+  graphBreak((callee.empty() ? std::string("a call") : callee) + " gives a warning outside any operator (\"" +
+                 message + "\"), which a replayed graph would not give: change the call so that it does not warn",
              callee);
 }
 

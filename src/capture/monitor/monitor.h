@@ -164,10 +164,14 @@ class Monitor : public OpRecorder::Delegate {
   // Each builtin function Python code calls during the run, traced or not
   // (BuiltinCallWatch).
   void onBuiltinCall(PyObject* callable);
+  // Each warning C code gives Python during the run (NativeWarningWatch).
+  void onNativeWarning(const char* text);
 
  private:
   struct ShadowFrame;
   struct Pending;
+  // The name of the call the innermost traced frame is making, or "".
+  std::string pendingCallee() const;
   struct Step;
   // What an iteration of a loop over a size begins with in one place (a
   // local, a stack slot, an element of a container it writes), as far as
