@@ -489,6 +489,12 @@ PyObject* slotWrapperSelf(PyObject* o) {
   return self.get();  // the wrapper holds it
 }
 
+PyObject* boundObject(PyObject* callable) {
+  PyObject* self = PyCFunction_Check(callable) ? PyCFunction_GET_SELF(callable) : slotWrapperSelf(callable);
+  bool none = !self || PyModule_Check(self) || PyType_Check(self) || PyCapsule_CheckExact(self);
+  return none ? nullptr : self;
+}
+
 namespace {
 thread_local uint8_t tArmedEntries = 0;  // bit per PythonEntry
 }  // namespace

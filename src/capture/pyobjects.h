@@ -139,6 +139,12 @@ bool isPartial(PyObject* o);
 // a method-wrapper), borrowed from it; null for anything else.
 PyObject* slotWrapperSelf(PyObject* o);
 
+// The object a native method or slot wrapper is bound to (log.append,
+// super().__setattr__), borrowed; null for anything else, and for the
+// module, type or pybind11 function record a native function carries as
+// its __self__, which is no object of the program's.
+PyObject* boundObject(PyObject* callable);
+
 // The keys of a dict in the order Python iterates them (borrowed).
 template <class Visit>
 void forEachDictKey(PyObject* dict, Visit visit) {

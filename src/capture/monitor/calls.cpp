@@ -266,15 +266,14 @@ PyObject* Monitor::resolveCallee(Pending& p) {
     return PyMethod_GET_FUNCTION(callable);
   }
   // A native method or slot wrapper bound to its object (x.append,
-  // super().__setattr__): the object is the first argument. One the run
-  // has not met yet is read through the method (log.append held in a
-  // global): it is the program's, and what the method does to it is a
-  // write the record must replay.
-  PyObject* self = PyCFunction_Check(callable) ? PyCFunction_GET_SELF(callable) : slotWrapperSelf(callable);
-  if (self && !PyModule_Check(self) && !PyType_Check(self)) {
-    NodeId s = refs_.find(self);
-    if (s == kNoNode)
-      s = p.callableNode != kNoNode ? refs_.read(p.callableNode, Relation::attr("__self__"), self) : newNode(self);
+  // super().__setattr__): the object is the first argument, read through
+  // the method (push = log.append held in a global). It is the program's,
+  // what the method does to it is a write the record replays, and where
+  // the run also met it by another path the record guards that both
+  // still name one object.
+  if (PyObject* self = boundObject(callable)) {
+    NodeId s = p.callableNode != kNoNode ? refs_.read(p.callableNode, Relation::attr("__self__"), self) : refs_.find(self);
+    if (s == kNoNode) s = newNode(self);
     p.positional.insert(p.positional.begin(), s);
     p.positionalObjs.insert(p.positionalObjs.begin(), self);
   }
