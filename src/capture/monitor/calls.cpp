@@ -354,6 +354,7 @@ void Monitor::beginAnnotatedCall(Pending& p, PyObject* callable) {
   bool pythonClass =
       PyType_Check(callable) && (reinterpret_cast<PyTypeObject*>(callable)->tp_flags & Py_TPFLAGS_HEAPTYPE);
   p.traceCallees = !PyFunction_Check(callable) && !pythonClass;
+  if (p.traceCallees && passesNativeCallback(p)) return;
   // A constant factory fills its tensor from Python data without operators:
   // record none. Given a tensor (torch.as_tensor(t, dtype)) it converts it
   // with operators, recorded as any.
@@ -403,6 +404,51 @@ void Monitor::beginAutogradFunction(Pending& p, PyObject* function) {
   p.calleeFunction = refs_.read(cls, Relation::attr("forward"), forward.get());
   p.autogradForward = true;
   p.traceCallees = true;
+}
+
+// A native callee that calls an argument (map's function, max's key) runs
+// Python callbacks in frames the monitor traces, but a native one unseen:
+// what log.append writes or d.get reads would be neither replayed nor
+// guarded. Such an argument breaks the graph (functools.partial only
+// keeps it: the partial's call is resolved as any).
+bool Monitor::passesNativeCallback(const Pending& p) {
+  if (p.calleeName == "functools.partial") return false;
+  std::vector<PyObject*> passed = p.positionalObjs;
+  passed.insert(passed.end(), p.keywordObjs.begin(), p.keywordObjs.end());
+  for (PyObject* v : passed) {
+    if (!v || !callsUnseen(v)) continue;
+    std::string name = qualifiedName(v);
+    if (name.empty()) name = "a " + typeName(Py_TYPE(v)) + " object";
+    graphBreak(p.calleeName + " is given " + name +
+                   ", a native callable it calls where the monitor cannot see what the call reads or writes: "
+                   "call it from Python code (a for loop, a lambda)",
+               p.calleeName);
+    return true;
+  }
+  return false;
+}
+
+// Whether calling `callback` from native code would run native code with
+// effects or reads of its own. Python functions, methods and classes run
+// traced; a native function of a module or type is fine where its
+// annotation says it reads only its arguments' values and writes nothing
+// (len, int, operator.add, torch.relu, whose operators the recorder sees).
+bool Monitor::callsUnseen(PyObject* callback) const {
+  if (!PyCallable_Check(callback) || PyType_Check(callback) || PyFunction_Check(callback)) return false;
+  if (PyMethod_Check(callback)) return !PyFunction_Check(PyMethod_GET_FUNCTION(callback));
+  if (isPartial(callback)) {
+    PyRef func = PyRef::steal(PyObject_GetAttrString(callback, "func"));
+    if (!func) PyErr_Clear();
+    return !func || callsUnseen(func.get());
+  }
+  if (Py_TYPE(callback)->tp_flags & Py_TPFLAGS_HEAPTYPE) return false;  // a Python class's __call__
+  if (boundObject(callback)) return true;
+  const record::FunctionAnnotation* a = annotations_.find(qualifiedName(callback));
+  if (!a || !(a->pure || a->op) || a->module || a->output_in_place || !a->relations.empty() ||
+      !a->runtime_read.empty() || !a->runtime_write.empty())
+    return true;
+  auto touches = [](const record::InputAnnotation& in) { return in.in_place || in.object_state; };
+  return touches(a->rest) || std::any_of(a->inputs.begin(), a->inputs.end(), touches);
 }
 
 // Whether the annotated callee reads argument i in a way the graph cannot

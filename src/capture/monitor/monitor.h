@@ -327,6 +327,8 @@ class Monitor : public OpRecorder::Delegate {
   bool convertsTensor(const Pending& p) const;
   void beginAutogradFunction(Pending& p, PyObject* function);
   bool breaksOnAnnotatedArgument(const Pending& p, size_t i);
+  bool passesNativeCallback(const Pending& p);
+  bool callsUnseen(PyObject* callback) const;
   // loss.backward(), torch.autograd.backward(...) (autograd.cpp).
   static bool isBackwardCall(const std::string& callee);
   void beginBackward(Pending& p);
