@@ -87,6 +87,20 @@ bool isAtom(PyObject* o) {
          PyUnicode_CheckExact(o) || torchEnumKind(Py_TYPE(o)) != record::Atom::Kind::None;
 }
 
+bool fixedByIdentity(PyObject* o) {
+  PyTypeObject* t = Py_TYPE(o);
+  return PyType_Check(o) || PyFunction_Check(o) || PyModule_Check(o) || (PyCFunction_Check(o) && !boundObject(o)) ||
+         t == &PyMethodDescr_Type || t == &PyWrapperDescr_Type || t == &PyClassMethodDescr_Type;
+}
+
+bool immutableValue(PyObject* o) {
+  if (isAtom(o) || PyBytes_CheckExact(o) || fixedByIdentity(o)) return true;
+  if (!PyTuple_CheckExact(o)) return false;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); ++i)
+    if (!immutableValue(PyTuple_GET_ITEM(o, i))) return false;
+  return true;
+}
+
 namespace {
 
 // The value of an int, float or str, or of an instance of a class derived

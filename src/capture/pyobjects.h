@@ -53,6 +53,12 @@ class PyRef {
 // Immutable scalars that records hold by value: None, bool, int, float,
 // str, Ellipsis and the torch enums (dtype, device, layout, memory_format).
 bool isAtom(PyObject* o);
+// An object whose behaviour its identity fixes: a type, a function, a
+// module, a native function or method descriptor not bound to an object.
+bool fixedByIdentity(PyObject* o);
+// A value that cannot change: an atom, a tuple of such values, or an
+// object fixed by its identity.
+bool immutableValue(PyObject* o);
 std::optional<record::Atom> atomOf(PyObject* o);
 
 // The int, float or str value of an instance of a class derived from one

@@ -343,10 +343,17 @@ bool Monitor::bindFrame(ShadowFrame& sf, Pending& caller) {
   } else {
     // An implicit call (a special method, a property, a callback from
     // native code): the callee's arguments are the instruction's inputs,
-    // matched by identity; anything else is a constant of the callee.
+    // matched by identity; a default value is the function's; anything
+    // else is a constant of the callee.
+    bool rooted = false;
     if (PyObject* f = sf.view.function()) {
       sf.function = refs_.find(f);
-      if (sf.function == kNoNode) sf.function = newNode(f);
+      if (sf.function == kNoNode) sf.function = constructorOf(caller, f);
+      rooted = sf.function != kNoNode;
+      if (!rooted) {
+        if (!closureGuarded(f)) return false;
+        sf.function = newNode(f);
+      }
       if (PyFunction_Check(f) && !descriptorStateGuarded(sf, f, caller)) return false;
     }
     for (int i = 0; i < sf.view.numLocals(); ++i) {
@@ -358,11 +365,73 @@ bool Monitor::bindFrame(ShadowFrame& sf, Pending& caller) {
         if (caller.inputObjs[k].get() == v) match = caller.inputs[k];
       for (size_t k = 0; k < caller.positionalObjs.size(); ++k)
         if (caller.positionalObjs[k] == v) match = caller.positional[k];
+      if (match == kNoNode && !defaultOf(sf, rooted, v, match)) return false;
       sf.locals[size_t(i)] = match != kNoNode ? match : newNode(v);
     }
   }
   bindCells(sf);
   return verifyLocals(sf);
+}
+
+// Calling a Python class runs its __new__ and __init__: read as the
+// class's attributes, their closure cells and defaults have paths.
+NodeId Monitor::constructorOf(const Pending& caller, PyObject* function) {
+  static PyObject* kNames[] = {PyUnicode_InternFromString("__init__"), PyUnicode_InternFromString("__new__")};
+  PyObject* cls = caller.callable.get();
+  if (!cls || !PyType_Check(cls) || caller.callableNode == kNoNode) return kNoNode;
+  for (PyObject* name : kNames)
+    if (classLookup(reinterpret_cast<PyTypeObject*>(cls), name) == function)
+      return refs_.read(caller.callableNode, Relation::attr(utf8(name)), function);
+  return kNoNode;
+}
+
+// A function native code runs that no path names (a property's getter, a
+// special method): a closure cell holding state no guard would cover
+// breaks the graph. Cells holding a function, class or module stay: a
+// decorator's wrapper (Tensor.__pow__'s) holds what it wraps, fixed once
+// made, and super()'s __class__ cell names the class.
+bool Monitor::closureGuarded(PyObject* function) {
+  if (!PyFunction_Check(function)) return true;
+  PyObject* cells = PyFunction_GET_CLOSURE(function);
+  PyObject* names = PyCode_GetFreevars(reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(function)));
+  if (!names) PyErr_Clear();
+  std::string cell;
+  for (Py_ssize_t i = 0; cells && names && i < PyTuple_GET_SIZE(cells) && i < PyTuple_GET_SIZE(names); ++i) {
+    PyObject* held = PyCell_GET(PyTuple_GET_ITEM(cells, i));
+    if (held && !fixedByIdentity(held) && cell.empty()) cell = utf8(PyTuple_GET_ITEM(names, i));
+  }
+  Py_XDECREF(names);
+  if (cell.empty()) return true;
+  graphBreak(qualifiedName(function) + " runs from native code and reads its closure cell " + cell +
+             ", which magpy cannot name to guard (no path leads to the function)");
+  return false;
+}
+
+// Whether v, bound to a parameter of an implicit call's function, is one
+// of the function's default values that can change (def __init__(self,
+// log=[])): read through the function where a path names it (node set),
+// else a graph break (false). Immutable defaults stay constants.
+bool Monitor::defaultOf(const ShadowFrame& sf, bool rooted, PyObject* v, NodeId& node) {
+  PyObject* f = sf.view.function();
+  if (!f || !PyFunction_Check(f) || immutableValue(v)) return true;
+  PyObject* defaults = PyFunction_GET_DEFAULTS(f);
+  PyObject* kwdefaults = PyFunction_GET_KW_DEFAULTS(f);
+  Py_ssize_t k = 0;
+  while (defaults && k < PyTuple_GET_SIZE(defaults) && PyTuple_GET_ITEM(defaults, k) != v) ++k;
+  bool positional = defaults && k < PyTuple_GET_SIZE(defaults);
+  bool keyword = false;
+  PyObject *key, *value;
+  for (Py_ssize_t pos = 0; kwdefaults && PyDict_Check(kwdefaults) && PyDict_Next(kwdefaults, &pos, &key, &value);)
+    keyword = keyword || value == v;
+  if (!positional && !keyword) return true;
+  if (rooted && positional) {
+    NodeId all = refs_.read(sf.function, Relation::attr("__defaults__"), defaults);
+    node = refs_.read(all, Relation::at(k), v);
+    return true;
+  }
+  graphBreak(qualifiedName(f) + " runs from native code with a default argument value that can change (a " +
+             typeName(Py_TYPE(v)) + "), which magpy cannot name to guard");
+  return false;
 }
 
 // A descriptor's __get__/__set__/__delete__ written in Python, run by the

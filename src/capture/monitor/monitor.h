@@ -232,6 +232,9 @@ class Monitor : public OpRecorder::Delegate {
   void leaveFrame(ShadowFrame& sf, PyObject* result);
   bool bindRootFrame(ShadowFrame& sf);
   bool bindFrame(ShadowFrame& sf, Pending& caller);
+  NodeId constructorOf(const Pending& caller, PyObject* function);
+  bool closureGuarded(PyObject* function);
+  bool defaultOf(const ShadowFrame& sf, bool rooted, PyObject* v, NodeId& node);
   bool descriptorStateGuarded(ShadowFrame& sf, PyObject* function, const Pending& caller);
   bool consumedNatively(const Pending& caller, ShadowFrame& callee);
   void bindParameters(ShadowFrame& sf, NodeId function, const std::vector<NodeId>& positional,
