@@ -409,14 +409,31 @@ void Monitor::beginAutogradFunction(Pending& p, PyObject* function) {
 // A native callee that calls an argument (map's function, max's key) runs
 // Python callbacks in frames the monitor traces, but a native one unseen:
 // what log.append writes or d.get reads would be neither replayed nor
-// guarded. Such an argument breaks the graph (functools.partial only
-// keeps it: the partial's call is resolved as any).
+// guarded. A method that only reads its object (max(d, key=d.get)) reads
+// all of it, as far as the record knows; any other native callable
+// breaks the graph (functools.partial only keeps it: the partial's call
+// is resolved as any).
 bool Monitor::passesNativeCallback(const Pending& p) {
   if (p.calleeName == "functools.partial") return false;
-  std::vector<PyObject*> passed = p.positionalObjs;
-  passed.insert(passed.end(), p.keywordObjs.begin(), p.keywordObjs.end());
-  for (PyObject* v : passed) {
-    if (!v || !callsUnseen(v)) continue;
+  std::vector<std::pair<PyObject*, NodeId>> passed;
+  for (size_t i = 0; i < p.positionalObjs.size(); ++i) passed.push_back({p.positionalObjs[i], p.positional[i]});
+  for (size_t i = 0; i < p.keywordObjs.size(); ++i) passed.push_back({p.keywordObjs[i], p.keywords[i].second});
+  for (auto [v, node] : passed) {
+    Callback kind = v ? callbackKind(v) : Callback::Traced;
+    if (kind == Callback::Traced) continue;
+    if (kind == Callback::ReadsItsObject && node >= 0) {
+      NodeId object = refs_.read(node, Relation::attr("__self__"), boundObject(v));
+      std::string how = p.calleeName + " calls " + qualifiedName(v) + " on it";
+      refs_.use(object);
+      for (auto& e : refs_.node(object).last().refs) {
+        if (e.target < 0) continue;
+        refs_.use(e.target);
+        // What native code computes with the elements is unseen: their values are the record's.
+        if (numbers_.active() && numbers_.holds(e.target)) numbers_.fix(e.target, how);
+        if (sizes_.active() && sizes_.holds(e.target)) sizes_.use(how);
+      }
+      continue;
+    }
     std::string name = qualifiedName(v);
     if (name.empty()) name = "a " + typeName(Py_TYPE(v)) + " object";
     graphBreak(p.calleeName + " is given " + name +
@@ -428,27 +445,35 @@ bool Monitor::passesNativeCallback(const Pending& p) {
   return false;
 }
 
-// Whether calling `callback` from native code would run native code with
-// effects or reads of its own. Python functions, methods and classes run
-// traced; a native function of a module or type is fine where its
-// annotation says it reads only its arguments' values and writes nothing
-// (len, int, operator.add, torch.relu, whose operators the recorder sees).
-bool Monitor::callsUnseen(PyObject* callback) const {
-  if (!PyCallable_Check(callback) || PyType_Check(callback) || PyFunction_Check(callback)) return false;
-  if (PyMethod_Check(callback)) return !PyFunction_Check(PyMethod_GET_FUNCTION(callback));
+// What calling `callback` from native code runs. Python functions,
+// methods and classes run traced. A native function of a module or type
+// is Traced too where its annotation says it reads only its arguments'
+// values and writes nothing (len, int, operator.add, torch.relu, whose
+// operators the recorder sees); a native method bound to an object whose
+// annotation says it only reads that object (d.get, lst.count) is
+// ReadsItsObject; anything else is Unseen.
+Monitor::Callback Monitor::callbackKind(PyObject* callback) const {
+  if (!PyCallable_Check(callback) || PyType_Check(callback) || PyFunction_Check(callback)) return Callback::Traced;
+  if (PyMethod_Check(callback))
+    return PyFunction_Check(PyMethod_GET_FUNCTION(callback)) ? Callback::Traced : Callback::Unseen;
   if (isPartial(callback)) {
     PyRef func = PyRef::steal(PyObject_GetAttrString(callback, "func"));
     if (!func) PyErr_Clear();
-    return !func || callsUnseen(func.get());
+    return func && callbackKind(func.get()) == Callback::Traced ? Callback::Traced : Callback::Unseen;
   }
-  if (Py_TYPE(callback)->tp_flags & Py_TPFLAGS_HEAPTYPE) return false;  // a Python class's __call__
-  if (boundObject(callback)) return true;
+  if (Py_TYPE(callback)->tp_flags & Py_TPFLAGS_HEAPTYPE) return Callback::Traced;  // a Python class's __call__
   const record::FunctionAnnotation* a = annotations_.find(qualifiedName(callback));
-  if (!a || !(a->pure || a->op) || a->module || a->output_in_place || !a->relations.empty() ||
-      !a->runtime_read.empty() || !a->runtime_write.empty())
-    return true;
+  if (!a || !(a->pure || a->op) || a->module || a->output_in_place || !a->runtime_read.empty() ||
+      !a->runtime_write.empty())
+    return Callback::Unseen;
   auto touches = [](const record::InputAnnotation& in) { return in.in_place || in.object_state; };
-  return touches(a->rest) || std::any_of(a->inputs.begin(), a->inputs.end(), touches);
+  if (touches(a->rest) || std::any_of(a->inputs.begin(), a->inputs.end(), touches)) return Callback::Unseen;
+  bool bound = boundObject(callback) != nullptr;
+  bool readsObject = true;
+  for (const auto& r : a->relations)
+    readsObject = readsObject && r.from == 0 && r.mode == record::RelationAnnotation::Mode::Read;
+  if (!bound) return a->relations.empty() ? Callback::Traced : Callback::Unseen;
+  return readsObject && !a->op ? Callback::ReadsItsObject : Callback::Unseen;
 }
 
 // Whether the annotated callee reads argument i in a way the graph cannot

@@ -354,15 +354,15 @@ record::GraphBreak Monitor::programLocation() const {
   return {};
 }
 
+std::string Monitor::pendingCallee() const {
+  return frames_.empty() || !frames_.back()->pending.active ? "" : frames_.back()->pending.calleeName;
+}
+
 // A warning given inside code the monitor does not trace (torch's Python
 // under an annotation: F.softmax without dim, a deprecated function): a
 // replayed graph would not give it, and the filters may make it an error,
 // so the call runs as Python. (A warnings.warn the monitor traces breaks
 // already, as native code without an annotation.)
-std::string Monitor::pendingCallee() const {
-  return frames_.empty() || !frames_.back()->pending.active ? "" : frames_.back()->pending.calleeName;
-}
-
 void Monitor::onBuiltinCall(PyObject* callable) {
   if (broken_ || !warns(callable)) return;
   std::string callee = pendingCallee();

@@ -331,7 +331,8 @@ class Monitor : public OpRecorder::Delegate {
   void beginAutogradFunction(Pending& p, PyObject* function);
   bool breaksOnAnnotatedArgument(const Pending& p, size_t i);
   bool passesNativeCallback(const Pending& p);
-  bool callsUnseen(PyObject* callback) const;
+  enum class Callback { Traced, ReadsItsObject, Unseen };
+  Callback callbackKind(PyObject* callback) const;
   // loss.backward(), torch.autograd.backward(...) (autograd.cpp).
   static bool isBackwardCall(const std::string& callee);
   void beginBackward(Pending& p);
