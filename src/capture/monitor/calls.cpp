@@ -481,6 +481,8 @@ Monitor::Callback Monitor::callbackKind(PyObject* callback) const {
 bool Monitor::breaksOnAnnotatedArgument(const Pending& p, size_t i) {
   const record::FunctionAnnotation& a = *p.annotation;
   NodeId n = p.positional[i];
+  // sum(it), next(it): native code advances an iterator the call was given.
+  if (a.input(i).value_read && !a.input(i).identity_only && iteratesOutsideIterator(n)) return true;
   const ShadowNode& node = refs_.node(n);
   if (node.kind == NodeKind::Tensor) {
     if (a.input(i).metadata_only && !isSizeCall(p)) sizes_.use(p.calleeName + " reads a size");  // size() is followed

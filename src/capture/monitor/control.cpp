@@ -145,12 +145,28 @@ bool Monitor::finishGetIter(Step& s) {
 
 // outputs: the iterator, the next value; none when it is exhausted.
 bool Monitor::finishForIter(Step& s) {
+  if (iteratesOutsideIterator(s.in(0))) return true;
   auto loop = loopOf_.find(s.in(0));
   if (!s.out.empty()) {  // exhausted: the iterator was popped
     s.out[0] = s.in(0);
     s.out[1] = iterationValue(s.p, s.in(0), s.outObj(1));
   }
   if (loop != loopOf_.end() && loopWatches_[loop->second].iterator == s.in(0)) loopAdvanced(s, loop->second);
+  return true;
+}
+
+// A native iterator the call began with (an argument, a map object its
+// caller made) holds a position no record keeps, and may call native code
+// unseen (map's function): advancing it breaks the graph. Generators and
+// Python classes' iterators run traced.
+bool Monitor::iteratesOutsideIterator(NodeId iterator) {
+  const ShadowNode& n = refs_.node(iterator);
+  PyObject* it = n.obj;
+  if (!n.external || !it || PyGen_Check(it) || (Py_TYPE(it)->tp_flags & Py_TPFLAGS_HEAPTYPE) || !PyIter_Check(it) ||
+      sequenceIterators_.count(iterator))
+    return false;
+  graphBreak("the call iterates a " + typeName(Py_TYPE(it)) +
+             " it was given, whose position (and what it calls) a record cannot hold: pass the sequence instead");
   return true;
 }
 

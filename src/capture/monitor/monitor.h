@@ -316,6 +316,7 @@ class Monitor : public OpRecorder::Delegate {
   bool finishYieldValue(Step& s);
   NodeId derived(const Pending& p, PyObject* value);
   NodeId operatorResult(const Pending& p, PyObject* value);
+  bool iteratesOutsideIterator(NodeId iterator);
   NodeId iterationValue(Pending& p, NodeId iterator, PyObject* value);
   void checkTruthTest(const Pending& p);
   bool breaksOnContentLength(PyObject* iterated, const char* doing);
