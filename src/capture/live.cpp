@@ -357,6 +357,13 @@ void LiveStore::assignContents(const PyRef& target, const PyRef& value) const {
   }
 }
 
+void LiveStore::extendContents(const PyRef& target, const PyRef& value) const {
+  PyObject* t = target.get();
+  if (!PyList_Check(t)) throw Error("the target is " + describe(target) + ", not a list");
+  Py_ssize_t end = PyList_GET_SIZE(t);
+  ensure(PyList_SetSlice(t, end, end, value.get()));
+}
+
 PyRef liveElement(PyObject* container, const record::PathStep& step) {
   replay::PathTree::Node n;
   n.step = step;

@@ -68,6 +68,7 @@ class LiveStore {
   void setItemOf(const PyRef& target, const PyRef& key, PyRef value) const;
   void delItem(const PyRef& target, const record::Atom& key) const;
   void assignContents(const PyRef& target, const PyRef& value) const;
+  void extendContents(const PyRef& target, const PyRef& value) const;
 
   // A step's name or key as a Python object.
   static PyRef keyOf(const replay::PathTree::Node& n);

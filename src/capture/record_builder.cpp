@@ -222,6 +222,7 @@ class GuardMaker {
         c.kind = K::Type;
         c.s = typeName(Py_TYPE(n.obj));
         addGuard(path, std::move(c), reinterpret_cast<PyObject*>(Py_TYPE(n.obj)));
+        if (s_.g.onlyExtended(id)) break;  // what it held at entry is not read
         record::Check len;
         std::vector<const Edge*> entries;  // not a defaultdict's .default_factory
         for (auto& e : n.versions.front().refs)
@@ -440,6 +441,15 @@ class MockMaker {
       const auto& after = n.versions.back().refs;
       if (n.kind == NodeKind::Dict && s_.g.keyedByObjects(id)) {
         itemWrites(id, path);
+        continue;
+      }
+      if (s_.g.onlyExtended(id)) {
+        record::Effect e;
+        e.kind = record::Effect::Kind::Extend;
+        e.target = path;
+        e.value.kind = record::ValueExpr::Kind::List;
+        for (size_t i = before.size(); i < after.size(); ++i) e.value.items.push_back(expr(after[i].target));
+        mock.effects.push_back(std::move(e));
         continue;
       }
       if (n.kind == NodeKind::List || n.kind == NodeKind::Dict) {

@@ -254,6 +254,7 @@ void RefGraph::observeElements(NodeId id) {
 NodeId RefGraph::read(NodeId source, const Relation& rel, PyObject* target) {
   use(source);
   ShadowNode& s = node(source);
+  if (s.kind == NodeKind::List && rel.kind == Relation::Kind::Index) s.contentsRead = true;
   NodeId existing = s.refOf(rel, s.versions.size() - 1);
   if (existing != kNoNode) {
     const ShadowNode& t = node(existing);
@@ -330,6 +331,31 @@ void RefGraph::changedInPlace(NodeId id) {
   observeElements(id);
 }
 
+void RefGraph::readContents(NodeId id) {
+  std::vector<NodeId> stack{id};
+  std::vector<NodeId> seen;
+  while (!stack.empty()) {
+    NodeId at = stack.back();
+    stack.pop_back();
+    if (at < 0 || std::find(seen.begin(), seen.end(), at) != seen.end()) continue;
+    seen.push_back(at);
+    ShadowNode& n = node(at);
+    if (n.kind != NodeKind::List && n.kind != NodeKind::Tuple && n.kind != NodeKind::Dict) continue;
+    if (n.kind == NodeKind::List) n.contentsRead = true;
+    for (auto& e : n.last().refs) stack.push_back(e.target);
+  }
+}
+
+bool RefGraph::onlyExtended(NodeId id) const {
+  const ShadowNode& n = node(id);
+  if (n.kind != NodeKind::List || n.contentsRead || !n.external || n.versions.size() < 2) return false;
+  const auto &before = n.versions.front().refs, &after = n.last().refs;
+  if (after.size() <= before.size()) return false;
+  for (size_t i = 0; i < before.size(); ++i)
+    if (!(after[i].rel == before[i].rel) || after[i].target != before[i].target) return false;
+  return true;
+}
+
 void RefGraph::search(const std::function<void(NodeId, const Edge&, bool)>& visit) const {
   std::vector<bool> seen(nodes_.size(), false);
   seen[size_t(kExternal)] = true;
@@ -345,6 +371,7 @@ void RefGraph::search(const std::function<void(NodeId, const Edge&, bool)>& visi
     while (!queue.empty()) {
       NodeId cur = queue.front();
       queue.pop_front();
+      if (onlyExtended(cur)) continue;  // what it held at entry is not read
       for (auto& e : node(cur).versions.front().refs) {
         if (e.rel.kind == Relation::Kind::KeyOf && !seen[size_t(e.rel.index)]) waiting.push_back({cur, &e});
         else reach(cur, e);

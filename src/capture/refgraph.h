@@ -91,6 +91,7 @@ struct ShadowNode {
   std::vector<ShadowVersion> versions{ShadowVersion{}};
   bool dataDependent = false; // derived from tensor contents (e.g. .item()): not a constant
   bool external = false;      // part of the state the call began with (reached from node 0)
+  bool contentsRead = false;  // a list whose length or elements the run read (not only appended to)
   std::string unsupported;    // why no record can hold it (a dict key that is an object); empty: one can
 
   const ShadowVersion& last() const { return versions.back(); }
@@ -138,8 +139,19 @@ class RefGraph {
     if (!lazyRoots_.empty()) activate(id);
   }
 
+  // The run reads what a container holds (len, iteration, a native
+  // callee's value read): marks the lists within (through tuples, lists
+  // and dicts) as read.
+  void readContents(NodeId id);
+  // A list of the entry state the run only appended to (log.append(v),
+  // log.extend(xs)): its elements at entry are still its first ones, and
+  // neither they nor its length were read. Its record extends it, and
+  // guards nothing of what it held (a log may grow between calls).
+  bool onlyExtended(NodeId id) const;
+
   // Algorithm 1 of the paper: a breadth-first walk from node 0 through the
-  // edges of each node's first version (the state the call began with).
+  // edges of each node's first version (the state the call began with),
+  // but for the elements of lists only extended.
   // visit(from, edge, firstVisit) is called for every edge reached;
   // firstVisit is true the first time its target is reached (that path
   // names it in guards), false for the other paths to it (aliases). An

@@ -407,7 +407,7 @@ template <class Ar> void io(Ar& ar, ValueExpr& e) {
 }
 
 template <class Ar> void io(Ar& ar, Effect& e) {
-  ioEnum(ar, e.kind, Effect::Kind::SetObjectItem);
+  ioEnum(ar, e.kind, Effect::Kind::Extend);
   io(ar, e.target);
   ar.text(e.name);
   io(ar, e.key);

@@ -254,6 +254,7 @@ std::string toString(const Effect& e) {
     case Effect::Kind::DelItem: return "del " + target + "[" + toString(e.key) + "]";
     case Effect::Kind::Assign: return target + "[:] = " + toString(e.value);
     case Effect::Kind::SetObjectItem: return target + "[@" + toString(e.keyPath) + "] = " + toString(e.value);
+    case Effect::Kind::Extend: return target + ".extend(" + toString(e.value) + ")";
   }
   return "?";
 }

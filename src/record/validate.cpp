@@ -217,7 +217,11 @@ class Validator {
                 std::to_string(d.symbol));
     std::set<int64_t> built;  // the containers the mock has built, in the order it builds them
     expr(r.mock.result, outputs, at + ": the mock's result", built);
-    for (auto& e : r.mock.effects) expr(e.value, outputs, at + ": the mock's write to " + toString(e.target), built);
+    for (auto& e : r.mock.effects) {
+      expr(e.value, outputs, at + ": the mock's write to " + toString(e.target), built);
+      if (e.kind == Effect::Kind::Extend && e.value.kind != ValueExpr::Kind::List)
+        bad(at + ": the mock extends " + toString(e.target) + " with a " + toString(e.value) + ", not a list");
+    }
   }
 
   // Loop and branch regions (graph.h) are well formed and nested; each

@@ -250,6 +250,12 @@ void NativeStore::assignContents(const Handle& target, const Handle& value) cons
   target->heap->keyObjects = value->heap->keyObjects;
 }
 
+void NativeStore::extendContents(const Handle& target, const Handle& value) const {
+  require(target->kind == Value::Kind::List && value->kind == Value::Kind::List, *target, "a list");
+  auto& items = target->heap->items;
+  items.insert(items.end(), value->heap->items.begin(), value->heap->items.end());
+}
+
 template class Resolution<NativeStore>;
 template std::optional<GuardMiss> RecordAccess::firstMiss(Resolution<NativeStore>&, Guards,
                                                           const std::vector<NativeStore::Expected>&) const;

@@ -52,6 +52,7 @@ class NativeStore {
   void setItemOf(const Handle& target, const Handle& key, Handle value) const;
   void delItem(const Handle& target, const record::Atom& key) const;
   void assignContents(const Handle& target, const Handle& value) const;
+  void extendContents(const Handle& target, const Handle& value) const;
 
  private:
   const CallState& state_;

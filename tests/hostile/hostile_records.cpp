@@ -840,6 +840,24 @@ void objectKeyCases(std::vector<Case>& out) {
   out.push_back({"object_key_write_under_list", encode(f), 2, "not a tensor", true});
 }
 
+
+// Extend on what is no list, or with what is no list display.
+void extendCases(std::vector<Case>& out) {
+  RecordFile f = oneCall({});
+  Value d = container(Value::Kind::Dict);
+  f.functions[0].self.names = {"d"};
+  f.functions[0].self.items = {d};
+  Effect grow;
+  grow.kind = Effect::Kind::Extend;
+  grow.target = AccessPath::self().attr("d");
+  grow.value.kind = ValueExpr::Kind::List;
+  grow.value.items = {ValueExpr::constant(Atom::integer(2))};
+  f.functions[0].records[0].mock.effects = {grow};
+  out.push_back({"extend_a_dict", encode(f), 2, "not a list", true});
+  f.functions[0].records[0].mock.effects[0].value = ValueExpr::constant(Atom::integer(2));
+  out.push_back({"extend_with_a_number", encode(f), 2, "the mock extends self.d with a 2, not a list"});
+}
+
 }  // namespace
 
 std::vector<Case> cases() {
@@ -850,6 +868,7 @@ std::vector<Case> cases() {
   branchCases(out);
   backwardCases(out);
   objectKeyCases(out);
+  extendCases(out);
   return out;
 }
 

@@ -516,6 +516,29 @@ TEST(Format, DictKeysThatAreTensorsRoundTripAndAreValidated) {
   EXPECT_THROW(decode(encode(notTensor)), Error);
 }
 
+// A mock's Extend round-trips and prints as a call; one whose value is not
+// a list display is refused.
+TEST(Format, ExtendRoundTripsAndIsValidated) {
+  RecordFile f = sample::sampleFile();
+  Effect e;
+  e.kind = Effect::Kind::Extend;
+  e.target = AccessPath::self().attr("log");
+  e.value.kind = ValueExpr::Kind::List;
+  e.value.items = {ValueExpr::constant(Atom::integer(5))};
+  f.functions[0].records[0].mock.effects.push_back(e);
+  RecordFile back = decode(encode(f));
+  EXPECT_EQ(back.functions[0].records[0].mock.effects.back().kind, Effect::Kind::Extend);
+  std::string text = printCanonical(back);
+  EXPECT_TRUE(contains(text, "self.log.extend([5])")) << text;
+  f.functions[0].records[0].mock.effects.back().value = ValueExpr::constant(Atom::integer(5));
+  try {
+    decode(encode(f));
+    FAIL();
+  } catch (const Error& err) {
+    EXPECT_TRUE(contains(err.what(), "the mock extends self.log with a 5, not a list")) << err.what();
+  }
+}
+
 // Without the call log, its tensors go; references to the others follow
 // them to their new places.
 TEST(Format, UnusedBlobsAreDropped) {

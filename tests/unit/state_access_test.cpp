@@ -213,6 +213,41 @@ TEST(StateAccess, MockWriteErrorsNameTheWrite) {
   }
 }
 
+// Extend appends to the list the path names, whatever it holds now; on
+// anything else it is a clear error naming the write.
+TEST(StateAccess, ExtendAppendsToTheListItFinds) {
+  CallState s = sampleState();
+  auto extend = [](AccessPath target) {
+    record::MockSpec mock;
+    mock.result = record::ValueExpr::constant(Atom::none());
+    record::Effect e;
+    e.kind = record::Effect::Kind::Extend;
+    e.target = std::move(target);
+    e.value.kind = record::ValueExpr::Kind::List;
+    e.value.items = {record::ValueExpr::constant(Atom::integer(7)), record::ValueExpr::read(AccessPath::self().attr("n"))};
+    mock.effects.push_back(e);
+    return mock;
+  };
+  NativeStore store(s);
+  RecordAccess access({}, {}, extend(AccessPath::self().attr("layers")));
+  for (size_t calls = 1; calls <= 2; ++calls) {
+    Resolution<NativeStore> values(store, access.tree());
+    access.mock({}, values);
+    const Value& layers = *resolvePath(store, AccessPath::self().attr("layers"));
+    ASSERT_EQ(layers.heap->items.size(), 2 + 2 * calls);
+    EXPECT_EQ(layers.heap->items[2 * calls].atom, Atom::integer(7));
+    EXPECT_EQ(layers.heap->items[2 * calls + 1].atom, Atom::integer(3));
+  }
+  RecordAccess onDict({}, {}, extend(AccessPath::self().attr("a")));
+  Resolution<NativeStore> values(store, onDict.tree());
+  try {
+    onDict.mock({}, values);
+    FAIL();
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("the mock's write self.a.extend([7, self.n])"), std::string::npos) << err.what();
+  }
+}
+
 // A tensor's .data, .grad and .real, as Python gives them; nothing else.
 TEST(StateAccess, TensorAttributesNativeReplayKnows) {
   CallState s = sampleState();

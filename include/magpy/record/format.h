@@ -1,4 +1,4 @@
-// The .mgp file format, version 18 (2 added the RefGraph view to records
+// The .mgp file format, version 19 (2 added the RefGraph view to records
 // and tuple dict keys, 3 when the state was taken, 4 the dict class of
 // mock expressions, 5 dynamic sizes in tensor metadata, 6 lifted numbers,
 // 7 the Distinct check, names without control characters, and mock Refs,
@@ -9,7 +9,7 @@
 // 14 float lists holding graph numbers, 15 collectives' process groups,
 // 16 hashes of long byte runs in four lanes (support/hash.h), 17 logged
 // updates that remove what their path names, 18 updates that refill a
-// list, dict or tensor in place;
+// list, dict or tensor in place, 19 the mock's Extend;
 // graph.h and value.h). This header is the only place that knows
 // the byte layout; everything else works on RecordFile.
 //
@@ -89,7 +89,7 @@
 
 namespace magpy::record {
 
-constexpr uint32_t kFormatVersion = 18;
+constexpr uint32_t kFormatVersion = 19;
 
 // Values, constants and mock expressions nest at most this deep, and access
 // paths have at most this many steps: the reader refuses deeper ones (so no

@@ -50,6 +50,8 @@ struct Effect {
     DelItem,   // del target[key]
     Assign,    // target[:] = value (list contents) / target.clear(); update (dict)
     SetObjectItem,  // target[<the object at keyPath, at call entry>] = value
+    Extend,    // target.extend(value): a list the call only appended to; its
+               // earlier elements are not read (a log grows, the record holds)
   };
   Kind kind = Kind::SetAttr;
   AccessPath target;

@@ -21,7 +21,8 @@
 //   same(a, b), typeName(h), describe(h)
 //                                what guards read
 //   constant(atom), output(ivalue), sequence(isTuple, items),
-//   dict(keys, items, type), setAttr/delAttr/setItem/delItem/setItemOf/assignContents
+//   dict(keys, items, type), setAttr/delAttr/setItem/delItem/setItemOf/assignContents/
+//   extendContents
 //                                what mocks build and write; writes throw
 //                                Error with a reason; setAttr returns whether
 //                                the value changed
@@ -410,6 +411,7 @@ RecordAccess::MockRun<typename Store::Handle> RecordAccess::mock(const std::vect
         case record::Effect::Kind::DelItem: store.delItem(w.target, e.key); break;
         case record::Effect::Kind::Assign: store.assignContents(w.target, w.value); break;
         case record::Effect::Kind::SetObjectItem: store.setItemOf(w.target, w.key, std::move(w.value)); break;
+        case record::Effect::Kind::Extend: store.extendContents(w.target, w.value); break;
       }
       run.stateChanged = run.stateChanged || changed;
     } catch (const Error& err) {

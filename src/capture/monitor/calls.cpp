@@ -328,9 +328,13 @@ void Monitor::beginAnnotatedCall(Pending& p, PyObject* callable) {
     if (a.input(i).value_read && (kind == NodeKind::Tuple || kind == NodeKind::List || kind == NodeKind::Dict))
       for (auto& e : refs_.node(n).last().refs)
         if (e.target >= 0) refs_.use(e.target);
+    if (a.input(i).value_read && !a.input(i).identity_only) refs_.readContents(n);  // len(log), sorted(log)
   }
   for (auto& kw : p.keywords)
-    if (kw.second >= 0) refs_.use(kw.second);
+    if (kw.second >= 0) {
+      refs_.use(kw.second);
+      refs_.readContents(kw.second);
+    }
   if (numbers_.active()) p.numberCall = numberCall(p);  // finishCall lifts it
   p.loopTrip = loopTrip(p);  // range(n) over a size: the loop may roll, deciding nothing on n
   if ((sizes_.active() || numbers_.active()) && !p.numberCall && p.loopTrip < 0) {
@@ -425,6 +429,7 @@ bool Monitor::passesNativeCallback(const Pending& p) {
       NodeId object = refs_.read(node, Relation::attr("__self__"), boundObject(v));
       std::string how = p.calleeName + " calls " + qualifiedName(v) + " on it";
       refs_.use(object);
+      refs_.readContents(object);
       for (auto& e : refs_.node(object).last().refs) {
         if (e.target < 0) continue;
         refs_.use(e.target);

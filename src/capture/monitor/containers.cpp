@@ -18,6 +18,45 @@ bool Monitor::breaksOnOpaqueContents(NodeId id, PyObject* obj, const char* doing
   return true;
 }
 
+// Which lists an instruction reads the contents of, so that a list the run
+// only appended to stays unread (RefGraph::onlyExtended). A call decides at
+// the call: a traced callee's instructions read, an annotated one reads
+// what its annotation says (beginAnnotatedCall); what native code gets
+// back from a callback it called, it reads (leaveFrame).
+void Monitor::followListReads(const Pending& p) {
+  auto shallow = [&] {
+    for (NodeId n : p.inputs)
+      if (n >= 0 && refs_.node(n).kind == NodeKind::List) refs_.readContents(n);
+  };
+  switch (p.ins.op) {
+    case Op::STORE_FAST: case Op::STORE_DEREF: case Op::STORE_GLOBAL: case Op::STORE_NAME: case Op::STORE_ATTR:
+    case Op::COPY: case Op::SWAP: case Op::POP_TOP: case Op::RETURN_VALUE: case Op::YIELD_VALUE: case Op::PRECALL:
+    case Op::BUILD_TUPLE: case Op::BUILD_LIST: case Op::BUILD_CONST_KEY_MAP: case Op::LIST_APPEND: case Op::IS_OP:
+    case Op::LOAD_ATTR: case Op::LOAD_METHOD:  // log.append: the call decides
+    case Op::POP_JUMP_FORWARD_IF_NONE: case Op::POP_JUMP_FORWARD_IF_NOT_NONE:
+    case Op::POP_JUMP_BACKWARD_IF_NONE: case Op::POP_JUMP_BACKWARD_IF_NOT_NONE:
+      return;
+    case Op::STORE_SUBSCR:  // value, container, key: the value moves in
+      refs_.readContents(p.inputs[1]);
+      refs_.readContents(p.inputs[2]);
+      return;
+    case Op::BINARY_SUBSCR: case Op::GET_ITER: case Op::FOR_ITER: case Op::UNPACK_SEQUENCE:
+      shallow();  // elements move out; what they hold is read where it is used
+      return;
+    case Op::CALL_FUNCTION_EX:
+      if (p.inputs.size() > 2 && p.inputs[2] >= 0 && refs_.node(p.inputs[2]).kind == NodeKind::List)
+        refs_.readContents(p.inputs[2]);  // f(*log) unpacks it
+      [[fallthrough]];
+    case Op::CALL:
+      if (p.inlined || p.autogradForward || p.annotation) return;
+      break;
+    default:
+      break;
+  }
+  for (NodeId n : p.inputs)
+    if (n >= 0) refs_.readContents(n);
+}
+
 // d[k] where a defaultdict lacked k: its default_factory made the value
 // and the dict keeps it under k. A write the graph's state follows where
 // the factory is a builtin container or number type, or Python code the

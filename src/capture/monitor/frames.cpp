@@ -627,8 +627,11 @@ void Monitor::leaveFrame(ShadowFrame& sf, PyObject* result) {
   if (caller.active) {
     caller.calleeResult = value;
     caller.calleeResultObj = result;
-    if (numbers_.active() && !caller.inlined && !caller.autogradForward && consumedNatively(caller, sf))
-      numbers_.fix(value, "a number returned to native code (" + sf.name + ") is used where no graph sees it");
+    if (!caller.inlined && !caller.autogradForward && consumedNatively(caller, sf)) {
+      if (numbers_.active())
+        numbers_.fix(value, "a number returned to native code (" + sf.name + ") is used where no graph sees it");
+      refs_.readContents(value);  // sorted(keys, key=lambda k: logs[k]) compares the lists
+    }
   }
 }
 

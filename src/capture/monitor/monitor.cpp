@@ -618,6 +618,7 @@ void Monitor::begin(ShadowFrame& sf, const Instruction& ins) {
   bool call = ins.op == Op::CALL || ins.op == Op::CALL_FUNCTION_EX;
   if (numbers_.active() && call && !p.inlined && !p.annotation && !p.autogradForward)
     for (NodeId n : p.inputs) numbers_.fix(n, "a call that is neither traced nor annotated takes a number");
+  if (!broken_) followListReads(p);
   if (!broken_ && testsTruth(ins.op)) checkTruthTest(p);
   if (!loopRuns_.empty()) watchLoops(sf, p);
   if (branchOpen_) watchBranch(sf, p);

@@ -356,6 +356,7 @@ class Monitor : public OpRecorder::Delegate {
   // Sizes and lifted numbers (sizes_, numbers_), where instructions take
   // them (analyses.cpp).
   void followAnalyses(Pending& p);
+  void followListReads(const Pending& p);
   void hintOperators(const std::vector<NodeId>& values, bool sizesAsValues = false);
   void numberHints(NodeId n, std::vector<OpRecorder::NumberHint>& out, int depth, bool sizesAsValues);
   bool isSizeCall(const Pending& p) const;
