@@ -36,10 +36,16 @@ void Monitor::followListReads(const Pending& p) {
     case Op::POP_JUMP_FORWARD_IF_NONE: case Op::POP_JUMP_FORWARD_IF_NOT_NONE:
     case Op::POP_JUMP_BACKWARD_IF_NONE: case Op::POP_JUMP_BACKWARD_IF_NOT_NONE:
       return;
-    case Op::STORE_SUBSCR:  // value, container, key: the value moves in
+    case Op::STORE_SUBSCR: {  // value, container, key
       refs_.readContents(p.inputs[1]);
       refs_.readContents(p.inputs[2]);
+      // d[k] = log, lst[0] = log: the value moves in; t[:] = log copies
+      // its elements, x[0] = log reads them into a tensor.
+      NodeKind container = p.inputs[1] >= 0 ? refs_.node(p.inputs[1]).kind : NodeKind::Object;
+      bool moves = (container == NodeKind::List || container == NodeKind::Dict) && !PySlice_Check(p.inputObjs[2].get());
+      if (!moves) refs_.readContents(p.inputs[0]);
       return;
+    }
     case Op::BINARY_SUBSCR: case Op::GET_ITER: case Op::FOR_ITER: case Op::UNPACK_SEQUENCE:
       shallow();  // elements move out; what they hold is read where it is used
       return;
