@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <unordered_set>
 
 #include "capture/pyobjects.h"
 #include "magpy/support/error.h"
@@ -331,18 +332,32 @@ void RefGraph::changedInPlace(NodeId id) {
   observeElements(id);
 }
 
+void RefGraph::appended(NodeId list, NodeId value, PyObject* valueObj) {
+  ShadowNode& l = node(list);
+  if (l.kind != NodeKind::List || !l.obj || l.last().refs.empty() || node(value).kind != NodeKind::Atom) return;
+  Py_ssize_t n = PyList_GET_SIZE(l.obj);
+  Edge& last = l.versions.back().refs.back();
+  if (n > 0 && PyList_GET_ITEM(l.obj, n - 1) == valueObj && last.rel == Relation::at(n - 1) &&
+      node(last.target).kind == NodeKind::Atom)
+    last.target = value;
+}
+
 void RefGraph::readContents(NodeId id) {
+  auto container = [&](NodeId n) {
+    NodeKind k = n >= 0 ? node(n).kind : NodeKind::Atom;
+    return k == NodeKind::List || k == NodeKind::Tuple || k == NodeKind::Dict;
+  };
+  if (!container(id)) return;  // most inputs: no walk, nothing allocated
   std::vector<NodeId> stack{id};
-  std::vector<NodeId> seen;
+  std::unordered_set<NodeId> seen;
   while (!stack.empty()) {
     NodeId at = stack.back();
     stack.pop_back();
-    if (at < 0 || std::find(seen.begin(), seen.end(), at) != seen.end()) continue;
-    seen.push_back(at);
+    if (!seen.insert(at).second) continue;
     ShadowNode& n = node(at);
-    if (n.kind != NodeKind::List && n.kind != NodeKind::Tuple && n.kind != NodeKind::Dict) continue;
     if (n.kind == NodeKind::List) n.contentsRead = true;
-    for (auto& e : n.last().refs) stack.push_back(e.target);
+    for (auto& e : n.last().refs)
+      if (container(e.target)) stack.push_back(e.target);
   }
 }
 

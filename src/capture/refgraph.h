@@ -139,6 +139,11 @@ class RefGraph {
     if (!lazyRoots_.empty()) activate(id);
   }
 
+  // list.append(value) changed the list (after changedInPlace): its new
+  // last element is the argument itself, so a number keeps the node that
+  // says where it came from (a lifted number stays lifted).
+  void appended(NodeId list, NodeId value, PyObject* valueObj);
+
   // The run reads what a container holds (len, iteration, a native
   // callee's value read): marks the lists within (through tuples, lists
   // and dicts) as read.

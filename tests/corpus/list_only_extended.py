@@ -236,4 +236,44 @@ def by_contents(x):
 c = magpy.compile(by_contents)
 outs = [c(torch.zeros(1)).item() for _ in range(4)]
 assert outs == [1, 1, 2, 2], outs
+
+
+# 7. A slice assignment copies the list: a read (t[:] = log, out[1:1] = log).
+C = [7]
+OUT = []
+
+
+def copies(x):
+    C.append(1)
+    tmp = []
+    tmp[:] = C
+    OUT[1:1] = C
+    return x + len(tmp)
+
+
+c = magpy.compile(copies)
+assert [c(torch.zeros(1)).item() for _ in range(3)] == [2.0, 3.0, 4.0]
+assert OUT == [7, 7, 1, 1, 1, 7, 1, 1, 1] and C == [7, 1, 1, 1], (OUT, C)
+
+
+# 8. A counter appended as it changes: the number stays lifted, one record.
+class Steps:
+    def __init__(self):
+        self.n, self.seen = 0, []
+
+
+def count(x, st):
+    st.n += 1
+    st.seen.append(st.n)
+    return x * st.n
+
+
+st = Steps()
+c = magpy.compile(count)
+assert [c(torch.ones(1), st).item() for _ in range(4)] == [1.0, 2.0, 3.0, 4.0]
+assert st.seen == [1, 2, 3, 4], st.seen
+st.seen.clear()
+st.n = 10
+assert c(torch.ones(1), st).item() == 11.0 and st.seen == [11], st.seen
+assert c._magpy_stats()["records"] <= 2, c._magpy_stats()  # the first call's, then the lifted one
 print("ok")

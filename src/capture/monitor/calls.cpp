@@ -310,6 +310,12 @@ bool Monitor::collectiveArgumentsGuarded(const Pending& p) {
   return true;
 }
 
+// list.append(v): the list's new last element is v itself.
+bool Monitor::appendsArgument(const Pending& p) {
+  return p.calleeName == "builtins.list.append" && p.positional.size() == 2 && p.positional[0] >= 0 &&
+         p.positional[1] >= 0;
+}
+
 void Monitor::beginAnnotatedCall(Pending& p, PyObject* callable) {
   const record::FunctionAnnotation& a = *p.annotation;
   if (!collectiveArgumentsGuarded(p)) return;
@@ -349,7 +355,9 @@ void Monitor::beginAnnotatedCall(Pending& p, PyObject* callable) {
     // bindings) passes them on as they are: a Python function under an
     // annotation may compute with them unseen.
     if (numbers && (!a.op || PyFunction_Check(callable)))
-      for (NodeId n : passed) numbers_.fix(n, p.calleeName + " takes a number");
+      for (NodeId n : passed)
+        if (!(appendsArgument(p) && n == p.positional[1]))  // it stays the number it was (finishAnnotatedCall)
+          numbers_.fix(n, p.calleeName + " takes a number");
     if ((sizes || numbers) && a.op) hintOperators(passed);
     else if (sizes) sizes_.use(p.calleeName + " takes a size");
   }
@@ -695,6 +703,7 @@ NodeId Monitor::applyAnnotation(Pending& p, PyObject* result) {
     NodeId n = p.positional[i];
     if (n >= 0 && a.input(i).in_place && refs_.node(n).kind != NodeKind::Tensor) refs_.changedInPlace(n);
   }
+  if (appendsArgument(p)) refs_.appended(p.positional[0], p.positional[1], p.positionalObjs[1]);
   if (out != kNoNode) return out;
   // The result: an argument returned as is (x.add_(y) returns x), or a new value.
   if (!isAtom(result))

@@ -328,6 +328,7 @@ class Monitor : public OpRecorder::Delegate {
   PyObject* resolveCallee(Pending& p);
   PyObject* unwrapPartial(Pending& p, PyObject* partial);
   void beginAnnotatedCall(Pending& p, PyObject* callable);
+  static bool appendsArgument(const Pending& p);
   bool convertsTensor(const Pending& p) const;
   void beginAutogradFunction(Pending& p, PyObject* function);
   bool breaksOnAnnotatedArgument(const Pending& p, size_t i);
