@@ -72,28 +72,28 @@ CallLog::StateKey CallLog::stateKey(const Units& units, size_t u, record::Access
 }
 
 bool CallLog::Seen::alive() const {
-  if (!weak) return true;
-  return std::all_of(held.begin(), held.end(), [](const PyRef& r) {
-    return !PyWeakref_CheckRef(r.get()) || PyWeakref_GetObject(r.get()) != Py_None;
-  });
+  return std::all_of(weaklyHeld.begin(), weaklyHeld.end(),
+                     [](const PyRef& r) { return PyWeakref_GetObject(r.get()) != Py_None; });
 }
 
 namespace {
 
-// Holds `held` weakly where the path passes through a weak reference's
-// referent (objects that take no weak reference cannot be the referent).
-void holdWeakly(std::vector<PyRef>& held) {
+// Holds `held` weakly where an object takes weak references: keeping one
+// alive would change what the script's ref() of it returns once the
+// program drops it (objects that take none cannot be a referent).
+void holdWeakly(std::vector<PyRef>& held, std::vector<PyRef>& weakly) {
+  auto strong = held.begin();
   for (PyRef& r : held) {
-    PyObject* weak = PyWeakref_NewRef(r.get(), nullptr);
-    if (weak) r = PyRef::steal(weak);
-    else PyErr_Clear();
+    PyObject* weak = PyType_SUPPORTS_WEAKREFS(Py_TYPE(r.get())) ? PyWeakref_NewRef(r.get(), nullptr) : nullptr;
+    if (!weak) PyErr_Clear();
+    if (weak) {
+      weakly.push_back(PyRef::steal(weak));
+      continue;
+    }
+    if (&*strong != &r) *strong = std::move(r);
+    ++strong;
   }
-}
-
-bool throughReferent(const record::AccessPath& path) {
-  return std::any_of(path.steps.begin(), path.steps.end(), [](const record::PathStep& s) {
-    return s.kind == record::PathStep::Kind::Attr && s.name == record::kWeakReferent;
-  });
+  held.erase(strong, held.end());
 }
 
 }  // namespace
@@ -131,10 +131,7 @@ CallLog::Seen CallLog::observe(const PyRef& v, const record::AccessPath& path, c
     if (PyTuple_Check(v.get()) || PyList_Check(v.get()) || PyDict_Check(v.get()))
       s.contents = shallowHash(v.get(), s.held, isTracked);
   }
-  if (throughReferent(path)) {
-    holdWeakly(s.held);
-    s.weak = true;
-  }
+  holdWeakly(s.held, s.weaklyHeld);
   return s;
 }
 
@@ -144,12 +141,15 @@ namespace {
 // with state outside it: the record file would hold two tensors where the
 // script has one, and replay would go on where the script's own tensor
 // changed (native replay refuses the call instead).
-record::Value memoryKeptApart(const std::string& with, bool tensor = true) {
+record::Value keptApart(const std::string& what) {
   record::Value placeholder;
   placeholder.kind = record::Value::Kind::Opaque;
-  placeholder.type = std::string(tensor ? "a tensor" : "a value holding a tensor") + " sharing memory with " + with +
-                     ", which a record file keeps apart";
+  placeholder.type = what + ", which a record file keeps apart";
   return placeholder;
+}
+
+record::Value memoryKeptApart(const std::string& with, bool tensor = true) {
+  return keptApart(std::string(tensor ? "a tensor" : "a value holding a tensor") + " sharing memory with " + with);
 }
 
 // The state path, not under `except`, of a tensor sharing t's memory; "".
@@ -231,10 +231,24 @@ CallLog::StateMemory CallLog::stateMemory(const Units& units, size_t compiled) {
   return out;
 }
 
+std::multimap<PyObject*, record::AccessPath> CallLog::stateObjects(const Units& units, size_t compiled) {
+  std::multimap<PyObject*, record::AccessPath> out;
+  for (size_t w = 0; w < compiled; ++w) {
+    std::vector<PyRef> values = stateValues(units, w);
+    size_t k = 0;
+    for (auto& path : units[w]->statePaths) {
+      const PyRef& v = values[k++];
+      if (v && (PyList_Check(v.get()) || PyDict_Check(v.get()))) out.emplace(v.get(), stateKey(units, w, path).second);
+    }
+  }
+  return out;
+}
+
 std::vector<record::StateUpdate> CallLog::changesBefore(const Units& units, size_t compiled, size_t u) {
   std::vector<record::StateUpdate> out;
   std::set<StateKey> seen;
   std::optional<StateMemory> memory;  // made on the first change
+  std::optional<std::multimap<PyObject*, record::AccessPath>> objects;  // the same, for lists and dicts
   for (size_t w = 0; w < compiled; ++w) {
     const Unit& fn = *units[w];
     std::vector<PyRef> values = stateValues(units, w, w != u);
@@ -267,6 +281,17 @@ std::vector<record::StateUpdate> CallLog::changesBefore(const Units& units, size
       std::string alias;
       upd.value = snapshot(v.get(), below, blobs_, sharingWith(*memory, upd.path, alias, tensor));
       if (!alias.empty()) upd.value = memoryKeptApart(alias, isTensor(v.get()));
+      if (!same && (PyList_Check(v.get()) || PyDict_Check(v.get()))) {
+        // M[0] = L, L a list another path names: the logged copy would be
+        // another object natively, so that call is refused there.
+        if (!objects) objects = stateObjects(units, compiled);
+        auto [from, to] = objects->equal_range(v.get());
+        for (auto it = from; it != to; ++it)
+          if (!(it->second == upd.path)) {
+            upd.value = keptApart("the object at " + record::toString(it->second));
+            break;
+          }
+      }
       using K = record::Value::Kind;
       if (same && (upd.value.kind == K::List || upd.value.kind == K::Dict || upd.value.kind == K::Tensor))
         upd.how = record::StateUpdate::How::Refill;

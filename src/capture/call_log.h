@@ -43,6 +43,8 @@ class CallLog {
   };
   using StateMemory = std::multimap<const void*, StateTensor>;
   StateMemory stateMemory(const Units& units, size_t compiled);
+  // The lists and dicts at the paths compiled units read, by identity.
+  std::multimap<PyObject*, record::AccessPath> stateObjects(const Units& units, size_t compiled);
   // What unit u's state paths hold now, in Unit::statePaths' order (null
   // where one leads nowhere), each shared prefix resolved once; with
   // globalsOnly, only the module-rooted ones (the others null).
@@ -80,14 +82,13 @@ class CallLog {
     uint64_t contents = 0;       // containers: their elements, shallowly; bound methods: what they are bound to;
                                  // tensors: memory, layout and contents
     record::Atom atom;
-    // The objects whose addresses object and contents hold, kept alive
-    // until the next observation: a new object at a freed one's address
-    // would otherwise look unchanged. Not compared. Below a weak
-    // reference's referent they are weak references instead (keeping the
-    // referent alive would change what the script's ref() returns); one
-    // that died makes the observation differ.
-    std::vector<PyRef> held;
-    bool weak = false;
+    // The objects whose addresses object and contents hold, kept until
+    // the next observation: a new object at a freed one's address would
+    // otherwise look unchanged. Not compared. Objects that take weak
+    // references are held by one, in weaklyHeld (keeping them alive would
+    // change what the script's ref() returns); one that died makes the
+    // observation differ.
+    std::vector<PyRef> held, weaklyHeld;
     bool alive() const;
     bool operator==(const Seen& o) const {
       return exists == o.exists && object == o.object && version == o.version && contents == o.contents &&
