@@ -7,7 +7,8 @@ grammar of the things that make a captured record stale or wrong: globals,
 attributes, flags and container elements read and changed between calls,
 enum and scalar arguments, *args and **kwargs, in-place updates of fresh
 tensors and constants, state written by the function, random draws,
-arguments that alias, and weak references to what the function drops. The driver (run under magpy-capture) builds each
+arguments that alias, weak references to what the function drops, and
+lists the function only appends to. The driver (run under magpy-capture) builds each
 program twice from the same source, compiles one copy with magpy.compile,
 and before every call applies the same external change to both copies; it
 compares results (values, dtypes, shapes, requires_grad) and the state the
@@ -90,6 +91,24 @@ def global_write(r, k):
 @template
 def list_append(r, k):
     return ([f"G_a{k} = []"], [f"G_a{k}.append(1)", f"y = y + len(G_a{k})"], [])
+
+
+@template
+def list_only_appended(r, k):
+    # A list the function only appends to: its record extends it, guarding
+    # neither its length nor its elements, while the script empties, fills
+    # or rebinds it between calls (some programs also read it back).
+    on_self = r.random() < 0.5
+    name = f"self.log{k}" if on_self else f"G_g{k}"
+    state = [f"S.log{k} = []"] if on_self else [f"G_g{k} = []"]
+    grow = r.choice([f"{name}.append(y.sum())", f"{name}.extend([1, y.mean()])", f"{name}.append({k})"])
+    body = [grow] + ([f"y = y + len({name})"] if r.random() < 0.3 else [])
+    held = f"obj.log{k}" if on_self else f"ns['G_g{k}']"
+    mutations = [f"if rng.random() < 0.3: {held}.clear()",
+                 f"if rng.random() < 0.3: {held}.extend([2.0] * rng.randint(1, 3))"]
+    mutations += [f"if rng.random() < 0.2: obj.log{k} = []"] if on_self else [
+        f"if rng.random() < 0.2: ns['G_g{k}'] = [7]"]
+    return state, body, mutations
 
 
 @template
