@@ -1,3 +1,4 @@
+# magpy-test: refused natively
 # The call log remembers what each state path held after a logged call, to
 # see what the script changes before the next one. It must not keep those
 # objects alive: a box the next call pops from a state list is dropped by
