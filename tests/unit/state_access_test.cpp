@@ -233,7 +233,8 @@ TEST(StateAccess, ExtendAppendsToTheListItFinds) {
   for (size_t calls = 1; calls <= 2; ++calls) {
     Resolution<NativeStore> values(store, access.tree());
     access.mock({}, values);
-    const Value& layers = *resolvePath(store, AccessPath::self().attr("layers"));
+    auto found = resolvePath(store, AccessPath::self().attr("layers"));  // holds the value
+    const Value& layers = *found;
     ASSERT_EQ(layers.heap->items.size(), 2 + 2 * calls);
     EXPECT_EQ(layers.heap->items[2 * calls].atom, Atom::integer(7));
     EXPECT_EQ(layers.heap->items[2 * calls + 1].atom, Atom::integer(3));
