@@ -327,11 +327,15 @@ std::vector<record::StateUpdate> CallLog::changesBefore(const Units& units, size
   return out;
 }
 
-void CallLog::noteExit(const Units& units, size_t compiled) {
-  for (size_t u = 0; u < compiled; ++u) {
-    std::vector<PyRef> values = stateValues(units, u);
+void CallLog::noteExit(const Units& units, size_t compiled, size_t u) {
+  for (size_t w = 0; w < compiled; ++w) {
+    std::vector<PyRef> values = stateValues(units, w, w != u);
     size_t k = 0;
-    for (auto& path : units[u]->statePaths) lastExit_[stateKey(units, u, path)] = observe(values[k++], path, units[u]->statePaths);
+    for (auto& path : units[w]->statePaths) {
+      const PyRef& v = values[k++];
+      if (w == u || path.root == record::AccessPath::Root::Global)
+        lastExit_[stateKey(units, w, path)] = observe(v, path, units[w]->statePaths);
+    }
   }
 }
 

@@ -20,6 +20,11 @@ namespace magpy::capture {
 
 class CallLog {
  public:
+  using StateKey = std::pair<int, record::AccessPath>;  // (unit, path); -1 for module-rooted paths
+  // Which tree a state path of unit u is in, and the path with its module
+  // named: (u, path) for `self`, (-1, G(module)...) for globals.
+  static StateKey stateKey(const Units& units, size_t u, record::AccessPath p);
+
   explicit CallLog(BlobPool& blobs);
   ~CallLog();
 
@@ -29,8 +34,10 @@ class CallLog {
   // every module global any compiled unit reads (replay shares them all),
   // and interpreter state replay can set.
   std::vector<record::StateUpdate> changesBefore(const Units& units, size_t compiled, size_t u);
-  // Remembers the state as a logged call leaves it.
-  void noteExit(const Units& units, size_t compiled);
+  // Remembers the state as a logged call of unit u leaves it: u's own and
+  // the module globals. Another unit's `self` changed since its last call
+  // is the script's change, logged before that unit's next call.
+  void noteExit(const Units& units, size_t compiled, size_t u);
   // A call's arguments along the paths the unit's records read; keyword
   // arguments go to *kwOut. An argument that shares memory with the state
   // (stateMemory: f(model.weight)) becomes a placeholder no guard accepts:
@@ -95,9 +102,6 @@ class CallLog {
              atom == o.atom && alive() && o.alive();
     }
   };
-  using StateKey = std::pair<int, record::AccessPath>;  // (unit, path); -1 for module-rooted paths
-
-  static StateKey stateKey(const Units& units, size_t u, record::AccessPath p);
   // What state path `path` (among `tracked`, the unit's) holds: v.
   static Seen observe(const PyRef& v, const record::AccessPath& path, const std::set<record::AccessPath>& tracked);
   // Per unit, its state paths over one PathTree (remade when they change).

@@ -822,7 +822,7 @@ PyObject* Session::call(size_t index, PyObject* args, PyObject* kwargs) {
       return nullptr;
     }
     s.log.calls.push_back(std::move(entry));
-    s.log.noteExit(s.units, s.compiled);
+    s.log.noteExit(s.units, s.compiled, index);
     s.logBytes += s.blobs.bytes() - logged;
   }
   return result.release();
