@@ -16,6 +16,7 @@
 #include "capture/compiled_function.h"
 #include "capture/record_builder.h"
 #include "capture/segments.h"
+#include "capture/shared_state.h"
 #include "capture/units.h"
 #include "magpy/record/generalize.h"
 #include "magpy/record/graph_utils.h"
@@ -316,44 +317,13 @@ struct Session::Impl {
     }
   }
 
-  // Where units' `self` states hold an object another unit's state holds
-  // too (a compiled module inside another, a config object two models
-  // share): per unit, the paths that reach such objects. Live, units share
-  // them; in a record file each function has its own copy of its state, so
-  // one's writes are not seen by the other natively, and the lifted numbers
-  // below those paths are pinned to their values (a call that sees the
-  // other's write then misses instead of computing with a stale copy).
-  std::map<const Unit*, std::vector<record::AccessPath>> sharedStatePaths() const {
-    std::map<PyObject*, std::pair<const Unit*, record::AccessPath>> owner;
-    std::vector<PyRef> held;  // a path may make its object afresh (a bound method): kept, its address is not reused
-    std::map<const Unit*, std::vector<record::AccessPath>> shared;
-    auto mutableObject = [](PyObject* o) {
-      return PyDict_Check(o) || PyList_Check(o) || (Py_TYPE(o)->tp_flags & Py_TPFLAGS_HEAPTYPE && !PyType_Check(o) &&
-                                                    !PyFunction_Check(o) && !isTensor(o));
-    };
-    for (auto& fn : units) {
-      if (!fn->spec.self) continue;
-      LiveRoots roots;
-      roots.self = fn->spec.self;
-      roots.homeModule = fn->spec.homeModule;
-      for (auto& path : fn->statePaths) {
-        if (path.root != record::AccessPath::Root::Self) continue;
-        record::AccessPath prefix = record::AccessPath::self();
-        for (size_t k = 0; k <= path.steps.size(); ++k) {
-          if (k > 0) prefix.steps.push_back(path.steps[k - 1]);
-          PyRef o = resolveLive(prefix, roots);
-          if (!o || !mutableObject(o.get())) continue;
-          held.push_back(o);
-          auto [it, fresh] = owner.emplace(o.get(), std::make_pair(fn.get(), prefix));
-          if (!fresh && it->second.first != fn.get()) {
-            shared[it->second.first].push_back(it->second.second);
-            shared[fn.get()].push_back(prefix);
-          }
-        }
-      }
-    }
-    PyErr_Clear();
-    return shared;
+  // Records that write an object two state trees hold (shared_state.h)
+  // are refused natively. Checked after each monitored call, so sharing
+  // the script undoes later still counts, and again when the file is made.
+  void noteSharedWrites(const SharedState& shared) {
+    for (size_t u = 0; u < units.size(); ++u)
+      for (Entry& e : units[u]->entries)
+        if (e.keptApart.empty()) e.keptApart = shared.refusal(units, u, e.record);
   }
 
   // Two distinct state tensors of fn that share memory now (self.b =
@@ -547,6 +517,7 @@ struct Session::Impl {
     size_t slot = replaced == SIZE_MAX ? fn.entries.size() : replaced;
     if (replaced == SIZE_MAX) fn.entries.push_back(std::move(created));
     else fn.entries[replaced] = std::move(created);
+    noteSharedWrites(SharedState(units));
     if (logged) {
       logged->record = int32_t(slot);
       logged->monitored = true;
@@ -865,6 +836,12 @@ void supersede(record::Record& r, const replay::GuardMiss& changed) {
   r.breaks = {b};
 }
 
+void refuseNatively(record::Record& r, const std::string& why) {
+  record::GraphBreak b;
+  b.reason = why;
+  r.breaks = {b};
+}
+
 void keepsNoAliasing(record::Record& r, const std::string& sharedMemory) {
   record::GraphBreak b;
   b.reason = "refused natively: " + sharedMemory + ", and a record of this function writes its inputs in place; "
@@ -877,7 +854,8 @@ void keepsNoAliasing(record::Record& r, const std::string& sharedMemory) {
 record::RecordFile Session::recordFile(bool stateAtExit) {
   Impl& s = *impl_;
   record::RecordFile f;
-  std::map<const Unit*, std::vector<record::AccessPath>> shared = s.sharedStatePaths();
+  SharedState shared(s.units);
+  s.noteSharedWrites(shared);
   for (size_t index = 0; index < s.units.size(); ++index) {
     const std::unique_ptr<Unit>& fn = s.units[index];
     record::CompiledFunction out;
@@ -890,9 +868,9 @@ record::RecordFile Session::recordFile(bool stateAtExit) {
                                    [](const Entry& e) { return replay::writesItsInputs(e.record.graph); });
     for (auto& e : fn->entries) {
       out.records.push_back(e.record);
-      if (auto it = shared.find(fn.get()); it != shared.end()) record::pinLiftedNumbers(out.records.back(), it->second);
       if (auto changed = e.live->definitionsChanged()) supersede(out.records.back(), *changed);
       else if (writesState && !sharedMemory.empty()) keepsNoAliasing(out.records.back(), sharedMemory);
+      else if (!e.keptApart.empty()) refuseNatively(out.records.back(), e.keptApart);
     }
     f.functions.push_back(std::move(out));
   }

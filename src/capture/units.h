@@ -48,6 +48,8 @@ struct Entry {
   // A record with lifted numbers whose operators computed other sizes for
   // other values: its numbers change sizes, so the JIT no longer tries it.
   bool retired = false;
+  // Why native replay must refuse it, once seen (shared_state.h), or "".
+  std::string keptApart;
   // Calls autograd records nothing in run on a second plan with libtorch's
   // inference passes and the compiled backend (jit.cpp, compiledPlan):
   // built once the record served Unit::compileAfter of them; its

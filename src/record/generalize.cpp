@@ -297,19 +297,4 @@ Generalized generalize(const Record& earlier, const Record& later) {
   return out;
 }
 
-void pinLiftedNumbers(Record& r, const std::vector<AccessPath>& below) {
-  auto under = [&](const AccessPath& p) {
-    return std::any_of(below.begin(), below.end(), [&](const AccessPath& b) { return b.isPrefixOf(p); });
-  };
-  for (auto& n : r.graph.nodes) {
-    if (!n.isInput() || n.number.empty() || !under(n.source)) continue;
-    for (auto& g : r.guards)
-      if (g.path == n.source && g.check.kind == Check::Kind::Number) {
-        g.check = Check{};
-        g.check.kind = Check::Kind::Equals;
-        g.check.atom = n.seen;
-      }
-  }
-}
-
 }  // namespace magpy::record

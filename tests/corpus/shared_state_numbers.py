@@ -2,9 +2,8 @@
 # A compiled module inside another compiled module: both write the inner
 # module's counter. Live they share it, so its number is lifted; a record
 # file keeps a copy of each function's state, so natively one function
-# would not see the other's writes: the lifted guards are pinned to their
-# values in the file, and magpy-run refuses the calls it cannot vouch for
-# rather than compute with a stale copy.
+# would not see the other's writes: records that write the shared module
+# are refused natively rather than compute with a stale copy.
 import torch
 from harness import same
 

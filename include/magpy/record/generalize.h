@@ -39,10 +39,4 @@ struct Generalized {
 // `earlier` may itself be dynamic; `later` is a record just captured.
 Generalized generalize(const Record& earlier, const Record& later);
 
-// The inverse of lifting a number: the record's guard on each number its
-// graph reads from the state below one of the paths `below` checks the
-// value seen at capture again (a `type builtins.int` guard becomes `== 3`).
-// The graph stays as it is.
-void pinLiftedNumbers(Record& r, const std::vector<AccessPath>& below);
-
 }  // namespace magpy::record
