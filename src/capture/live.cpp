@@ -653,6 +653,18 @@ record::Value snap(PyObject* o, const PathTrie& wanted, SnapshotContext& ctx) {
   return snapAs(o, wanted, ctx, std::move(v));
 }
 
+// A list's, tuple's or dict's element. One that holds the container
+// (L.append(L)) would make the value contain itself, which a record file
+// cannot hold: a placeholder no guard accepts stands there instead, so
+// native replay refuses the calls that read it.
+record::Value snapElement(PyObject* o, const PathTrie& wanted, SnapshotContext& ctx) {
+  if (!ctx.open.count(o)) return snap(o, wanted, ctx);
+  record::Value placeholder;
+  placeholder.kind = record::Value::Kind::Opaque;
+  placeholder.type = "an object that holds itself, which a record file cannot hold";
+  return placeholder;
+}
+
 record::Value snapAs(PyObject* o, const PathTrie& wanted, SnapshotContext& ctx, record::Value v) {
   auto child = [&](const record::PathStep& s) {
     auto it = wanted.children.find(s);
@@ -684,7 +696,7 @@ record::Value snapAs(PyObject* o, const PathTrie& wanted, SnapshotContext& ctx, 
     if (!PyTuple_CheckExact(o) && !PyList_CheckExact(o)) v.type = typeName(Py_TYPE(o));
     Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
     for (Py_ssize_t i = 0; i < n; ++i)
-      v.items.push_back(snap(PySequence_Fast_GET_ITEM(o, i), child(record::PathStep::at(i)), ctx));
+      v.items.push_back(snapElement(PySequence_Fast_GET_ITEM(o, i), child(record::PathStep::at(i)), ctx));
     return v;
   }
   bool plainKeys = PyDict_Check(o);
@@ -701,7 +713,7 @@ record::Value snapAs(PyObject* o, const PathTrie& wanted, SnapshotContext& ctx, 
     forEachDictItem(o, [&](PyObject* k, PyObject* val) {
       record::Atom key = *dictKey(k);
       v.keys.push_back(key);
-      v.items.push_back(snap(val, child(record::PathStep::keyed(key)), ctx));
+      v.items.push_back(snapElement(val, child(record::PathStep::keyed(key)), ctx));
     });
     return v;
   }
@@ -719,7 +731,7 @@ record::Value snapAs(PyObject* o, const PathTrie& wanted, SnapshotContext& ctx, 
       if (fresh) ctx.keysOnly.insert(++ctx.next);
       v.keys.emplace_back();
       v.keyRefs.push_back(it->second);
-      v.items.push_back(snap(val, entry, ctx));
+      v.items.push_back(snapElement(val, entry, ctx));
     });
     return v;
   }
