@@ -33,9 +33,17 @@ NodeId Monitor::operatorResult(const Pending& p, PyObject* value) {
 bool Monitor::finishBinaryOp(Step& s) {
   PyObject* v = s.outObj(0);
   if (binaryOpIsInPlace(s.ins().arg) && v == s.inObj(0) && !isAtom(v)) {
-    // a += b on a mutable object: the object changed (lists) or the ATen
-    // op recorded the write (tensors).
-    if (refs_.node(s.in(0)).kind == NodeKind::List) refs_.changedInPlace(s.in(0));
+    // a += b on a mutable object: the object changed (a list's +=, a
+    // dict's |=), the ATen op recorded the write (tensors), or a Python
+    // class's operator ran traced. Native code changing another object
+    // (a set's |=) is not followed.
+    NodeKind kind = refs_.node(s.in(0)).kind;
+    if (kind == NodeKind::List || kind == NodeKind::Dict) {
+      refs_.changedInPlace(s.in(0));
+    } else if (kind != NodeKind::Tensor && !PyType_HasFeature(Py_TYPE(v), Py_TPFLAGS_HEAPTYPE)) {
+      graphBreak(std::string("an in-place operator changes a ") + Py_TYPE(v)->tp_name + ", which is not followed");
+      return false;
+    }
     s.out[0] = s.in(0);
     return true;
   }
