@@ -517,7 +517,7 @@ struct Session::Impl {
     size_t slot = replaced == SIZE_MAX ? fn.entries.size() : replaced;
     if (replaced == SIZE_MAX) fn.entries.push_back(std::move(created));
     else fn.entries[replaced] = std::move(created);
-    noteSharedWrites(SharedState(units));
+    noteSharedWrites(SharedState(units, globals));
     if (logged) {
       logged->record = int32_t(slot);
       logged->monitored = true;
@@ -854,7 +854,7 @@ void keepsNoAliasing(record::Record& r, const std::string& sharedMemory) {
 record::RecordFile Session::recordFile(bool stateAtExit) {
   Impl& s = *impl_;
   record::RecordFile f;
-  SharedState shared(s.units);
+  SharedState shared(s.units, s.globals);
   s.noteSharedWrites(shared);
   for (size_t index = 0; index < s.units.size(); ++index) {
     const std::unique_ptr<Unit>& fn = s.units[index];

@@ -3,6 +3,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <algorithm>
+#include <functional>
 
 #include "capture/call_log.h"
 #include "capture/pyobjects.h"
@@ -25,6 +26,39 @@ const void* writableIdentity(PyObject* o) {
   return PyList_Check(o) || PyDict_Check(o) || instance ? o : nullptr;
 }
 
+// The value that defines what `steps` name below root (a Ref followed to
+// its definition), or null where the walk finds none.
+const record::Value* definitionAt(const record::Value& root, const std::vector<record::PathStep>& steps) {
+  std::map<uint32_t, const record::Value*> defined;
+  std::function<void(const record::Value&)> index = [&](const record::Value& v) {
+    if (v.id && v.kind != record::Value::Kind::Ref) defined.emplace(v.id, &v);
+    for (auto& item : v.items) index(item);
+  };
+  auto follow = [&](const record::Value* v) -> const record::Value* {
+    if (v->kind != record::Value::Kind::Ref) return v;
+    if (defined.empty()) index(root);
+    auto it = defined.find(v->id);
+    return it == defined.end() ? nullptr : it->second;
+  };
+  const record::Value* v = follow(&root);
+  for (const record::PathStep& s : steps) {
+    if (!v) return nullptr;
+    size_t at = SIZE_MAX;
+    if (s.kind == record::PathStep::Kind::Attr) {
+      auto it = std::find(v->names.begin(), v->names.end(), s.name);
+      if (it != v->names.end()) at = size_t(it - v->names.begin());
+    } else if (s.kind == record::PathStep::Kind::Index && s.index >= 0) {
+      at = size_t(s.index);
+    } else if (s.kind == record::PathStep::Kind::Key && v->keyRefs.empty()) {
+      auto it = std::find(v->keys.begin(), v->keys.end(), s.key);
+      if (it != v->keys.end()) at = size_t(it - v->keys.begin());
+    }
+    if (at >= v->items.size()) return nullptr;
+    v = follow(&v->items[at]);
+  }
+  return v;
+}
+
 // The state paths record r writes through: its mock's targets and the
 // graph's inputs that an operator writes in place.
 std::vector<record::AccessPath> writtenState(const record::Record& r) {
@@ -45,39 +79,42 @@ std::vector<record::AccessPath> writtenState(const record::Record& r) {
 
 }  // namespace
 
-SharedState::SharedState(const Units& units) {
-  std::map<const void*, std::vector<Holder>> all;
+SharedState::Holder SharedState::holder(const Units& units, size_t u, const record::AccessPath& path) const {
+  auto [index, canonical] = CallLog::stateKey(units, u, path);
+  Holder h{{index, index < 0 ? canonical.name : ""}, u, path, nullptr, ""};
+  h.where = (index < 0 ? "" : units[u]->name + "'s ") + record::toString(canonical);
+  if (index >= 0 && units[u]->haveSelf) {
+    h.native = definitionAt(units[u]->self, path.steps);
+  } else if (auto it = globals_.find(canonical.name); index < 0 && it != globals_.end()) {
+    h.native = definitionAt(it->second, path.steps);
+  }
+  return h;
+}
+
+SharedState::SharedState(const Units& units, const std::map<std::string, record::Value>& globals) : globals_(globals) {
+  std::map<const void*, std::vector<std::pair<size_t, record::AccessPath>>> named;  // per object, the paths to it
   for (size_t u = 0; u < units.size(); ++u) {
     const Unit& fn = *units[u];
     LiveRoots roots{fn.spec.self, nullptr, nullptr, fn.spec.homeModule};
     for (const record::AccessPath& path : fn.statePaths) {
-      auto [index, canonical] = CallLog::stateKey(units, u, path);
-      Tree tree{index, index < 0 ? canonical.name : ""};
-      record::AccessPath prefix = path, named = canonical;
+      record::AccessPath prefix = path;
       prefix.steps.clear();
-      named.steps.clear();
       for (size_t k = 0; k <= path.steps.size(); ++k) {
-        if (k > 0) {
-          prefix.steps.push_back(path.steps[k - 1]);
-          named.steps.push_back(path.steps[k - 1]);
-        }
+        if (k > 0) prefix.steps.push_back(path.steps[k - 1]);
         PyRef o = resolveLive(prefix, roots);
         const void* id = o ? writableIdentity(o.get()) : nullptr;
         if (!id) continue;
         held_.push_back(o);
-        std::vector<Holder>& holders = all[id];
-        bool known = std::any_of(holders.begin(), holders.end(),
-                                 [&](const Holder& h) { return h.unit == u && h.path == prefix; });
-        if (!known)
-          holders.push_back({tree, u, prefix, (index < 0 ? "" : fn.name + "'s ") + record::toString(named)});
+        auto& paths = named[id];
+        if (std::find(paths.begin(), paths.end(), std::make_pair(u, prefix)) == paths.end()) paths.emplace_back(u, prefix);
       }
     }
   }
   PyErr_Clear();
-  for (auto& [id, holders] : all) {
-    bool apart = std::any_of(holders.begin(), holders.end(),
-                             [&](const Holder& h) { return h.tree != holders.front().tree; });
-    if (apart) holders_.emplace(id, std::move(holders));
+  for (auto& [id, paths] : named) {
+    if (paths.size() < 2) continue;
+    std::vector<Holder>& holders = holders_[id];
+    for (auto& [u, path] : paths) holders.push_back(holder(units, u, path));
   }
 }
 
@@ -89,13 +126,17 @@ std::string SharedState::refusal(const Units& units, size_t u, const record::Rec
     PyRef o = resolveLive(path, roots);
     auto it = holders_.find(o ? writableIdentity(o.get()) : nullptr);
     if (it == holders_.end()) continue;
-    auto [index, canonical] = CallLog::stateKey(units, u, path);
-    Tree tree{index, index < 0 ? canonical.name : ""};
+    Holder written = holder(units, u, path);
+    // Another tree's copy, or another value of this tree (where the file
+    // tells: a path no walk finds is taken to be the written one).
+    auto apart = [&](const Holder& h) {
+      if (h.tree != written.tree) return true;
+      return h.native && written.native && h.native != written.native;
+    };
     for (const Holder& h : it->second)
-      if (h.tree != tree)
+      if (apart(h))
         return "refused natively: it writes " + record::toString(path) + ", which is also " + h.where +
-               "; a record file keeps each compiled function's state and each module's globals apart, so "
-               "natively the write would not show there";
+               "; a record file holds the two apart, so natively the write would not show there";
   }
   PyErr_Clear();
   return "";

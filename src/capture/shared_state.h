@@ -1,10 +1,11 @@
-// Objects that two of the trees a record file keeps apart both hold: the
-// `self` of two units (a compiled module inside another, a config object,
-// list or tensor two models share), a unit's `self` and a module's
-// globals, or the globals of two modules. Live they are one object; in a
-// record file each function's `self` and each module's globals are values
-// of their own, so natively a write through one path does not show
-// through the other.
+// Objects the script holds once that a record file holds as two: each
+// function's `self` and each module's globals are values of their own in
+// the file, and a tree describes an object twice where two of its
+// snapshots (first reads by different records) met it by different paths
+// (module globals always copy). Live that is one object (a list two
+// compiled modules share, a global that self also holds, `A = B = []`,
+// `self.b = self.a` read by two records); natively it is two, so a write
+// through one path does not show through the other.
 #pragma once
 
 #include <map>
@@ -19,8 +20,9 @@ namespace magpy::capture {
 class SharedState {
  public:
   // From every unit's state paths and each of their prefixes, as they
-  // resolve now.
-  explicit SharedState(const Units& units);
+  // resolve now, and where each lands in the values the file will hold
+  // (each unit's `self`, `globals` per module).
+  SharedState(const Units& units, const std::map<std::string, record::Value>& globals);
 
   // Why native replay must refuse record r of unit u, or "": one of its
   // writes (a mock's, or an operator's in place) changes such an object.
@@ -31,10 +33,14 @@ class SharedState {
   struct Holder {
     Tree tree;
     size_t unit;
-    record::AccessPath path;  // as the unit's records name it
-    std::string where;        // for messages: "__main__.Reader's self.log", "G(__main__)['log']"
+    record::AccessPath path;       // as the unit's records name it
+    const record::Value* native;   // the value that describes it in the file; null where no walk finds one
+    std::string where;             // for messages: "__main__.Reader's self.log", "G(__main__)['log']"
   };
-  std::map<const void*, std::vector<Holder>> holders_;  // per shared object (a tensor: its storage)
+  Holder holder(const Units& units, size_t u, const record::AccessPath& path) const;
+
+  const std::map<std::string, record::Value>& globals_;
+  std::map<const void*, std::vector<Holder>> holders_;  // per object two paths name (a tensor: its storage)
   std::vector<PyRef> held_;  // a path may make its object afresh (a bound method): its address stays taken
 };
 
