@@ -7,8 +7,9 @@ grammar of the things that make a captured record stale or wrong: globals,
 attributes, flags and container elements read and changed between calls,
 enum and scalar arguments, *args and **kwargs, in-place updates of fresh
 tensors and constants, state written by the function, random draws,
-arguments that alias, weak references to what the function drops, and
-lists the function only appends to. The driver (run under magpy-capture) builds each
+arguments that alias, weak references to what the function drops,
+lists the function only appends to, and one object held both as a global
+and by self. The driver (run under magpy-capture) builds each
 program twice from the same source, compiles one copy with magpy.compile,
 and before every call applies the same external change to both copies; it
 compares results (values, dtypes, shapes, requires_grad) and the state the
@@ -109,6 +110,27 @@ def list_only_appended(r, k):
     mutations += [f"if rng.random() < 0.2: obj.log{k} = []"] if on_self else [
         f"if rng.random() < 0.2: ns['G_g{k}'] = [7]"]
     return state, body, mutations
+
+
+@template
+def global_held_by_self(r, k):
+    # One list or tensor reached as a module global and as an attribute of
+    # self: a record file keeps the two apart, so a record that writes it
+    # through either name must be refused natively (reads alone replay),
+    # while the script writes through either name or rebinds one.
+    if r.random() < 0.5:
+        state = [f"G_h{k} = [1]", f"S.h{k} = G_h{k}"]
+        write = r.choice([f"G_h{k}.append(2)", f"self.h{k}.append(2)", f"self.h{k}[0] = {k}", ""])
+        read = r.choice([f"y = y + len(self.h{k})", f"y = y + len(G_h{k})", f"y = y + self.h{k}[0]"])
+        mutations = [f"if rng.random() < 0.3: ns['G_h{k}'].append(5)",
+                     f"if rng.random() < 0.2: obj.h{k} = [3]"]
+    else:
+        state = [f"G_h{k} = torch.zeros(3)", f"S.h{k} = G_h{k}"]
+        write = r.choice([f"G_h{k}.add_(1)", f"self.h{k}.mul_(2)", ""])
+        read = r.choice([f"y = y + self.h{k}", f"y = y * G_h{k}.sum()"])
+        mutations = [f"if rng.random() < 0.3: ns['G_h{k}'].add_(0.5)",
+                     f"if rng.random() < 0.2: obj.h{k} = torch.ones(3)"]
+    return state, ([write] if write else []) + [read], mutations
 
 
 @template
