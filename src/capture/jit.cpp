@@ -827,26 +827,23 @@ PyObject* Session::stats(size_t index) {
 
 namespace {
 
-// A record made before the script changed a class or function it depends
-// on: native replay has no classes or code to check, so it never serves it.
-void supersede(record::Record& r, const replay::GuardMiss& changed) {
-  record::GraphBreak b;
-  b.reason = "superseded: the script changed " + changed.path + " after this record was made (native state holds "
-             "no classes or code to tell the two apart)";
-  r.breaks = {b};
-}
-
+// Native replay never serves r: a break whose reason says why.
 void refuseNatively(record::Record& r, const std::string& why) {
   record::GraphBreak b;
   b.reason = why;
   r.breaks = {b};
 }
 
+// A record made before the script changed a class or function it depends
+// on: native replay has no classes or code to check, so it never serves it.
+void supersede(record::Record& r, const replay::GuardMiss& changed) {
+  refuseNatively(r, "superseded: the script changed " + changed.path + " after this record was made (native state holds "
+                    "no classes or code to tell the two apart)");
+}
+
 void keepsNoAliasing(record::Record& r, const std::string& sharedMemory) {
-  record::GraphBreak b;
-  b.reason = "refused natively: " + sharedMemory + ", and a record of this function writes its inputs in place; "
-             "a record file keeps each tensor's contents apart";
-  r.breaks = {b};
+  refuseNatively(r, "refused natively: " + sharedMemory + ", and a record of this function writes its inputs in place; "
+                    "a record file keeps each tensor's contents apart");
 }
 
 }  // namespace

@@ -81,7 +81,7 @@ std::vector<record::AccessPath> writtenState(const record::Record& r) {
 
 SharedState::Holder SharedState::holder(const Units& units, size_t u, const record::AccessPath& path) const {
   auto [index, canonical] = CallLog::stateKey(units, u, path);
-  Holder h{{index, index < 0 ? canonical.name : ""}, u, path, nullptr, ""};
+  Holder h{{index, index < 0 ? canonical.name : ""}, nullptr, ""};
   h.where = (index < 0 ? "" : units[u]->name + "'s ") + record::toString(canonical);
   if (index >= 0 && units[u]->haveSelf) {
     h.native = definitionAt(units[u]->self, path.steps);

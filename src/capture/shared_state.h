@@ -32,8 +32,6 @@ class SharedState {
   using Tree = std::pair<int, std::string>;  // a unit's `self` (its index, ""), a module's globals (-1, its name)
   struct Holder {
     Tree tree;
-    size_t unit;
-    record::AccessPath path;       // as the unit's records name it
     const record::Value* native;   // the value that describes it in the file; null where no walk finds one
     std::string where;             // for messages: "__main__.Reader's self.log", "G(__main__)['log']"
   };
